@@ -1,0 +1,33 @@
+// tupe info --config FILE: the effective model config and its parameter table.
+#include <cstdio>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "cli/config_cli.h"
+#include "model/tupe_bert.h"
+
+namespace tupe::cli {
+
+int run_info(int argc, char** argv) {
+  model::ModelConfig config;
+  ConfigCli cli("info", "Prints the effective model config and a parameter table (no weights are loaded).");
+  cli.section("model", model::ModelConfig::fields(), config);
+  if (!cli.parse(argc, argv)) return 0;
+  config.validate();
+  model::TupeBert net(config);
+  std::cout << "# effective config\n";
+  cli.print_effective(std::cout);
+  std::cout << "\n# parameters (" << model::to_string(config.position_encoding)
+            << (config.untie_cls ? ", [CLS] untied" : "") << ")\n";
+  const auto rows = model::parameter_table(*net);
+  const int64_t total = rows.back().numel;
+  std::printf("%-26s %14s %8s\n", "group", "parameters", "share");
+  for (const auto& r : rows) {
+    if (r.name == "total") std::printf("%s\n", std::string(50, '-').c_str());
+    std::printf("%-26s %14lld %7.2f%%\n", r.name.c_str(), static_cast<long long>(r.numel),
+                100.0 * static_cast<double>(r.numel) / static_cast<double>(total));
+  }
+  return 0;
+}
+
+}  // namespace tupe::cli

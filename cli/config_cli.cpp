@@ -1,0 +1,81 @@
+#include "cli/config_cli.h"
+
+#include <boost/program_options/parsers.hpp>
+#include <boost/program_options/value_semantic.hpp>
+#include <iostream>
+
+#include "common/error.h"
+#include "common/ini.h"
+
+namespace po = boost::program_options;
+
+namespace tupe::cli {
+
+ConfigCli::ConfigCli(std::string command, std::string summary)
+    : command_(std::move(command)), summary_(std::move(summary)), own_options_("Options") {
+  own_options_.add_options()("help,h", "print this help")(
+      "config", po::value<std::string>(), "INI file with [section] key = value lines; command-line options override it");
+}
+
+void ConfigCli::add_field_option(po::options_description& desc, const std::string& key, const std::string& help,
+                                 const std::string& default_text) {
+  desc.add_options()(key.c_str(), po::value<std::string>()->value_name("V"),
+                     (help + " (default: " + (default_text.empty() ? "\"\"" : default_text) + ")").c_str());
+}
+
+bool ConfigCli::parse(int argc, char** argv) {
+  po::options_description all;
+  all.add(own_options_).add(config_options_);
+  try {
+    po::store(po::command_line_parser(argc, argv).options(all).run(), vm_);
+    po::notify(vm_);
+  } catch (const po::error& e) {
+    TUPE_FAIL(e.what() << " (see tupe " << command_ << " --help)");
+  }
+  if (vm_.count("help")) {
+    std::cout << "Usage: tupe " << command_ << " [--config FILE] [--section.key VALUE ...] [options]\n"
+              << summary_ << "\n\n"
+              << all << "\n";
+    return false;
+  }
+  KeyValues file_kv;
+  std::string file;
+  if (vm_.count("config")) {
+    file = vm_["config"].as<std::string>();
+    file_kv = read_ini(file);
+  }
+  // Every key of the file must belong to a registered section.
+  for (const auto& [k, v] : file_kv) {
+    const std::string sec = k.substr(0, k.find('.'));
+    bool known = false;
+    for (const auto& s : sections_) known = known || s.name == sec;
+    if (!known) {
+      // Sections for other subcommands (e.g. [finetune] in a pre-training file) are allowed
+      // only when named in the list of known project sections.
+      static const char* kOtherSections[] = {"model", "data", "train", "dist", "checkpoint", "finetune",
+                                             "preprocess", "glue", "analyze", "export"};
+      bool other = false;
+      for (const char* o : kOtherSections) other = other || sec == o;
+      TUPE_CHECK(other, file << ": unknown section [" << sec << "] (key '" << k << "')");
+    }
+  }
+  for (const auto& s : sections_) {
+    s.apply(ini_section(file_kv, s.name), file + " [" + s.name + "]");
+    KeyValues overrides;
+    for (const auto& [k, v] : vm_)
+      if (k.rfind(s.name + ".", 0) == 0) overrides[k.substr(s.name.size() + 1)] = v.as<std::string>();
+    s.apply(overrides, "command line --" + s.name + ".*");
+  }
+  return true;
+}
+
+KeyValues ConfigCli::effective() const {
+  KeyValues all;
+  for (const auto& s : sections_)
+    for (const auto& [k, v] : s.to_kv()) all[s.name + "." + k] = v;
+  return all;
+}
+
+void ConfigCli::print_effective(std::ostream& os) const { os << format_ini(effective()); }
+
+}  // namespace tupe::cli

@@ -1,0 +1,69 @@
+// Command-line + INI handling shared by every subcommand.
+//
+// A subcommand registers its config structs by section (ModelConfig under "model", ...);
+// every field becomes an option `--section.field VALUE` whose help names its unit and
+// default. `--config FILE` reads an INI file first; options given on the command line
+// override it. Unknown sections or keys are errors naming the file or the option.
+#pragma once
+#include <boost/program_options/options_description.hpp>
+#include <boost/program_options/variables_map.hpp>
+#include <functional>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "common/config_fields.h"
+
+namespace tupe::cli {
+
+class ConfigCli {
+ public:
+  ConfigCli(std::string command, std::string summary);
+
+  /// Registers struct `target` (holding its defaults) under `section`; the struct must
+  /// outlive parse(). Its fields become --section.field options.
+  template <class S>
+  void section(const std::string& name, const FieldTable<S>& table, S& target) {
+    boost::program_options::options_description desc("[" + name + "] options (--config file or command line)");
+    for (const auto& f : table.fields())
+      add_field_option(desc, name + "." + f.name, f.help, f.get(target));
+    config_options_.add(desc);
+    sections_.push_back({name, [&table, &target, name](const KeyValues& kv, const std::string& where) {
+                           table.apply(target, kv, where);
+                         },
+                         [&table, &target]() { return table.to_kv(target); }});
+  }
+
+  /// Options of the command itself (not config fields), e.g. --resume.
+  boost::program_options::options_description& options() { return own_options_; }
+
+  /// Parses argv (without the subcommand word). Returns false when --help was printed.
+  /// Throws tupe::Error on bad options or config files.
+  bool parse(int argc, char** argv);
+
+  /// The parsed command-specific options.
+  const boost::program_options::variables_map& vm() const { return vm_; }
+
+  /// All registered sections' effective values as "section.key" -> value.
+  KeyValues effective() const;
+
+  /// Prints the effective config as INI text.
+  void print_effective(std::ostream& os) const;
+
+ private:
+  struct Section {
+    std::string name;
+    std::function<void(const KeyValues&, const std::string&)> apply;
+    std::function<KeyValues()> to_kv;
+  };
+  static void add_field_option(boost::program_options::options_description& desc, const std::string& key,
+                               const std::string& help, const std::string& default_text);
+
+  std::string command_, summary_;
+  boost::program_options::options_description own_options_;
+  boost::program_options::options_description config_options_;
+  std::vector<Section> sections_;
+  boost::program_options::variables_map vm_;
+};
+
+}  // namespace tupe::cli

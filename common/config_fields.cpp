@@ -1,0 +1,59 @@
+#include "common/config_fields.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+
+namespace tupe {
+
+int64_t parse_int(const std::string& key, const std::string& text) {
+  int64_t v = 0;
+  // Accept 1e6-style and 1_000_000-style integers too: configs are written by people.
+  std::string t;
+  for (char c : text)
+    if (c != '_') t.push_back(c);
+  auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+  if (ec == std::errc() && ptr == t.data() + t.size() && !t.empty()) return v;
+  double d = 0;
+  auto [p2, e2] = std::from_chars(t.data(), t.data() + t.size(), d);
+  TUPE_CHECK(e2 == std::errc() && p2 == t.data() + t.size() && !t.empty() && std::floor(d) == d &&
+                 std::fabs(d) < 9.0e18,
+             "key '" << key << "': expected an integer, got '" << text << "'");
+  return static_cast<int64_t>(d);
+}
+
+double parse_double(const std::string& key, const std::string& text) {
+  double v = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  TUPE_CHECK(ec == std::errc() && ptr == text.data() + text.size() && !text.empty() && std::isfinite(v),
+             "key '" << key << "': expected a finite number, got '" << text << "'");
+  return v;
+}
+
+bool parse_bool(const std::string& key, const std::string& text) {
+  if (text == "true" || text == "1" || text == "yes" || text == "on") return true;
+  if (text == "false" || text == "0" || text == "no" || text == "off") return false;
+  TUPE_FAIL("key '" << key << "': expected true/false, got '" << text << "'");
+}
+
+std::string format_double(double v) {
+  char buf[64];
+  auto [ptr, ec] = std::to_chars(buf, buf + sizeof(buf), v);
+  return std::string(buf, ptr);
+}
+
+std::vector<std::string> diff_kv(const KeyValues& a, const KeyValues& b) {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : a) {
+    auto it = b.find(k);
+    if (it == b.end())
+      out.push_back(k + ": " + v + " -> (absent)");
+    else if (it->second != v)
+      out.push_back(k + ": " + v + " -> " + it->second);
+  }
+  for (const auto& [k, v] : b)
+    if (!a.count(k)) out.push_back(k + ": (absent) -> " + v);
+  return out;
+}
+
+}  // namespace tupe

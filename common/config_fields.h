@@ -1,0 +1,102 @@
+// Table-driven configuration structs.
+//
+// Each config struct (ModelConfig, ...) lists its fields once in a FieldTable: name, unit
+// and meaning (for --help), and a pointer to the member. From that one table come the
+// --help text, the printed effective config, the key=value form stored in checkpoints
+// and shard attributes, and parsing from INI/command-line strings. Unknown keys and
+// unparsable values are errors naming the key.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+
+namespace tupe {
+
+/// Ordered key -> value strings (INI "section.key" or a struct's own field names).
+using KeyValues = std::map<std::string, std::string>;
+
+/// Parses a value of a field; throws tupe::Error naming `key` on bad text.
+int64_t parse_int(const std::string& key, const std::string& text);
+double parse_double(const std::string& key, const std::string& text);
+bool parse_bool(const std::string& key, const std::string& text);
+/// Formats a double with the shortest text that parses back to the same value.
+std::string format_double(double v);
+
+/// One field of a config struct S.
+template <class S>
+struct Field {
+  std::string name;  ///< key, e.g. "hidden_size"
+  std::string help;  ///< meaning with unit, e.g. "model width d (elements)"
+  std::function<std::string(const S&)> get;
+  std::function<void(S&, const std::string&)> set;  ///< throws tupe::Error on bad text
+};
+
+template <class S>
+class FieldTable {
+ public:
+  FieldTable& integer(const std::string& name, int64_t S::*m, std::string help) {
+    fields_.push_back({name, std::move(help), [m](const S& s) { return std::to_string(s.*m); },
+                       [m, name](S& s, const std::string& t) { s.*m = parse_int(name, t); }});
+    return *this;
+  }
+  FieldTable& real(const std::string& name, double S::*m, std::string help) {
+    fields_.push_back({name, std::move(help), [m](const S& s) { return format_double(s.*m); },
+                       [m, name](S& s, const std::string& t) { s.*m = parse_double(name, t); }});
+    return *this;
+  }
+  FieldTable& boolean(const std::string& name, bool S::*m, std::string help) {
+    fields_.push_back({name, std::move(help), [m](const S& s) { return std::string(s.*m ? "true" : "false"); },
+                       [m, name](S& s, const std::string& t) { s.*m = parse_bool(name, t); }});
+    return *this;
+  }
+  FieldTable& text(const std::string& name, std::string S::*m, std::string help) {
+    fields_.push_back({name, std::move(help), [m](const S& s) { return s.*m; },
+                       [m](S& s, const std::string& t) { s.*m = t; }});
+    return *this;
+  }
+  /// A field with custom conversion (enums): `get` prints, `set` parses (throwing on bad text).
+  FieldTable& custom(const std::string& name, std::string help, std::function<std::string(const S&)> get,
+                     std::function<void(S&, const std::string&)> set) {
+    fields_.push_back({name, std::move(help), std::move(get), std::move(set)});
+    return *this;
+  }
+
+  const std::vector<Field<S>>& fields() const { return fields_; }
+
+  /// All fields as key -> value text.
+  KeyValues to_kv(const S& s) const {
+    KeyValues kv;
+    for (const auto& f : fields_) kv[f.name] = f.get(s);
+    return kv;
+  }
+  /// Applies key -> value text onto `s`; throws tupe::Error for an unknown key
+  /// (`where` names the source, e.g. "configs/tiny.ini [model]").
+  void apply(S& s, const KeyValues& kv, const std::string& where) const {
+    for (const auto& [key, value] : kv) {
+      const Field<S>* f = find(key);
+      TUPE_CHECK(f != nullptr, where << ": unknown key '" << key << "'");
+      try {
+        f->set(s, value);
+      } catch (const Error& e) {
+        TUPE_FAIL(where << ": " << e.what());
+      }
+    }
+  }
+  const Field<S>* find(const std::string& key) const {
+    for (const auto& f : fields_)
+      if (f.name == key) return &f;
+    return nullptr;
+  }
+
+ private:
+  std::vector<Field<S>> fields_;
+};
+
+/// Keys of `a` and `b` whose values differ (or exist in one only), as "key: a -> b" lines.
+std::vector<std::string> diff_kv(const KeyValues& a, const KeyValues& b);
+
+}  // namespace tupe

@@ -1,0 +1,56 @@
+#include "common/ini.h"
+
+#include <boost/program_options/options_description.hpp>
+#include <boost/program_options/parsers.hpp>
+#include <fstream>
+#include <sstream>
+
+namespace po = boost::program_options;
+
+namespace tupe {
+
+KeyValues read_ini(const std::string& path) {
+  std::ifstream in(path);
+  TUPE_CHECK(in.good(), path << ": cannot open config file");
+  po::options_description none;
+  po::parsed_options parsed(&none);
+  try {
+    parsed = po::parse_config_file(in, none, /*allow_unregistered=*/true);
+  } catch (const po::error& e) {
+    TUPE_FAIL(path << ": " << e.what());
+  }
+  KeyValues kv;
+  for (const auto& opt : parsed.options) {
+    TUPE_CHECK(opt.string_key.find('.') != std::string::npos,
+               path << ": key '" << opt.string_key << "' is outside a [section]");
+    TUPE_CHECK(opt.value.size() == 1, path << ": key '" << opt.string_key << "' has no value");
+    TUPE_CHECK(!kv.count(opt.string_key), path << ": key '" << opt.string_key << "' given twice");
+    kv[opt.string_key] = opt.value[0];
+  }
+  return kv;
+}
+
+KeyValues ini_section(const KeyValues& kv, const std::string& section) {
+  KeyValues out;
+  const std::string prefix = section + ".";
+  for (const auto& [k, v] : kv)
+    if (k.rfind(prefix, 0) == 0) out[k.substr(prefix.size())] = v;
+  return out;
+}
+
+std::string format_ini(const KeyValues& kv) {
+  std::ostringstream os;
+  std::string current;
+  for (const auto& [k, v] : kv) {
+    const auto dot = k.find('.');
+    const std::string section = dot == std::string::npos ? "" : k.substr(0, dot);
+    if (section != current) {
+      os << (current.empty() ? "" : "\n") << "[" << section << "]\n";
+      current = section;
+    }
+    os << k.substr(dot + 1) << " = " << v << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace tupe

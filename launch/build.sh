@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Configures and builds tupe with CMake + Ninja (+ ccache). Runs launch/setup.sh first
+# (idempotent). Usage: launch/build.sh [BUILD_DIR] (default: build).
+# Environment: TUPE_JOBS (default: all cores), TUPE_BUILD_TYPE (default: Release),
+# TUPE_TORCH_PREFIX (use this LibTorch instead of the pinned wheel), TUPE_CMAKE_ARGS.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${1:-$here/build}"
+bash "$here/launch/setup.sh"
+# shellcheck disable=SC1091
+source "${TUPE_CACHE:-$HOME/.cache/tupe}/env.sh"
+export CCACHE_DIR="${CCACHE_DIR:-$TUPE_CACHE/ccache}"
+if [ ! -f "$build/build.ninja" ]; then
+  cmake -G Ninja -S "$here" -B "$build" \
+    -DCMAKE_BUILD_TYPE="${TUPE_BUILD_TYPE:-Release}" \
+    -DCMAKE_PREFIX_PATH="$TUPE_TORCH_PREFIX" \
+    -DTUPE_PYTHON="$TUPE_PYTHON" ${TUPE_CMAKE_ARGS:-}
+fi
+cmake --build "$build" -j "${TUPE_JOBS:-$(nproc)}"

@@ -1,0 +1,47 @@
+#include "model/attention.h"
+
+#include <ATen/ATen.h>
+#include <torch/nn/init.h>
+
+namespace tupe::model {
+
+SelfAttentionImpl::SelfAttentionImpl(const ModelConfig& c) : config(c) {
+  const int64_t d = c.hidden_size;
+  query = register_module("query", torch::nn::Linear(d, d));
+  key = register_module("key", torch::nn::Linear(d, d));
+  value = register_module("value", torch::nn::Linear(d, d));
+  output = register_module("output", torch::nn::Linear(d, d));
+  reset_parameters();
+}
+
+void SelfAttentionImpl::reset_parameters() {
+  torch::NoGradGuard no_grad;
+  for (auto& lin : {query, key, value, output}) {
+    torch::nn::init::normal_(lin->weight, 0.0, config.init_std);
+    torch::nn::init::zeros_(lin->bias);
+  }
+}
+
+at::Tensor SelfAttentionImpl::split_heads(const at::Tensor& t) const {
+  return t.view({t.size(0), t.size(1), config.num_heads, config.head_size()}).transpose(1, 2);
+}
+
+at::Tensor SelfAttentionImpl::forward(const at::Tensor& x, const at::Tensor& bias) {
+  const int64_t B = x.size(0), L = x.size(1);
+  at::Tensor q = split_heads(query(x)), k = split_heads(key(x)), v = split_heads(value(x));
+  const double p = is_training() ? config.attention_dropout : 0.0;
+  // SDPA wants the mask in the query's dtype (autocast lowers q, k, v but a bias built
+  // outside the autocast region stays fp32).
+  at::Tensor mask = bias.defined() ? bias.to(q.scalar_type()) : bias;
+  at::Tensor ctx = at::scaled_dot_product_attention(q, k, v, mask, p, /*is_causal=*/false,
+                                                    /*scale=*/config.attention_scale());  // (B, H, L, d_h)
+  return output(ctx.transpose(1, 2).reshape({B, L, config.hidden_size}));
+}
+
+at::Tensor SelfAttentionImpl::logits(const at::Tensor& x, const at::Tensor& bias) {
+  at::Tensor q = split_heads(query(x)), k = split_heads(key(x));
+  at::Tensor s = at::matmul(q, k.transpose(-2, -1)) * config.attention_scale();
+  return bias.defined() ? s + bias : s;
+}
+
+}  // namespace tupe::model

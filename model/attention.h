@@ -1,0 +1,39 @@
+// Multi-head self-attention with an additive logit bias (the positional term plus the
+// padding mask), through at::scaled_dot_product_attention so fused kernels serve on GPU.
+// Shape legend: B batch, L sequence length, d model width, H heads, d_h = d / H.
+//   q = x W^Q + b^Q, k = x W^K + b^K, v = x W^V + b^V          each (B, H, L, d_h)
+//   logits = q k^T * scale + bias       scale = 1/sqrt(d_h) (BERT), 1/sqrt(2 d_h) (TUPE Eq. 10)
+//   out = (softmax(logits) v) W^O + b^O                          (B, L, d)
+#pragma once
+#include <ATen/core/Tensor.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/pimpl.h>
+
+#include "model/config.h"
+
+namespace tupe::model {
+
+class SelfAttentionImpl : public torch::nn::Module {
+ public:
+  explicit SelfAttentionImpl(const ModelConfig& config);
+  void reset_parameters();
+
+  /// x: (B, L, d); bias: additive, broadcastable to (B, H, L, L) (positional term plus
+  /// -inf at padded keys), or undefined. Returns (B, L, d). Dropout on the attention
+  /// probabilities in training mode.
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& bias);
+
+  /// The pre-softmax logits q k^T * scale + bias: (B, H, L, L). For tests and analysis.
+  at::Tensor logits(const at::Tensor& x, const at::Tensor& bias);
+
+  ModelConfig config;
+  torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr}, output{nullptr};  ///< each d -> d
+
+ private:
+  /// (B, L, d) -> (B, H, L, d_h)
+  at::Tensor split_heads(const at::Tensor& t) const;
+};
+TORCH_MODULE(SelfAttention);
+
+}  // namespace tupe::model
