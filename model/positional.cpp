@@ -21,8 +21,8 @@ PositionalTermImpl::PositionalTermImpl(const ModelConfig& c) : config(c) {
   }
   if (relative_) {
     relative_bias = register_module("relative_bias", torch::nn::Embedding(c.relative_buckets + 1, c.num_heads));
-    buckets_ = register_buffer(
-        "buckets", relative_bucket_matrix(c.max_positions, c.relative_buckets, c.relative_max_distance, c.untie_cls));
+    // Not a registered buffer: Module::to(dtype) would cast the int64 ids to floating point.
+    buckets_ = relative_bucket_matrix(c.max_positions, c.relative_buckets, c.relative_max_distance, c.untie_cls);
   }
   reset_parameters();
 }
@@ -77,6 +77,8 @@ at::Tensor PositionalTermImpl::forward(int64_t L) {
     }
   }
   if (relative_) {
+    const auto device = relative_bias->weight.device();
+    if (buckets_.device() != device) buckets_ = buckets_.to(device);  // once per device
     at::Tensor b = buckets_.narrow(0, 0, L).narrow(1, 0, L);           // (L, L) bucket ids
     at::Tensor B = relative_bias(b).permute({2, 0, 1});                  // (H, L, L)
     out = out.defined() ? out + B : B;

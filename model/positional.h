@@ -55,7 +55,7 @@ class PositionalTermImpl : public torch::nn::Module {
  private:
   bool untied_ = false;
   bool relative_ = false;
-  at::Tensor buckets_;  ///< (max_positions, max_positions) int64 bucket ids (buffer)
+  at::Tensor buckets_;  ///< (max_positions, max_positions) int64 bucket ids, on the parameters' device
 };
 TORCH_MODULE(PositionalTerm);
 
