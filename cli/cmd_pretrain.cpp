@@ -1,0 +1,58 @@
+// tupe pretrain --config FILE [--resume auto|none|PATH]: data-parallel MLM pre-training
+// under mpirun (one rank per GPU, or CPU ranks). See trainer/loop/pretrain.h.
+#include <boost/program_options/value_semantic.hpp>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "cli/config_cli.h"
+#include "common/error.h"
+#include "dist/mpi_env.h"
+#include "trainer/loop/pretrain.h"
+
+namespace tupe::cli {
+
+int run_pretrain(int argc, char** argv) {
+  trainer::PretrainConfig cfg;
+  ConfigCli cli("pretrain",
+                "Pre-trains TUPE-BERT with masked language modelling on preprocessed shards, data-parallel\n"
+                "across MPI ranks (NCCL on GPUs, MPI on CPU), with periodic atomic checkpoints.\n"
+                "Example: mpirun -np 2 tupe pretrain --config configs/tiny.ini --resume auto");
+  cli.options().add_options()("resume", boost::program_options::value<std::string>()->default_value("auto"),
+                              "auto (newest whole checkpoint under checkpoint.dir, else start fresh), none, or a "
+                              "checkpoint folder");
+  cli.section("model", model::ModelConfig::fields(), cfg.model);
+  cli.section("data", data::LoaderConfig::fields(), cfg.data);
+  cli.section("optimizer", trainer::OptimizerOptions::fields(), cfg.optimizer);
+  cli.section("precision", trainer::PrecisionOptions::fields(), cfg.precision);
+  cli.section("checkpoint", trainer::CheckpointOptions::fields(), cfg.checkpoint);
+  cli.section("dist", dist::DistOptions::fields(), cfg.dist);
+  cli.section("train", trainer::TrainOptions::fields(), cfg.train);
+  if (!cli.parse(argc, argv)) return 0;
+  cfg.effective = cli.effective();
+  const std::string resume = cli.vm()["resume"].as<std::string>();
+
+  trainer::install_checkpoint_signal_handlers();
+  dist::MpiEnv env(&argc, &argv);
+  if (env.rank() == 0 && cfg.train.progress) {
+    std::cout << "# effective config\n";
+    cli.print_effective(std::cout);
+    std::cout << std::endl;
+  }
+  try {
+    const auto result = trainer::run_pretraining(env, cfg, resume);
+    if (env.rank() == 0) {
+      std::cout << "pre-training " << (result.stopped_by_signal ? "stopped by signal" : "finished") << " at step "
+                << result.final_step << "; last loss " << result.last_loss;
+      if (result.validation_loss >= 0) std::cout << ", validation loss " << result.validation_loss;
+      if (!result.last_checkpoint.empty()) std::cout << "; checkpoint " << result.last_checkpoint.string();
+      std::cout << std::endl;
+    }
+  } catch (const std::exception& e) {
+    if (env.world_size() == 1) throw;
+    // One rank failing must end the whole job now, not leave its peers in a collective.
+    env.abort("pretrain: rank " + std::to_string(env.rank()) + ": error: " + e.what(), 1);
+  }
+  return 0;
+}
+
+}  // namespace tupe::cli

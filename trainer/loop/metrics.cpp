@@ -1,0 +1,68 @@
+#include "trainer/loop/metrics.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "common/error.h"
+
+namespace tupe::trainer {
+
+MetricsLog::MetricsLog(const std::string& dir, int rank) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  path_ = (std::filesystem::path(dir) / ("rank_" + std::to_string(rank) + ".jsonl")).string();
+  out_.open(path_, std::ios::app);
+  TUPE_CHECK(out_.good(), path_ << ": cannot open metrics file for writing");
+}
+
+void MetricsLog::write(const nlohmann::json& record) {
+  out_ << record.dump() << '\n';
+  out_.flush();
+}
+
+Progress::Progress(bool enabled) : enabled_(enabled), tty_(isatty(STDOUT_FILENO) != 0) {}
+
+std::string format_duration(double s) {
+  if (!std::isfinite(s) || s < 0) return "?";
+  char buf[32];
+  const auto t = static_cast<int64_t>(s);
+  if (t >= 3600)
+    std::snprintf(buf, sizeof(buf), "%lldh%02lldm", static_cast<long long>(t / 3600), static_cast<long long>(t % 3600 / 60));
+  else if (t >= 60)
+    std::snprintf(buf, sizeof(buf), "%lldm%02llds", static_cast<long long>(t / 60), static_cast<long long>(t % 60));
+  else
+    std::snprintf(buf, sizeof(buf), "%llds", static_cast<long long>(t));
+  return buf;
+}
+
+void Progress::update(const ProgressLine& p) {
+  if (!enabled_) return;
+  char line[256];
+  int n = std::snprintf(line, sizeof(line), "step %lld/%lld | loss %.4f | lr %.3e | gnorm %.3f | scale %g | %.0f tok/s",
+                        static_cast<long long>(p.step), static_cast<long long>(p.max_steps), p.loss, p.lr, p.grad_norm,
+                        p.loss_scale, p.tokens_per_s);
+  if (p.mfu >= 0 && n > 0 && n < static_cast<int>(sizeof(line)))
+    n += std::snprintf(line + n, sizeof(line) - n, " | MFU %.1f%%", 100.0 * p.mfu);
+  if (p.skipped > 0 && n > 0 && n < static_cast<int>(sizeof(line)))
+    n += std::snprintf(line + n, sizeof(line) - n, " | skipped %lld", static_cast<long long>(p.skipped));
+  std::string text = std::string(line) + " | ETA " + format_duration(p.eta_s);
+  if (tty_) {
+    std::cout << "\r\033[K" << text << std::flush;
+    open_line_ = true;
+  } else {
+    std::cout << text << std::endl;
+  }
+}
+
+void Progress::message(const std::string& text) {
+  if (!enabled_) return;
+  if (open_line_) std::cout << "\n";
+  open_line_ = false;
+  std::cout << text << std::endl;
+}
+
+}  // namespace tupe::trainer

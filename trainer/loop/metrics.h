@@ -1,0 +1,56 @@
+// Metrics of a training run: every rank appends JSON lines to its own file
+// (<metrics_dir>/rank_<r>.jsonl), and rank 0 prints a progress line (rewritten in place on
+// a terminal, plain lines otherwise).
+#pragma once
+#include <cstdint>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace tupe::trainer {
+
+/// Appends one JSON object per line; flushed after each record (a crash loses at most the
+/// line being written). Throws tupe::Error "<file>: cannot open" when the folder is unwritable.
+class MetricsLog {
+ public:
+  MetricsLog(const std::string& dir, int rank);
+  void write(const nlohmann::json& record);
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  std::ofstream out_;
+};
+
+/// What one progress line shows.
+struct ProgressLine {
+  int64_t step = 0, max_steps = 0;
+  double loss = 0;              ///< MLM loss (nats per masked token), global
+  double lr = 0;
+  double grad_norm = 0;         ///< pre-clip global L2 norm
+  double loss_scale = 1;
+  double tokens_per_s = 0;      ///< global padded tokens per second
+  double eta_s = 0;             ///< seconds to max_steps at the recent pace
+  double mfu = -1;              ///< model FLOPs utilisation in [0, 1]; < 0 = not shown (CPU)
+  int64_t skipped = 0;          ///< fp16 steps skipped so far
+};
+
+/// Rank 0's console output.
+class Progress {
+ public:
+  /// `enabled`: print at all; a terminal on stdout gets a line rewritten in place.
+  explicit Progress(bool enabled);
+  void update(const ProgressLine& p);
+  /// A message on its own line (ends an in-place line first).
+  void message(const std::string& text);
+
+ private:
+  bool enabled_, tty_;
+  bool open_line_ = false;
+};
+
+/// "1h02m", "3m20s", "42s".
+std::string format_duration(double seconds);
+
+}  // namespace tupe::trainer

@@ -1,0 +1,373 @@
+#include "trainer/loop/pretrain.h"
+
+#include <ATen/ATen.h>
+#include <torch/cuda.h>
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <optional>
+#include <sstream>
+
+#include "common/error.h"
+#include "common/ini.h"
+#include "data_pipeline/batch.h"
+#include "data_pipeline/dataset.h"
+#include "data_pipeline/loader.h"
+#include "dist/consistency.h"
+#include "dist/context.h"
+#include "dist/ddp.h"
+#include "model/tupe_bert.h"
+#include "trainer/checkpoint_store.h"
+#include "trainer/grad_clip.h"
+#include "trainer/loop/autocast.h"
+#include "trainer/loop/metrics.h"
+#include "trainer/loss_scaler.h"
+#include "trainer/lr_schedule.h"
+#include "trainer/optimizer.h"
+#include "trainer/rng_state.h"
+
+namespace tupe::trainer {
+
+namespace {
+
+// Set by the signal handler, read at step boundaries (the only process-wide state: a
+// signal handler can reach nothing else).
+volatile std::sig_atomic_t g_checkpoint_signal = 0;
+
+extern "C" void on_checkpoint_signal(int) { g_checkpoint_signal = 1; }
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+/// Per-step dropout seed from (seed, step, rank): SplitMix64 finaliser over the three.
+uint64_t step_seed(int64_t seed, int64_t step, int rank) {
+  uint64_t z = static_cast<uint64_t>(seed) * 0x9E3779B97F4A7C15ULL ^ static_cast<uint64_t>(step) * 0xBF58476D1CE4E5B9ULL ^
+               static_cast<uint64_t>(rank + 1) * 0x94D049BB133111EBULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+at::ScalarType amp_dtype(Precision p) {
+  switch (p) {
+    case Precision::kBf16: return at::kBFloat16;
+    case Precision::kFp16: return at::kHalf;
+    case Precision::kFp32: return at::kFloat;
+  }
+  return at::kFloat;
+}
+
+data::Batch to_device(const data::Batch& b, const c10::Device& device) {
+  if (device.is_cpu()) return b;
+  data::Batch out = b;
+  const bool nb = true;  // pinned batches copy asynchronously
+  out.input_ids = b.input_ids.to(device, nb);
+  out.attention_mask = b.attention_mask.to(device, nb);
+  if (b.segment_ids.defined()) out.segment_ids = b.segment_ids.to(device, nb);
+  out.masked_positions = b.masked_positions.to(device, nb);
+  out.masked_labels = b.masked_labels.to(device, nb);
+  return out;
+}
+
+/// Sum of the cross-entropy over the masked tokens of `b` (fp32 scalar tensor).
+at::Tensor masked_lm_loss_sum(model::TupeBertImpl& net, const data::Batch& b, at::ScalarType amp,
+                              const c10::Device& device) {
+  at::Tensor logits;
+  {
+    AutocastScope autocast(device.type(), amp);
+    logits = net.mlm_logits(b.input_ids, b.attention_mask, b.segment_ids, b.masked_positions);  // (M, V)
+  }
+  return at::cross_entropy_loss(logits.to(at::kFloat), b.masked_labels, /*weight=*/{}, at::Reduction::Sum);
+}
+
+/// Sums `values` over all ranks (a small host/device tensor through the communicator).
+std::vector<double> all_reduce_sum(dist::Communicator& comm, const std::vector<double>& values,
+                                   const c10::Device& device, const std::string& name) {
+  at::Tensor t = at::tensor(values, at::kDouble).to(device);
+  comm.all_reduce({t}, name)->wait();
+  t = t.cpu();
+  return std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
+}
+
+/// True on every rank when any rank got a checkpoint signal (host all-gather, 1 byte each).
+bool any_rank_signalled(dist::Communicator& comm) {
+  std::vector<uint8_t> mine{static_cast<uint8_t>(g_checkpoint_signal ? 1 : 0)}, all;
+  comm.all_gather_host(mine, all, "signal check")->wait();
+  for (uint8_t v : all)
+    if (v) return true;
+  return false;
+}
+
+}  // namespace
+
+void install_checkpoint_signal_handlers() {
+  std::signal(SIGTERM, on_checkpoint_signal);
+  std::signal(SIGUSR1, on_checkpoint_signal);
+}
+
+std::vector<std::string> resume_must_match_keys() {
+  std::vector<std::string> keys;
+  for (const auto& f : model::ModelConfig::fields().fields())
+    if (f.name.find("dropout") == std::string::npos) keys.push_back("model." + f.name);
+  for (const char* k : {"data.global_batch_size", "data.seed", "data.mask_probability", "data.replace_with_mask",
+                        "data.replace_with_random", "optimizer.optimizer", "vocab_sha256"})
+    keys.emplace_back(k);
+  return keys;
+}
+
+namespace {
+
+/// Validation MLM loss over the held-out split: (sum of CE, masked tokens) over all ranks.
+double evaluate(model::TupeBertImpl& net, dist::Communicator& comm, const std::shared_ptr<const data::PretrainDataset>& ds,
+                const PretrainConfig& cfg, int rank, int world, const c10::Device& device) {
+  data::EvalIterator it(ds, cfg.data, rank, world);
+  net.eval();
+  double loss_sum = 0, count = 0;
+  {
+    at::NoGradGuard no_grad;
+    const auto amp = amp_dtype(cfg.precision.precision);
+    for (int64_t s = 0; cfg.train.eval_batches == 0 || s < cfg.train.eval_batches; ++s) {
+      auto b = it.next();
+      if (!b) break;
+      if (b->rows() == 0 || b->masked_positions.numel() == 0) continue;
+      data::Batch d = to_device(*b, device);
+      loss_sum += masked_lm_loss_sum(net, d, amp, device).item<double>();
+      count += static_cast<double>(b->masked_positions.numel());
+    }
+  }
+  net.train();
+  auto sums = all_reduce_sum(comm, {loss_sum, count}, device, "validation loss");
+  TUPE_CHECK(sums[1] > 0, "validation: the validation split has no masked tokens");
+  return sums[0] / sums[1];
+}
+
+}  // namespace
+
+PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cfg, const std::string& resume) {
+  cfg.model.validate();
+  cfg.data.validate();
+  cfg.optimizer.validate();
+  cfg.precision.validate();
+  cfg.checkpoint.validate();
+  cfg.dist.validate();
+  cfg.train.validate();
+  TUPE_CHECK(!cfg.data.train_shards.empty(), "data.train_shards: no training shards given");
+  if (cfg.train.threads > 0) at::set_num_threads(static_cast<int>(cfg.train.threads));
+  const int rank = env.rank(), world = env.world_size();
+  const int64_t max_steps = cfg.train.max_steps > 0 ? cfg.train.max_steps : cfg.optimizer.total_steps;
+
+  // ---- Device and communicator ----------------------------------------------------------
+  const bool have_gpu = torch::cuda::is_available();
+  TUPE_CHECK(cfg.train.device != "cuda" || have_gpu, "train.device: cuda requested but no GPU is visible");
+  const bool use_cuda = cfg.train.device == "cuda" || (cfg.train.device == "auto" && have_gpu);
+  TUPE_CHECK(!(cfg.precision.precision == Precision::kFp16 && !use_cuda),
+             "precision.precision: fp16 with loss scaling is for GPUs; use bf16 or fp32 on CPU");
+  dist::DistContext dctx(env, cfg.dist, use_cuda);
+  dist::Communicator& comm = dctx.comm();
+  const c10::Device device = dctx.device();
+  Progress progress(cfg.train.progress && rank == 0);
+
+  // ---- Data ------------------------------------------------------------------------------
+  auto train_ds = data::open_pretrain_dataset(data::split_list(cfg.data.train_shards),
+                                              cfg.data.dataset_options("train", cfg.train.vocab_sha256));
+  std::shared_ptr<const data::PretrainDataset> valid_ds;
+  if (!cfg.data.validation_shards.empty())
+    valid_ds = data::open_pretrain_dataset(data::split_list(cfg.data.validation_shards),
+                                           cfg.data.dataset_options("validation", train_ds->info().vocab_sha256));
+  const auto& info = train_ds->info();
+  TUPE_CHECK(info.vocab_size == cfg.model.vocab_size,
+             "model.vocab_size: " << cfg.model.vocab_size << " but the shards (" << info.files.front()
+                                  << ") hold a vocabulary of " << info.vocab_size);
+  TUPE_CHECK(info.max_seq_len <= cfg.model.max_positions,
+             "model.max_positions: " << cfg.model.max_positions << " is shorter than the shards' sequences ("
+                                     << info.max_seq_len << " tokens)");
+  TUPE_CHECK(cfg.data.global_batch_size % world == 0,
+             "data.global_batch_size: " << cfg.data.global_batch_size << " is not divisible by the world size " << world);
+  const int64_t local_batch = cfg.data.global_batch_size / world;
+  TUPE_CHECK(local_batch % cfg.train.micro_batch_size == 0,
+             "train.micro_batch_size: " << cfg.train.micro_batch_size << " does not divide the per-rank batch "
+                                        << local_batch << " (global batch " << cfg.data.global_batch_size << " / "
+                                        << world << " ranks)");
+  const int64_t accumulation = local_batch / cfg.train.micro_batch_size;
+
+  // ---- Model, optimizer, scaler; rank 0's init everywhere --------------------------------
+  at::manual_seed(static_cast<uint64_t>(cfg.train.seed));
+  model::TupeBert net(cfg.model);
+  net->to(device);
+  net->train();
+  std::vector<dist::NamedParameter> params;
+  NamedTensors named;
+  for (auto& item : net->named_parameters()) {
+    params.push_back({item.key(), item.value()});
+    named.emplace_back(item.key(), item.value());
+  }
+  dist::check_same_config(comm, format_ini(cfg.effective));
+  dist::check_same_parameters(comm, params);
+  dist::broadcast_tensors(comm, params, 0);
+  auto optimizer = make_optimizer(named, cfg.optimizer);
+  const LrSchedule schedule(cfg.optimizer);
+  DynamicLossScaler scaler(cfg.precision);
+  CheckpointStore store(cfg.checkpoint);
+
+  // ---- Resume ----------------------------------------------------------------------------
+  TrainerState state;
+  state.config = cfg.effective;
+  state.vocab_sha256 = info.vocab_sha256;
+  state.world_size = world;
+  std::optional<std::filesystem::path> from;
+  if (resume == "auto") {
+    from = CheckpointStore::latest(cfg.checkpoint.dir);
+    if (!from) progress.message("resume auto: no whole checkpoint under " + cfg.checkpoint.dir + ": starting fresh");
+  } else if (resume != "none" && !resume.empty()) {
+    from = std::filesystem::path(resume);
+  }
+  if (from) {
+    CheckpointContents ck = CheckpointStore::load(*from);
+    check_config_compatible(ck.state.compat_kv(), state.compat_kv(), resume_must_match_keys(), from->string());
+    copy_named_tensors(named, ck.model, (*from / "model.safetensors").string());
+    optimizer->load_state_dict(ck.optimizer);
+    scaler.load_state(ck.state.loss_scaler);
+    state.step = ck.state.step;
+    state.scheduler_step = ck.state.scheduler_step;
+    state.data = ck.state.data;
+    std::ostringstream msg;
+    msg << "resumed from " << from->string() << " at step " << state.step << " (epoch " << state.data.epoch
+        << ", consumed samples " << state.data.consumed_samples << ", saved by " << ck.state.world_size
+        << " ranks, now " << world << ")";
+    progress.message(msg.str());
+  }
+
+  dist::DistributedDataParallel ddp(comm, params, cfg.dist);
+  data::Loader loader(train_ds, cfg.data, rank, world, data::LoaderState{state.data.epoch, state.data.consumed_samples});
+  MetricsLog metrics(cfg.train.metrics_dir.empty() ? cfg.checkpoint.dir + "/metrics" : cfg.train.metrics_dir, rank);
+  const auto amp = amp_dtype(cfg.precision.precision);
+  const int64_t n_params = model::count_parameters(*net);
+  {
+    std::ostringstream msg;
+    msg << "pre-training " << model::to_string(cfg.model.position_encoding) << " (" << n_params << " parameters) on "
+        << world << " rank(s), " << (use_cuda ? "GPU" : "CPU") << ", " << comm.backend_name() << " all-reduce in "
+        << ddp.num_buckets() << " bucket(s); global batch " << cfg.data.global_batch_size << " = " << world << " x "
+        << accumulation << " x " << cfg.train.micro_batch_size << "; " << loader.steps_per_epoch()
+        << " steps per epoch; precision " << to_string(cfg.precision.precision);
+    progress.message(msg.str());
+  }
+
+  PretrainResult result;
+  auto save_checkpoint = [&]() {
+    state.loss_scaler = scaler.state();
+    state.rng = capture_rng_states();
+    const auto pos = loader.state();
+    state.data = DataPosition{pos.epoch, pos.consumed_samples};
+    std::string error;
+    std::filesystem::path where;
+    if (rank == 0) {
+      try {
+        NamedTensors weights;
+        for (auto& [n, t] : named) weights.emplace_back(n, t.detach());
+        where = store.save(CheckpointContents{weights, optimizer->state_dict(), state});
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    }
+    // Every rank learns whether rank 0's save worked (1 byte each, host all-gather).
+    std::vector<uint8_t> ok{static_cast<uint8_t>(error.empty() ? 1 : 0)}, all;
+    comm.all_gather_host(ok, all, "checkpoint status")->wait();
+    TUPE_CHECK(error.empty(), error);
+    TUPE_CHECK(all[0] == 1, "checkpoint: rank 0 failed to save step " << state.step << " (see rank 0's message)");
+    result.last_checkpoint = CheckpointStore::checkpoint_path(cfg.checkpoint.dir, state.step);
+    progress.message("checkpoint saved: " + result.last_checkpoint.string());
+  };
+
+  // ---- The loop ---------------------------------------------------------------------------
+  auto window_start = Clock::now();
+  int64_t window_steps = 0, window_tokens = 0;
+  while (state.step < max_steps) {
+    if (any_rank_signalled(comm)) {
+      progress.message("signal received: checkpointing at step " + std::to_string(state.step) + " and stopping");
+      save_checkpoint();
+      result.stopped_by_signal = true;
+      break;
+    }
+    const int64_t step = state.step + 1;
+    comm.set_step(step);
+    at::manual_seed(step_seed(cfg.train.seed, step, rank));
+    ddp.zero_grad_buffer();
+    data::Batch batch = to_device(loader.next(), device);
+    const double global_masked = static_cast<double>(batch.global_masked_count);
+    TUPE_CHECK(global_masked > 0, "step " << step << ": the global batch has no masked tokens");
+    at::Tensor loss_sum = at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(device));
+    for (int64_t m = 0; m < accumulation; ++m) {
+      ddp.set_is_last_microbatch(m == accumulation - 1);
+      data::Batch mb = accumulation == 1 ? batch
+                                          : data::slice_rows(batch, m * cfg.train.micro_batch_size,
+                                                             (m + 1) * cfg.train.micro_batch_size);
+      at::Tensor ls = masked_lm_loss_sum(*net, mb, amp, device);
+      scaler.scale_loss(ls / global_masked).backward();
+      loss_sum += ls.detach();
+    }
+    ddp.finish_grad_sync();
+    const auto grads = gradients_of(named);
+    const bool finite = scaler.unscale_and_check(grads);
+    const double grad_norm = finite ? clip_grad_norm(grads, cfg.optimizer.clip_grad_norm) : INFINITY;
+    const double lr = schedule.lr(state.scheduler_step + 1);
+    if (scaler.update(finite, step)) {
+      optimizer->step(lr);
+      state.scheduler_step += 1;
+    }
+    state.step = step;
+    ++window_steps;
+    window_tokens += batch.input_ids.numel() * world;
+
+    if (step % cfg.train.log_every == 0 || step == max_steps) {
+      const double global_loss = all_reduce_sum(comm, {loss_sum.item<double>()}, device, "loss")[0] / global_masked;
+      const double dt = seconds_since(window_start);
+      ProgressLine p;
+      p.step = step;
+      p.max_steps = max_steps;
+      p.loss = global_loss;
+      p.lr = lr;
+      p.grad_norm = grad_norm;
+      p.loss_scale = scaler.scale();
+      p.tokens_per_s = window_tokens / dt;
+      p.eta_s = dt / window_steps * static_cast<double>(max_steps - step);
+      p.skipped = scaler.state().total_skips;
+      if (use_cuda) {  // 6 N flops per token (forward + backward) plus the attention matmuls
+        const double flops_per_token = 6.0 * n_params + 12.0 * cfg.model.num_layers * cfg.model.hidden_size *
+                                                            static_cast<double>(batch.input_ids.size(1));
+        p.mfu = flops_per_token * p.tokens_per_s / (cfg.train.peak_tflops * 1e12 * world);
+      }
+      progress.update(p);
+      const auto pos = loader.state();
+      metrics.write({{"step", step},
+                     {"epoch", pos.epoch},
+                     {"consumed_samples", pos.consumed_samples},
+                     {"loss", global_loss},
+                     {"local_loss", loss_sum.item<double>() / std::max(1.0, static_cast<double>(batch.masked_positions.numel()))},
+                     {"lr", lr},
+                     {"grad_norm", std::isfinite(grad_norm) ? grad_norm : -1.0},
+                     {"loss_scale", scaler.scale()},
+                     {"tokens_per_s", p.tokens_per_s},
+                     {"step_time_s", dt / window_steps},
+                     {"skipped_steps", p.skipped}});
+      result.last_loss = global_loss;
+      window_start = Clock::now();
+      window_steps = window_tokens = 0;
+    }
+    if (valid_ds && ((cfg.train.eval_every > 0 && step % cfg.train.eval_every == 0) || step == max_steps)) {
+      result.validation_loss = evaluate(*net, comm, valid_ds, cfg, rank, world, device);
+      std::ostringstream msg;
+      msg << "validation at step " << step << ": MLM loss " << result.validation_loss << ", perplexity "
+          << std::exp(result.validation_loss);
+      progress.message(msg.str());
+      metrics.write({{"step", step}, {"validation_loss", result.validation_loss},
+                     {"validation_perplexity", std::exp(result.validation_loss)}});
+    }
+    if (store.due(step) || step == max_steps) save_checkpoint();
+  }
+  result.final_step = state.step;
+  return result;
+}
+
+}  // namespace tupe::trainer

@@ -1,0 +1,66 @@
+// The pre-training job (`tupe pretrain`): data-parallel MLM training of TUPE-BERT.
+//
+// One optimizer step t (every rank, in lockstep):
+//   1. dropout RNG seeded from (train.seed, t, rank): randomness is a pure function of the
+//      step, so a resumed run draws exactly what the straight run drew;
+//   2. this rank's B/W rows of global step t from the loader, split into micro-batches of
+//      train.micro_batch_size; for each: forward under autocast, loss
+//        L_m = sum over its masked tokens of CE / (masked tokens of the GLOBAL batch)
+//      (so the summed gradient equals the gradient of the global mean, whatever W and the
+//      accumulation split: ARCHITECTURE.md "Data parallel is exact"), backward of L_m * S
+//      (S = fp16 loss scale); the buckets all-reduce (SUM) during the last micro-step's
+//      backward only;
+//   3. unscale and inf/NaN check; global gradient-norm clipping; the loss scaler decides
+//      whether to apply; AdamW/LAMB at lr(scheduler step + 1); fp32 master weights;
+//   4. every train.log_every steps the global loss (one all-reduce), a progress line and a
+//      metrics record; validation every train.eval_every; a checkpoint every
+//      checkpoint.every_steps, at the end, and after SIGTERM/SIGUSR1 (agreed by all ranks).
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "common/config_fields.h"
+#include "data_pipeline/loader_config.h"
+#include "dist/mpi_env.h"
+#include "dist/options.h"
+#include "model/config.h"
+#include "trainer/loop/train_options.h"
+#include "trainer/options.h"
+
+namespace tupe::trainer {
+
+/// Everything `tupe pretrain` reads from its config.
+struct PretrainConfig {
+  model::ModelConfig model;
+  data::LoaderConfig data;
+  OptimizerOptions optimizer;
+  PrecisionOptions precision;
+  CheckpointOptions checkpoint;
+  dist::DistOptions dist;
+  TrainOptions train;
+  KeyValues effective;  ///< the whole effective config ("section.key" -> value), saved in checkpoints
+};
+
+/// Config keys a resumed run must share with its checkpoint (sizes, variant, vocabulary,
+/// global batch and data order); the vocabulary hash is compared too.
+std::vector<std::string> resume_must_match_keys();
+
+struct PretrainResult {
+  int64_t final_step = 0;
+  bool stopped_by_signal = false;
+  double last_loss = 0;                   ///< global MLM loss of the last logged step
+  double validation_loss = -1;            ///< last validation loss (-1: none)
+  std::filesystem::path last_checkpoint;  ///< "" when none was written
+};
+
+/// Installs SIGTERM/SIGUSR1 handlers that ask the loop to checkpoint and stop at the next
+/// step boundary (what SLURM sends before a pre-emption).
+void install_checkpoint_signal_handlers();
+
+/// Runs pre-training. `resume`: "none", "auto" (newest whole checkpoint under
+/// checkpoint.dir, or a fresh start, saying so) or a checkpoint folder. Collective: every
+/// rank calls it. Throws tupe::Error on bad config, data, checkpoints or a failed step.
+PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& config, const std::string& resume);
+
+}  // namespace tupe::trainer

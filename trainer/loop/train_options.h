@@ -1,0 +1,30 @@
+// Options of the pre-training loop ([train] section).
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "common/config_fields.h"
+
+namespace tupe::trainer {
+
+struct TrainOptions {
+  int64_t micro_batch_size = 32;  ///< sequences per rank per forward/backward; accumulation steps =
+                                  ///< global batch / (world size x micro-batch)
+  int64_t max_steps = 0;          ///< stop after this optimizer step (0 = optimizer.total_steps)
+  int64_t log_every = 10;         ///< progress line and metrics record every this many steps
+  int64_t eval_every = 1000;      ///< validation MLM loss every this many steps (0 = only at the end)
+  int64_t eval_batches = 0;       ///< validation global batches per evaluation (0 = the whole split)
+  int64_t seed = 1;               ///< model init (rank 0's weights are broadcast) and per-step dropout seeds
+  std::string device = "auto";    ///< auto | cpu | cuda (auto: cuda:<local rank> when a GPU is present)
+  int64_t threads = 0;            ///< intra-op CPU threads per rank (0 = LibTorch's default)
+  std::string metrics_dir;        ///< per-rank JSONL metrics; "" = <checkpoint.dir>/metrics
+  double peak_tflops = 989.0;     ///< accelerator peak (dense bf16/fp16 TFLOP/s) for MFU; H100/H200 SXM: 989
+  bool progress = true;           ///< rank 0 progress line (rewritten in place on a terminal)
+  std::string vocab_sha256;       ///< expected vocabulary SHA-256 of the shards; "" = take the shards'
+
+  /// Throws tupe::Error "train.<key>: <cause>".
+  void validate() const;
+  static const FieldTable<TrainOptions>& fields();
+};
+
+}  // namespace tupe::trainer
