@@ -14,11 +14,14 @@ struct TokenizerOptions {
   std::string vocab;               ///< path of vocab.txt or the SentencePiece .model
   bool lower_case = true;          ///< lower-case (and strip accents, as BERT's basic tokenizer)
   int64_t max_word_chars = 100;    ///< WordPiece: longer words become [UNK] (characters)
+  /// Throws tupe::Error "tokenizer.<key>: <cause>" (pure: does not open the vocabulary).
+  void validate() const;
   static const FieldTable<TokenizerOptions>& fields();
 };
 
-/// Loads the tokenizer; throws tupe::Error "<vocab path>: <cause>" when the file is missing
-/// or malformed (e.g. a special token absent).
+/// Loads the tokenizer (validate() first); throws tupe::Error "<vocab path>: <cause>" when the
+/// file is missing or malformed (e.g. a special token absent). wordpiece: lower_case also
+/// strips accents (BERT's convention); sentencepiece: lower_case must match the model.
 std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& options);
 
 }  // namespace tupe::data

@@ -1,0 +1,160 @@
+#include "data_pipeline/text/sentencepiece_train.h"
+
+#include <sentencepiece_processor.h>
+#include <sentencepiece_trainer.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <unordered_map>
+
+#include "common/error.h"
+#include "data_pipeline/text/sha256.h"
+#include "data_pipeline/text/utf8.h"
+
+namespace tupe::data {
+
+namespace {
+
+/// Writes `bytes` to `path` through "<path>.tmp" + rename.
+void write_atomically(const std::string& path, const std::string& bytes) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    TUPE_CHECK(out.good(), tmp << ": cannot create: " << std::strerror(errno));
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    out.flush();
+    if (!out.good()) {
+      std::remove(tmp.c_str());
+      TUPE_FAIL(tmp << ": write failed");
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::remove(tmp.c_str());
+    TUPE_FAIL(path << ": cannot rename from " << tmp << ": " << ec.message());
+  }
+}
+
+std::string vocab_listing_path(const std::string& model) {
+  const std::string suffix = ".model";
+  if (model.size() > suffix.size() && model.compare(model.size() - suffix.size(), suffix.size(), suffix) == 0)
+    return model.substr(0, model.size() - suffix.size()) + ".vocab";
+  return model + ".vocab";
+}
+
+}  // namespace
+
+std::vector<std::string> split_comma_list(const std::string& list) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t end = list.find(',', start);
+    if (end == std::string::npos) end = list.size();
+    if (end > start) parts.push_back(list.substr(start, end - start));
+    start = end + 1;
+  }
+  return parts;
+}
+
+void SentencePieceTrainOptions::validate() const {
+  TUPE_CHECK(!split_comma_list(input).empty(), "vocab.input: no input file given");
+  TUPE_CHECK(!model.empty(), "vocab.model: no output path given");
+  TUPE_CHECK(vocab_size > 5 && vocab_size < (int64_t{1} << 31),
+             "vocab.vocab_size: must exceed the 5 special tokens (and fit int32), got " << vocab_size);
+  TUPE_CHECK(model_type == "unigram" || model_type == "bpe",
+             "vocab.model_type: expected unigram or bpe, got '" << model_type << "'");
+  TUPE_CHECK(character_coverage >= 0.98 && character_coverage <= 1.0,
+             "vocab.character_coverage: must be in [0.98, 1], got " << character_coverage);
+  TUPE_CHECK(max_sentence_bytes > 0, "vocab.max_sentence_bytes: must be positive, got " << max_sentence_bytes);
+  TUPE_CHECK(input_sentence_size >= 0, "vocab.input_sentence_size: must be >= 0, got " << input_sentence_size);
+  TUPE_CHECK(num_threads >= 1 && num_threads <= 1024, "vocab.num_threads: must be in [1, 1024], got " << num_threads);
+  TUPE_CHECK(seed >= 0 && seed <= 0xFFFFFFFFLL, "vocab.seed: must be in [0, 2^32), got " << seed);
+}
+
+const FieldTable<SentencePieceTrainOptions>& SentencePieceTrainOptions::fields() {
+  using S = SentencePieceTrainOptions;
+  static const FieldTable<S> table = [] {
+    FieldTable<S> t;
+    t.text("input", &S::input, "UTF-8 text files, comma-separated (one sentence or paragraph a line)")
+        .text("model", &S::model, "output SentencePiece .model path (piece list written to <stem>.vocab)")
+        .integer("vocab_size", &S::vocab_size, "pieces in the model, the 5 special tokens included (ids)")
+        .text("model_type", &S::model_type, "unigram | bpe")
+        .boolean("lower_case", &S::lower_case, "fold case (SentencePiece rule nmt_nfkc_cf; else nmt_nfkc)")
+        .real("character_coverage", &S::character_coverage, "fraction of corpus characters kept as pieces")
+        .integer("max_sentence_bytes", &S::max_sentence_bytes, "longer lines are skipped in training (bytes)")
+        .integer("input_sentence_size", &S::input_sentence_size, "lines sampled for training (lines; 0 = all)")
+        .integer("num_threads", &S::num_threads, "trainer threads")
+        .integer("seed", &S::seed, "random seed of SentencePiece's line sampling");
+    return t;
+  }();
+  return table;
+}
+
+SentencePieceTrainResult train_sentencepiece(const SentencePieceTrainOptions& options) {
+  options.validate();
+  const std::vector<std::string> inputs = split_comma_list(options.input);
+  for (const auto& file : inputs) validate_utf8_file(file);
+
+  std::unordered_map<std::string, std::string> args = {
+      {"input", options.input},
+      {"model_prefix", ""},  // nothing written by SentencePiece: the model comes back serialised
+      {"vocab_size", std::to_string(options.vocab_size)},
+      {"model_type", options.model_type},
+      {"character_coverage", std::to_string(options.character_coverage)},
+      {"normalization_rule_name", options.lower_case ? "nmt_nfkc_cf" : "nmt_nfkc"},
+      {"max_sentence_length", std::to_string(options.max_sentence_bytes)},
+      {"input_sentence_size", std::to_string(options.input_sentence_size)},
+      {"shuffle_input_sentence", "true"},
+      {"num_threads", std::to_string(options.num_threads)},
+      {"pad_id", std::to_string(SentencePieceReservedIds::kPad)},
+      {"pad_piece", "[PAD]"},
+      {"unk_id", std::to_string(SentencePieceReservedIds::kUnk)},
+      {"unk_piece", "[UNK]"},
+      {"bos_id", std::to_string(SentencePieceReservedIds::kCls)},
+      {"bos_piece", "[CLS]"},
+      {"eos_id", std::to_string(SentencePieceReservedIds::kSep)},
+      {"eos_piece", "[SEP]"},
+      {"control_symbols", "[MASK]"},  // the next free id: 4
+      {"minloglevel", "1"},           // warnings and errors only
+  };
+  sentencepiece::SetRandomGeneratorSeed(static_cast<unsigned int>(options.seed));
+  std::string serialized;
+  const auto status = sentencepiece::SentencePieceTrainer::Train(args, nullptr, &serialized);
+  TUPE_CHECK(status.ok(), options.model << ": SentencePiece training failed: " << status.ToString());
+  TUPE_CHECK(!serialized.empty(), options.model << ": SentencePiece training returned no model");
+
+  // Check the reserved ids on the model itself before anything is written.
+  sentencepiece::SentencePieceProcessor sp;
+  const auto loaded = sp.LoadFromSerializedProto(serialized);
+  TUPE_CHECK(loaded.ok(), options.model << ": trained model does not load: " << loaded.ToString());
+  const std::pair<const char*, int32_t> reserved[] = {{"[PAD]", SentencePieceReservedIds::kPad},
+                                                      {"[UNK]", SentencePieceReservedIds::kUnk},
+                                                      {"[CLS]", SentencePieceReservedIds::kCls},
+                                                      {"[SEP]", SentencePieceReservedIds::kSep},
+                                                      {"[MASK]", SentencePieceReservedIds::kMask}};
+  for (const auto& [piece, id] : reserved)
+    TUPE_CHECK(sp.IdToPiece(id) == piece, options.model << ": trained model has '" << sp.IdToPiece(id) << "' at id " << id
+                                                        << ", expected " << piece);
+
+  SentencePieceTrainResult result;
+  result.model_path = options.model;
+  result.vocab_path = vocab_listing_path(options.model);
+  result.vocab_size = sp.GetPieceSize();
+  std::string listing;
+  for (int id = 0; id < sp.GetPieceSize(); ++id) {
+    listing += sp.IdToPiece(id);
+    listing += '\t';
+    listing += std::to_string(sp.GetScore(id));
+    listing += '\n';
+  }
+  write_atomically(result.vocab_path, listing);
+  write_atomically(result.model_path, serialized);
+  result.sha256 = sha256_hex(serialized);
+  return result;
+}
+
+}  // namespace tupe::data

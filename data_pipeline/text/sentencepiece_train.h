@@ -1,0 +1,58 @@
+// Training a SentencePiece vocabulary (unigram or BPE) on a corpus, with BERT's special
+// tokens reserved at fixed ids: [PAD] 0, [UNK] 1, [CLS] 2, [SEP] 3, [MASK] 4
+// (SentencePiece's pad / unk / bos / eos pieces and one control symbol, so none of them is
+// ever produced from text). The result loads with SentencePieceTokenizer.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/config_fields.h"
+
+namespace tupe::data {
+
+/// Reserved ids of a trained model (see the file comment).
+struct SentencePieceReservedIds {
+  static constexpr int32_t kPad = 0;
+  static constexpr int32_t kUnk = 1;
+  static constexpr int32_t kCls = 2;
+  static constexpr int32_t kSep = 3;
+  static constexpr int32_t kMask = 4;
+};
+
+struct SentencePieceTrainOptions {
+  std::string input;                    ///< UTF-8 text files, comma-separated; one sentence or paragraph a line
+  std::string model;                    ///< output .model path; the piece list goes to <stem>.vocab beside it
+  int64_t vocab_size = 8000;            ///< pieces in the model, the 5 special tokens included
+  std::string model_type = "unigram";   ///< unigram | bpe
+  bool lower_case = true;               ///< fold case (SentencePiece rule nmt_nfkc_cf, else nmt_nfkc)
+  double character_coverage = 0.9995;   ///< fraction of the corpus' characters kept as pieces (0.98..1]
+  int64_t max_sentence_bytes = 16384;   ///< longer lines are skipped by the trainer (bytes)
+  int64_t input_sentence_size = 0;      ///< lines sampled for training (0 = all lines)
+  int64_t num_threads = 1;              ///< trainer threads
+  int64_t seed = 1234;                  ///< SentencePiece's random generator seed (line sampling)
+
+  /// Throws tupe::Error "vocab.<key>: <cause>" on a bad value (pure; does not touch files).
+  void validate() const;
+  static const FieldTable<SentencePieceTrainOptions>& fields();
+};
+
+/// What train_sentencepiece() wrote.
+struct SentencePieceTrainResult {
+  std::string model_path;   ///< the .model file
+  std::string vocab_path;   ///< "<piece>\t<score>" per line, id = line number from 0
+  int64_t vocab_size = 0;   ///< pieces
+  std::string sha256;       ///< hex SHA-256 of the .model bytes (the tokenizer's vocab_sha256)
+};
+
+/// Trains and writes the model (temp file + rename: a failed run leaves nothing behind).
+/// Input files are checked first: "<file>: invalid UTF-8 at byte N: <cause>",
+/// "<file>: cannot open: <reason>". Throws tupe::Error "<model>: SentencePiece training
+/// failed: <status>" when the trainer refuses (e.g. vocab_size too large for the corpus).
+/// Not thread-safe: it sets SentencePiece's process-wide random seed.
+SentencePieceTrainResult train_sentencepiece(const SentencePieceTrainOptions& options);
+
+/// Splits "a,b,c" into its non-empty parts.
+std::vector<std::string> split_comma_list(const std::string& list);
+
+}  // namespace tupe::data

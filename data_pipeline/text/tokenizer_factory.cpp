@@ -1,0 +1,40 @@
+#include "data_pipeline/text/tokenizer_factory.h"
+
+#include "common/error.h"
+#include "data_pipeline/text/sentencepiece_tokenizer.h"
+#include "data_pipeline/text/wordpiece.h"
+
+namespace tupe::data {
+
+void TokenizerOptions::validate() const {
+  TUPE_CHECK(kind == "wordpiece" || kind == "sentencepiece",
+             "tokenizer.kind: expected wordpiece or sentencepiece, got '" << kind << "'");
+  TUPE_CHECK(!vocab.empty(), "tokenizer.vocab: no vocabulary path given");
+  TUPE_CHECK(max_word_chars > 0, "tokenizer.max_word_chars: must be positive, got " << max_word_chars);
+}
+
+const FieldTable<TokenizerOptions>& TokenizerOptions::fields() {
+  using S = TokenizerOptions;
+  static const FieldTable<S> table = [] {
+    FieldTable<S> t;
+    t.text("kind", &S::kind, "wordpiece (BERT vocab.txt) | sentencepiece (.model file)")
+        .text("vocab", &S::vocab, "path of the vocab.txt or SentencePiece .model")
+        .boolean("lower_case", &S::lower_case, "lower-case (wordpiece: and strip accents, as BERT)")
+        .integer("max_word_chars", &S::max_word_chars, "wordpiece: longer words become [UNK] (characters)");
+    return t;
+  }();
+  return table;
+}
+
+std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& options) {
+  options.validate();
+  if (options.kind == "sentencepiece") return std::make_unique<SentencePieceTokenizer>(options.vocab, options.lower_case);
+  WordPieceOptions wp;
+  wp.vocab_path = options.vocab;
+  wp.lower_case = options.lower_case;
+  wp.strip_accents = options.lower_case;
+  wp.max_word_chars = options.max_word_chars;
+  return std::make_unique<WordPieceTokenizer>(wp);
+}
+
+}  // namespace tupe::data

@@ -1,0 +1,130 @@
+// The communicator interface: collectives over lists of tensors that return async Work
+// handles, with two backends (dist/mpi_communicator.h on CPU, dist/nccl_communicator.h on
+// GPU) chosen by make_communicator(). Modelled on c10d's Backend.hpp: every collective
+// returns a Work; an operation or dtype a backend lacks fails loudly naming the backend.
+//
+// Contracts:
+// - all_reduce sums IN PLACE (each tensor ends as the elementwise sum over ranks).
+// - broadcast overwrites every rank's tensors with the root's, in place.
+// - Every rank calls the same collectives in the same order (MPI/NCCL rule).
+// - Tensors must stay alive and untouched until wait() (the Work also keeps a reference).
+// - Every collective is registered with the watchdog (if any) under (name, step).
+#pragma once
+#include <ATen/core/Tensor.h>
+#include <mpi.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dist/options.h"
+
+namespace tupe::dist {
+
+class MpiEnv;
+class Watchdog;
+
+/// Handle of one launched collective.
+class Work {
+ public:
+  virtual ~Work();
+  /// MPI: blocks until the collective is complete. NCCL: makes the caller's current CUDA
+  /// stream wait for it (no host sync). Idempotent. Throws tupe::Error on a backend error.
+  void wait();
+  /// Non-blocking host query: true once the collective has completed (drives MPI progress).
+  bool test();
+
+ protected:
+  virtual void do_wait() = 0;
+  /// Thread-safe and non-blocking (may answer false while another thread holds the handle).
+  virtual bool query() = 0;
+  /// A thread-safe, non-blocking completion probe for the watchdog that stays valid after
+  /// this handle is destroyed (MPI handles complete in their destructor; NCCL probes hold
+  /// the completion event).
+  virtual std::function<bool()> make_probe() = 0;
+  /// Records completion and deregisters from the watchdog (once).
+  void mark_complete();
+
+ private:
+  friend class Communicator;
+  Watchdog* watchdog_ = nullptr;  ///< set by Communicator::track
+  uint64_t watch_id_ = 0;
+  std::atomic<bool> complete_{false};
+};
+using WorkPtr = std::shared_ptr<Work>;
+
+/// How many collectives of each kind this communicator launched (for tests and logs).
+struct CollectiveCounts {
+  int64_t all_reduce = 0;
+  int64_t broadcast = 0;
+  int64_t all_gather = 0;
+  int64_t barrier = 0;
+};
+
+class Communicator {
+ public:
+  /// `env` and `watchdog` (may be null: no timeouts) must outlive the communicator.
+  Communicator(const MpiEnv& env, const DistOptions& options, Watchdog* watchdog);
+  virtual ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  /// "mpi" or "nccl".
+  virtual const char* backend_name() const = 0;
+  int rank() const;
+  int world_size() const;
+  const MpiEnv& env() const { return env_; }
+  const DistOptions& options() const { return options_; }
+
+  /// The training step that collectives are reported under (watchdog, stall injection).
+  void set_step(int64_t step) { step_.store(step); }
+  int64_t step() const { return step_.load(); }
+
+  /// Sums each tensor elementwise over all ranks, in place. `name` labels it for the
+  /// watchdog. Tensors: contiguous, on the backend's device; dtypes per backend.
+  WorkPtr all_reduce(const std::vector<at::Tensor>& tensors, const std::string& name);
+  /// Overwrites each tensor with rank `root`'s, in place (any dtype; contiguous).
+  WorkPtr broadcast(const std::vector<at::Tensor>& tensors, int root, const std::string& name);
+  /// Gathers `local` (the same number of bytes on every rank) from all ranks into
+  /// `gathered` = [rank 0 bytes | rank 1 bytes | ...], over MPI on the host (both backends;
+  /// small buffers for checks). `gathered` is resized now and valid after wait().
+  WorkPtr all_gather_host(const std::vector<uint8_t>& local, std::vector<uint8_t>& gathered,
+                          const std::string& name);
+  /// Completes when every rank has entered it (host-side MPI_Ibarrier, both backends).
+  WorkPtr barrier(const std::string& name);
+
+  CollectiveCounts counts() const;
+
+ protected:
+  /// Backend part of all_reduce/broadcast: validate, launch, return the handle.
+  virtual WorkPtr launch_all_reduce(const std::vector<at::Tensor>& tensors) = 0;
+  virtual WorkPtr launch_broadcast(const std::vector<at::Tensor>& tensors, int root) = 0;
+  /// This communicator's own duplicate of MPI_COMM_WORLD (MPI_ERRORS_RETURN).
+  MPI_Comm host_comm() const { return host_comm_; }
+
+ private:
+  WorkPtr track(WorkPtr work, const std::string& name);
+  void maybe_stall(const std::string& name);
+
+  const MpiEnv& env_;
+  const DistOptions options_;
+  Watchdog* const watchdog_;
+  MPI_Comm host_comm_ = MPI_COMM_NULL;
+  std::atomic<int64_t> step_{0};
+  std::atomic<bool> stalled_{false};
+  std::atomic<int64_t> n_all_reduce_{0}, n_broadcast_{0}, n_all_gather_{0}, n_barrier_{0};
+};
+
+/// True when this build compiled the NCCL backend (TUPE_HAVE_NCCL).
+bool nccl_compiled();
+
+/// Creates the backend options.backend names; kAuto picks NCCL when `tensor_device` is
+/// CUDA, MPI when it is CPU. Throws tupe::Error when the choice cannot work (NCCL for CPU
+/// tensors, NCCL in a build without it, MPI for CUDA tensors).
+std::unique_ptr<Communicator> make_communicator(const MpiEnv& env, const DistOptions& options, Watchdog* watchdog,
+                                                const at::Device& tensor_device);
+
+}  // namespace tupe::dist

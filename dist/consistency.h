@@ -1,0 +1,32 @@
+// Start-of-training agreement between ranks (before step 1): rank 0's initial parameters
+// are copied to every rank, and every rank must hold the same config text and the same
+// parameters (count, names, dtypes, shapes) -- c10d's verify_params_across_processes.
+// All functions are collective (every rank calls them, in the same order) and blocking;
+// a mismatch throws the same tupe::Error on every rank, naming the ranks that differ.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dist/communicator.h"
+#include "dist/grad_buffer.h"
+
+namespace tupe::dist {
+
+/// 64-bit FNV-1a hash of `bytes` (stable across processes and builds).
+uint64_t fnv1a_64(const std::string& bytes);
+
+/// Overwrites every rank's tensors with rank `root`'s values (in place, no autograd
+/// record), e.g. the initial parameters and buffers. Non-contiguous tensors go through a
+/// contiguous copy.
+void broadcast_tensors(Communicator& comm, const std::vector<NamedParameter>& tensors, int root = 0);
+
+/// Throws tupe::Error "config check: ... ranks 1, 3 differ from rank 0 ..." unless every
+/// rank passed the same text (compared by FNV-1a hash and length, all-gathered).
+void check_same_config(Communicator& comm, const std::string& config_text);
+
+/// Throws tupe::Error naming the differing ranks and their parameter counts and element
+/// totals unless every rank holds the same parameter list (names, dtypes, shapes, order).
+void check_same_parameters(Communicator& comm, const std::vector<NamedParameter>& params);
+
+}  // namespace tupe::dist

@@ -1,0 +1,165 @@
+#include "dist/ddp.h"
+
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <algorithm>
+#include <sstream>
+
+#include "common/error.h"
+
+namespace tupe::dist {
+
+// Note [Gradient-ready hook]: autograd runs a node's post-hooks right after the node; for
+// a leaf's AccumulateGrad node that is right after param.grad += new gradient, i.e. after
+// the gradient reached the flat buffer. c10d's reducer attaches its autograd_hook the same
+// way (grad_accumulator + add_post_hook) and keeps the accumulators alive, because a leaf
+// holds its accumulator only weakly.
+class DistributedDataParallel::ReadyHook final : public torch::autograd::FunctionPostHook {
+ public:
+  ReadyHook(DistributedDataParallel* ddp, size_t param) : ddp_(ddp), param_(param) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list& /*inputs*/) override {
+    ddp_->on_grad_ready(param_);
+    return outputs;
+  }
+
+ private:
+  DistributedDataParallel* ddp_;
+  size_t param_;
+};
+
+DistributedDataParallel::DistributedDataParallel(Communicator& comm, std::vector<NamedParameter> params,
+                                                 const DistOptions& options)
+    : comm_(comm), options_(options), params_(std::move(params)), buffer_(params_, options.bucket_size_bytes) {
+  options_.validate();
+  for (size_t b = 0; b < buffer_.buckets().size(); ++b)
+    buckets_.emplace_back(b, buffer_.bucket_view(b), buffer_.buckets()[b].params);
+  scale_factor_ = options_.grad_scale;
+  if (options_.grad_reduce == GradReduce::kAverage) scale_factor_ /= comm_.world_size();
+  ready_.assign(params_.size(), 0);
+  buffer_.attach(params_);
+  hooks_.reserve(params_.size());
+  try {
+    for (size_t p = 0; p < params_.size(); ++p) {
+      Hook h;
+      h.accumulator = torch::autograd::impl::grad_accumulator(params_[p].tensor);
+      TUPE_CHECK(h.accumulator, "ddp: parameter '" << params_[p].name << "' has no gradient accumulator");
+      h.key = h.accumulator->add_post_hook(std::make_unique<ReadyHook>(this, p));
+      hooks_.push_back(std::move(h));
+    }
+  } catch (...) {
+    for (auto& h : hooks_) h.accumulator->del_post_hook(h.key);  // no hook may outlive a failed constructor
+    throw;
+  }
+}
+
+DistributedDataParallel::~DistributedDataParallel() {
+  for (auto& h : hooks_) h.accumulator->del_post_hook(h.key);
+  std::lock_guard<std::mutex> lk(mutex_);
+  try {
+    finish_launched_buckets();
+  } catch (...) {
+    // A destructor cannot report; the work handles complete their requests themselves.
+  }
+}
+
+void DistributedDataParallel::zero_grad_buffer() {
+  std::lock_guard<std::mutex> lk(mutex_);
+  finish_launched_buckets();  // never zero a slice that is being reduced
+  buffer_.attach(params_);  // re-attach first: a detached .grad must not be copied back in
+  buffer_.zero();
+  reset_step();
+  synced_ = false;
+}
+
+void DistributedDataParallel::set_is_last_microbatch(bool is_last) {
+  std::lock_guard<std::mutex> lk(mutex_);
+  is_last_microbatch_ = is_last;
+}
+
+bool DistributedDataParallel::is_last_microbatch() const {
+  std::lock_guard<std::mutex> lk(mutex_);
+  return is_last_microbatch_;
+}
+
+int64_t DistributedDataParallel::buckets_launched() const {
+  std::lock_guard<std::mutex> lk(mutex_);
+  return buckets_launched_;
+}
+
+void DistributedDataParallel::on_grad_ready(size_t p) {
+  std::lock_guard<std::mutex> lk(mutex_);
+  TUPE_CHECK(buffer_.attached(params_[p], p),
+             "ddp: parameter '" << params_[p].name
+                                << "': .grad no longer views the gradient buffer (reset by zero_grad(set_to_none) "
+                                   "or replaced?); call DistributedDataParallel::zero_grad_buffer() instead");
+  if (!is_last_microbatch_) return;  // accumulation micro-step: the gradient only accumulates
+  if (synced_) {  // first gradient of a new step without zero_grad_buffer(): start counting afresh
+    reset_step();
+    synced_ = false;
+  }
+  TUPE_CHECK(!ready_[p], "ddp: parameter '" << params_[p].name
+                                            << "' received a second gradient in the same synchronised step (two "
+                                               "backward passes with is_last_microbatch = true?)");
+  ready_[p] = 1;
+  ++ready_count_;
+  if (buckets_[buffer_.slots()[p].bucket].mark_ready()) launch_ready_buckets();
+  // Drive progress of collectives in flight (MPI progresses non-blocking collectives only
+  // inside MPI calls).
+  while (next_to_test_ < next_to_launch_ && buckets_[next_to_test_].test()) ++next_to_test_;
+}
+
+void DistributedDataParallel::launch_ready_buckets() {
+  while (next_to_launch_ < buckets_.size() && buckets_[next_to_launch_].pending() == 0) {
+    Bucket& b = buckets_[next_to_launch_];
+    std::ostringstream name;
+    name << "all_reduce grad bucket " << b.index() << "/" << buckets_.size() << " (" << b.flat().numel()
+         << " elements)";
+    b.start(comm_, options_.reduce_dtype, name.str());
+    ++next_to_launch_;
+    ++buckets_launched_;
+  }
+}
+
+void DistributedDataParallel::finish_launched_buckets() {
+  for (size_t b = 0; b < next_to_launch_; ++b) buckets_[b].finish();
+}
+
+void DistributedDataParallel::reset_step() {
+  for (auto& b : buckets_) b.reset();
+  std::fill(ready_.begin(), ready_.end(), 0);
+  ready_count_ = 0;
+  next_to_launch_ = 0;
+  next_to_test_ = 0;
+}
+
+void DistributedDataParallel::finish_grad_sync() {
+  std::lock_guard<std::mutex> lk(mutex_);
+  if (!is_last_microbatch_ || synced_) return;
+  finish_launched_buckets();
+  if (ready_count_ < params_.size()) {
+    const size_t missing = params_.size() - ready_count_;
+    std::ostringstream names;
+    size_t listed = 0;
+    for (size_t p = 0; p < params_.size(); ++p) {
+      if (ready_[p]) continue;
+      if (listed == 10) {
+        names << ", ...";
+        break;
+      }
+      names << (listed++ ? ", " : "") << params_[p].name;
+    }
+    reset_step();
+    TUPE_FAIL("ddp: finish_grad_sync: " << missing << " of " << params_.size()
+                                        << " parameters never received a gradient (unused in forward, or no "
+                                           "backward since zero_grad_buffer): "
+                                        << names.str());
+  }
+  if (scale_factor_ != 1.0) buffer_.data().mul_(scale_factor_);
+  reset_step();
+  synced_ = true;
+}
+
+}  // namespace tupe::dist

@@ -1,0 +1,122 @@
+// Data-parallel gradient synchronisation with communication overlapped with backward
+// (Megatron's DistributedDataParallel + c10d's reducer hooks).
+//
+// A post-hook on each parameter's grad accumulator (autograd's AccumulateGrad node) fires
+// right after that parameter's gradient was added into the flat buffer (dist/grad_buffer.h)
+// and counts it ready; when every parameter of a bucket is ready, the bucket's async
+// all-reduce is launched -- while backward continues with earlier layers. Buckets are
+// launched strictly in bucket order (a ready bucket waits for its predecessors), so every
+// rank issues the collectives in the same order whatever order gradients arrive in.
+//
+// Lifecycle per optimizer step (the trainer's calls, in order):
+//   zero_grad_buffer();
+//   for each micro-batch m of k: set_is_last_microbatch(m == k - 1); forward; backward;
+//   finish_grad_sync();   // waits, checks every parameter got a gradient, scales
+//   optimizer step (reads param.grad = the reduced gradients)
+// Gradients ACCUMULATE in the buffer over micro-steps; only the last micro-step's backward
+// launches all-reduces. After finish_grad_sync, grad = scale * SUM over ranks of the
+// accumulated gradients, scale = grad_scale (x 1/world size with grad_reduce = average).
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "dist/bucket.h"
+#include "dist/communicator.h"
+#include "dist/grad_buffer.h"
+#include "dist/options.h"
+
+namespace torch::autograd {
+struct Node;
+}
+
+namespace tupe::dist {
+
+class DistributedDataParallel {
+ public:
+  /// Builds the buffer (bucket cap options.bucket_size_bytes), makes each param.grad a view
+  /// into it (an existing gradient is kept) and attaches one hook per parameter. `comm`
+  /// must outlive this object; all ranks must pass the same parameters (see
+  /// check_same_parameters in dist/consistency.h). Throws tupe::Error as GradBuffer does.
+  DistributedDataParallel(Communicator& comm, std::vector<NamedParameter> params, const DistOptions& options);
+  /// Waits for buckets in flight and removes the hooks (RAII; a destroyed object is never
+  /// called by autograd).
+  ~DistributedDataParallel();
+  DistributedDataParallel(const DistributedDataParallel&) = delete;
+  DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
+
+  /// Start of a step: waits for buckets still in flight, zeros the flat buffer (every
+  /// gradient), re-attaches any .grad that was replaced, and forgets readiness.
+  void zero_grad_buffer();
+  /// false for the accumulation micro-steps (no all-reduce; gradients only accumulate),
+  /// true (the default) for the last one, whose backward launches the all-reduces.
+  void set_is_last_microbatch(bool is_last);
+  bool is_last_microbatch() const;
+
+  /// After the last micro-step's backward: waits for every bucket (NCCL: stream-ordered),
+  /// casts bf16 results back, applies the gradient scale. A second call without a new
+  /// backward does nothing; on a non-last micro-step it does nothing. Throws tupe::Error
+  /// "K of N parameters never received a gradient: names..." when some parameter's hook did
+  /// not fire (after waiting for the buckets that were launched, so ranks stay in step).
+  void finish_grad_sync();
+
+  /// Factor applied to the summed gradients by finish_grad_sync.
+  double grad_scale_factor() const { return scale_factor_; }
+  const GradBuffer& buffer() const { return buffer_; }
+  size_t num_buckets() const { return buckets_.size(); }
+  const std::vector<NamedParameter>& params() const { return params_; }
+  /// Bucket all-reduces launched since construction (for tests and logs).
+  int64_t buckets_launched() const;
+
+ private:
+  struct Hook {
+    c10::intrusive_ptr<torch::autograd::Node> accumulator;  ///< kept alive so the hook survives
+    uintptr_t key = 0;                                      ///< del_post_hook key
+  };
+  class ReadyHook;
+
+  /// Called by the hook of parameter `p` after its gradient was accumulated.
+  void on_grad_ready(size_t p);
+  /// Launches ready buckets in bucket order (mutex_ held).
+  void launch_ready_buckets();
+  /// Waits for every launched bucket (mutex_ held).
+  void finish_launched_buckets();
+  /// Forgets readiness and collectives of the step (mutex_ held).
+  void reset_step();
+
+  Communicator& comm_;
+  const DistOptions options_;
+  std::vector<NamedParameter> params_;
+  GradBuffer buffer_;
+  std::vector<Bucket> buckets_;  ///< in launch order
+  double scale_factor_ = 1.0;
+  std::vector<Hook> hooks_;
+
+  mutable std::mutex mutex_;  ///< guards the state below (hooks may run on autograd threads)
+  bool is_last_microbatch_ = true;
+  std::vector<char> ready_;        ///< per parameter: gradient arrived this step; reset by reset_step
+  size_t ready_count_ = 0;         ///< parameters ready this step; reset by reset_step
+  size_t next_to_launch_ = 0;      ///< first bucket not yet launched; reset by reset_step
+  size_t next_to_test_ = 0;        ///< first launched bucket not seen complete; reset by reset_step
+  bool synced_ = false;            ///< finish_grad_sync completed and no hook fired since
+  int64_t buckets_launched_ = 0;   ///< total launches since construction
+};
+
+/// RAII "no_sync" scope: accumulation micro-steps inside it do not all-reduce
+/// (set_is_last_microbatch(false) now, true again at scope exit).
+class NoSyncScope {
+ public:
+  explicit NoSyncScope(DistributedDataParallel& ddp) : ddp_(ddp) { ddp_.set_is_last_microbatch(false); }
+  ~NoSyncScope() { ddp_.set_is_last_microbatch(true); }
+  NoSyncScope(const NoSyncScope&) = delete;
+  NoSyncScope& operator=(const NoSyncScope&) = delete;
+
+ private:
+  DistributedDataParallel& ddp_;
+};
+
+}  // namespace tupe::dist

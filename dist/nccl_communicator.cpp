@@ -1,0 +1,208 @@
+// Compiled only with TUPE_HAVE_NCCL (see dist/CMakeLists.txt and nccl_communicator.h).
+#include "dist/nccl_communicator.h"
+
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <optional>
+#include <sstream>
+
+#include "dist/check.h"
+#include "dist/check_cuda.h"
+#include "dist/mpi_env.h"
+
+namespace tupe::dist {
+
+namespace {
+
+/// One CUDA event without timing (RAII).
+class CudaEvent {
+ public:
+  CudaEvent() { TUPE_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming)); }
+  ~CudaEvent() { cudaEventDestroy(event_); }
+  CudaEvent(const CudaEvent&) = delete;
+  CudaEvent& operator=(const CudaEvent&) = delete;
+  cudaEvent_t get() const { return event_; }
+  /// True once the work recorded before the event has finished; throws on a CUDA error.
+  bool done() const {
+    const cudaError_t rc = cudaEventQuery(event_);
+    if (rc == cudaErrorNotReady) return false;
+    TUPE_CUDA_CHECK(rc);
+    return true;
+  }
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
+class NcclWork final : public Work {
+ public:
+  NcclWork(ncclComm_t comm, int device, std::shared_ptr<CudaEvent> done, std::vector<at::Tensor> tensors)
+      : comm_(comm), device_(device), done_(std::move(done)), tensors_(std::move(tensors)) {}
+
+ protected:
+  void do_wait() override {
+    check_async_error();
+    const cudaStream_t compute = c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_)).stream();
+    TUPE_CUDA_CHECK(cudaStreamWaitEvent(compute, done_->get(), 0));
+  }
+  bool query() override {
+    check_async_error();
+    return done_->done();
+  }
+  std::function<bool()> make_probe() override {
+    return [done = done_] {
+      try {
+        return done->done();
+      } catch (...) {
+        return false;
+      }
+    };
+  }
+
+ private:
+  void check_async_error() const {
+    ncclResult_t async = ncclSuccess;
+    TUPE_NCCL_CHECK(ncclCommGetAsyncError(comm_, &async));
+    TUPE_CHECK(async == ncclSuccess, "nccl backend: asynchronous NCCL error: " << ncclGetErrorString(async));
+  }
+
+  ncclComm_t comm_;  ///< owned by the communicator, which outlives its work handles
+  int device_;
+  std::shared_ptr<CudaEvent> done_;  ///< recorded on the NCCL stream after the collective
+  std::vector<at::Tensor> tensors_;
+};
+
+class NcclCommunicator final : public Communicator {
+ public:
+  NcclCommunicator(const MpiEnv& env, const DistOptions& options, Watchdog* watchdog)
+      : Communicator(env, options, watchdog), device_(env.device_index()) {
+    // Every rank checks its device; all ranks agree before anyone waits on a broadcast.
+    int device_count = 0;
+    const cudaError_t count_rc = cudaGetDeviceCount(&device_count);
+    int local_ok = (count_rc == cudaSuccess && device_ < device_count) ? 1 : 0;
+    int all_ok = 0;
+    {
+      auto mpi = env.lock();
+      TUPE_MPI_CHECK(MPI_Allreduce(&local_ok, &all_ok, 1, MPI_INT, MPI_MIN, host_comm()));
+    }
+    TUPE_CHECK(all_ok, "nccl backend: not every rank has its CUDA device (this rank "
+                           << env.rank() << ": local rank " << device_ << ", "
+                           << (count_rc == cudaSuccess ? std::to_string(device_count) + " device(s) visible"
+                                                       : std::string(cudaGetErrorString(count_rc)))
+                           << ")");
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
+    // Rank 0 creates the id; its status travels with it so no rank waits on a failed root.
+    struct {
+      int status;
+      ncclUniqueId id;
+    } boot{};
+    if (env.rank() == 0) boot.status = static_cast<int>(ncclGetUniqueId(&boot.id));
+    {
+      auto mpi = env.lock();
+      TUPE_MPI_CHECK(MPI_Bcast(&boot, sizeof(boot), MPI_BYTE, 0, host_comm()));
+    }
+    TUPE_CHECK(boot.status == ncclSuccess, "nccl backend: ncclGetUniqueId failed on rank 0: "
+                                               << ncclGetErrorString(static_cast<ncclResult_t>(boot.status)));
+    TUPE_NCCL_CHECK(ncclCommInitRank(&comm_, env.world_size(), boot.id, env.rank()));
+    stream_.emplace(c10::cuda::getStreamFromPool(/*isHighPriority=*/true, static_cast<c10::DeviceIndex>(device_)));
+  }
+
+  ~NcclCommunicator() override {
+    if (comm_ != nullptr) ncclCommDestroy(comm_);
+  }
+
+  const char* backend_name() const override { return "nccl"; }
+
+ protected:
+  WorkPtr launch_all_reduce(const std::vector<at::Tensor>& tensors) override {
+    std::vector<ncclDataType_t> types;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      check_tensor(tensors[i], i, "all_reduce");
+      types.push_back(nccl_type(tensors[i], i));
+    }
+    return launch(tensors, [&](ncclComm_t comm, cudaStream_t stream) {
+      for (size_t i = 0; i < tensors.size(); ++i) {
+        if (tensors[i].numel() == 0) continue;
+        void* p = tensors[i].data_ptr();
+        TUPE_NCCL_CHECK(ncclAllReduce(p, p, static_cast<size_t>(tensors[i].numel()), types[i], ncclSum, comm, stream));
+      }
+    });
+  }
+
+  WorkPtr launch_broadcast(const std::vector<at::Tensor>& tensors, int root) override {
+    for (size_t i = 0; i < tensors.size(); ++i) check_tensor(tensors[i], i, "broadcast");
+    return launch(tensors, [&](ncclComm_t comm, cudaStream_t stream) {
+      for (const at::Tensor& t : tensors) {
+        if (t.numel() == 0) continue;
+        void* p = t.data_ptr();
+        TUPE_NCCL_CHECK(ncclBroadcast(p, p, static_cast<size_t>(t.nbytes()), ncclUint8, root, comm, stream));
+      }
+    });
+  }
+
+ private:
+  void check_tensor(const at::Tensor& t, size_t i, const char* op) const {
+    TUPE_CHECK(t.defined(), "nccl backend: " << op << " tensor " << i << " is undefined");
+    TUPE_CHECK(t.is_cuda() && t.device().index() == device_,
+               "nccl backend: " << op << " tensor " << i << " is on " << t.device() << "; this rank's device is cuda:"
+                                << device_ << " (CPU tensors need the mpi backend)");
+    TUPE_CHECK(t.is_contiguous(), "nccl backend: " << op << " tensor " << i << " (sizes " << t.sizes()
+                                                   << ") is not contiguous");
+  }
+
+  static ncclDataType_t nccl_type(const at::Tensor& t, size_t i) {
+    switch (t.scalar_type()) {
+      case at::kFloat: return ncclFloat32;
+      case at::kDouble: return ncclFloat64;
+      case at::kHalf: return ncclFloat16;
+      case at::kBFloat16: return ncclBfloat16;
+      case at::kInt: return ncclInt32;
+      case at::kLong: return ncclInt64;
+      case at::kByte: return ncclUint8;
+      default:
+        TUPE_FAIL("nccl backend: all_reduce tensor " << i << " has dtype " << t.scalar_type()
+                                                     << "; supported: Float, Double, Half, BFloat16, Int, Long, Byte");
+    }
+  }
+
+  /// Orders `enqueue` on the NCCL stream after the current compute stream's work, records
+  /// the completion event, and hands out the handle.
+  template <class Enqueue>
+  WorkPtr launch(const std::vector<at::Tensor>& tensors, Enqueue enqueue) {
+    const auto device = static_cast<c10::DeviceIndex>(device_);
+    c10::cuda::CUDAGuard guard(device);
+    const cudaStream_t compute = c10::cuda::getCurrentCUDAStream(device).stream();
+    const cudaStream_t nccl = stream_->stream();
+    CudaEvent inputs_ready;
+    TUPE_CUDA_CHECK(cudaEventRecord(inputs_ready.get(), compute));
+    TUPE_CUDA_CHECK(cudaStreamWaitEvent(nccl, inputs_ready.get(), 0));
+    TUPE_NCCL_CHECK(ncclGroupStart());
+    try {
+      enqueue(comm_, nccl);
+    } catch (...) {
+      ncclGroupEnd();
+      throw;
+    }
+    TUPE_NCCL_CHECK(ncclGroupEnd());
+    for (const at::Tensor& t : tensors)
+      if (t.numel() > 0) c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), *stream_);
+    auto done = std::make_shared<CudaEvent>();
+    TUPE_CUDA_CHECK(cudaEventRecord(done->get(), nccl));
+    return std::make_shared<NcclWork>(comm_, device_, std::move(done), tensors);
+  }
+
+  int device_;
+  ncclComm_t comm_ = nullptr;
+  std::optional<c10::cuda::CUDAStream> stream_;  ///< the dedicated NCCL stream
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_nccl_communicator(const MpiEnv& env, const DistOptions& options,
+                                                     Watchdog* watchdog) {
+  return std::make_unique<NcclCommunicator>(env, options, watchdog);
+}
+
+}  // namespace tupe::dist

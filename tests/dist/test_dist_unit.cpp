@@ -1,0 +1,261 @@
+// Single-process tests of dist/: bucket assignment at the edges, the gradient buffer
+// layout, DistOptions parsing/validation, and the watchdog with a recording abort.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "dist/bucket.h"
+#include "dist/grad_buffer.h"
+#include "dist/options.h"
+#include "dist/watchdog.h"
+
+namespace tupe::dist {
+namespace {
+
+using Buckets = std::vector<std::vector<size_t>>;
+
+// ---- compute_bucket_assignment -----------------------------------------------------------
+
+TEST(DistBucketAssignment, ExactlyCapFillsOneBucket) {
+  EXPECT_EQ(compute_bucket_assignment({100}, 100), (Buckets{{0}}));
+  EXPECT_EQ(compute_bucket_assignment({60, 40}, 100), (Buckets{{0, 1}}));
+  EXPECT_EQ(compute_bucket_assignment({60, 40, 1}, 100), (Buckets{{0, 1}, {2}}));
+}
+
+TEST(DistBucketAssignment, OneByteOverStartsANewBucket) {
+  EXPECT_EQ(compute_bucket_assignment({60, 41}, 100), (Buckets{{0}, {1}}));
+  EXPECT_EQ(compute_bucket_assignment({99, 1, 1}, 100), (Buckets{{0, 1}, {2}}));
+  EXPECT_EQ(compute_bucket_assignment({50, 50, 50, 50, 1}, 100), (Buckets{{0, 1}, {2, 3}, {4}}));
+}
+
+TEST(DistBucketAssignment, ParameterLargerThanCapIsAlone) {
+  EXPECT_EQ(compute_bucket_assignment({101}, 100), (Buckets{{0}}));
+  EXPECT_EQ(compute_bucket_assignment({1, 250, 1}, 100), (Buckets{{0}, {1}, {2}}));
+  EXPECT_EQ(compute_bucket_assignment({60, 40, 1, 200, 5}, 100), (Buckets{{0, 1}, {2}, {3}, {4}}));
+}
+
+TEST(DistBucketAssignment, EmptyAndZeroSizedAndErrors) {
+  EXPECT_TRUE(compute_bucket_assignment({}, 100).empty());
+  EXPECT_EQ(compute_bucket_assignment({0, 100, 0}, 100), (Buckets{{0, 1, 2}}));
+  EXPECT_THROW(compute_bucket_assignment({1}, 0), Error);
+  EXPECT_THROW(compute_bucket_assignment({1, -1}, 10), Error);
+}
+
+TEST(DistBucketAssignment, EveryIndexOnceAndCapRespected) {
+  // Pseudo-random sizes; check the invariants independently of the algorithm.
+  std::vector<int64_t> sizes;
+  uint64_t x = 88172645463325252ull;
+  for (int i = 0; i < 500; ++i) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    sizes.push_back(static_cast<int64_t>(x % 3000));
+  }
+  const int64_t cap = 1000;
+  const auto buckets = compute_bucket_assignment(sizes, cap);
+  size_t next = 0;
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    int64_t bytes = 0;
+    for (size_t i : buckets[b]) {
+      EXPECT_EQ(i, next++);
+      bytes += sizes[i];
+    }
+    if (buckets[b].size() > 1) {
+      EXPECT_LE(bytes, cap);
+    }
+    // Greedy: the first parameter of the next bucket would not have fitted.
+    if (b + 1 < buckets.size()) {
+      EXPECT_GT(bytes + sizes[buckets[b + 1].front()], cap);
+    }
+  }
+  EXPECT_EQ(next, sizes.size());
+}
+
+// ---- GradBuffer --------------------------------------------------------------------------
+
+std::vector<NamedParameter> make_params(const std::vector<std::vector<int64_t>>& shapes) {
+  std::vector<NamedParameter> out;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    std::string name = "p";  // (not "p" + to_string: GCC 12 -Wstringop-overflow false positive)
+    name += std::to_string(i);
+    out.push_back({name, at::randn(shapes[i]).requires_grad_(true)});
+  }
+  return out;
+}
+
+TEST(DistGradBuffer, ReverseLayoutAlignedBucketsAndViews) {
+  // fp32: 10, 30, 7, 64, 3 elements = 40, 120, 28, 256, 12 bytes; cap 128 bytes.
+  auto params = make_params({{10}, {5, 6}, {7}, {8, 8}, {3}});
+  GradBuffer buf(params, 128);
+  // Reverse order: sizes 12, 256, 28, 120, 40 -> {p4}, {p3}, {p2}, {p1}, {p0}? 12 + 256 > 128 -> p4 alone;
+  // p3 (256 > cap) alone; 28 + 120 > 128 -> p2 alone; 120 + 40 > 128 -> p1 alone; p0 alone.
+  ASSERT_EQ(buf.buckets().size(), 5u);
+  EXPECT_EQ(buf.buckets()[0].params, (std::vector<size_t>{4}));
+  EXPECT_EQ(buf.buckets()[1].params, (std::vector<size_t>{3}));
+  EXPECT_EQ(buf.buckets()[4].params, (std::vector<size_t>{0}));
+  const int64_t align = kBucketAlignBytes / 4;
+  for (const auto& b : buf.buckets()) EXPECT_EQ(b.offset_numel % align, 0);
+  for (size_t p = 0; p < params.size(); ++p) {
+    const auto& slot = buf.slots()[p];
+    EXPECT_EQ(slot.numel, params[p].tensor.numel());
+    EXPECT_EQ(buf.grad_view(p).sizes(), params[p].tensor.sizes());
+    const auto& range = buf.buckets()[slot.bucket];
+    EXPECT_GE(slot.offset_numel, range.offset_numel);
+    EXPECT_LE(slot.offset_numel + slot.numel, range.offset_numel + range.numel);
+  }
+  // Bigger cap: two parameters share a bucket, in reverse order, back to back.
+  GradBuffer one(params, 1 << 20);
+  ASSERT_EQ(one.buckets().size(), 1u);
+  EXPECT_EQ(one.buckets()[0].params, (std::vector<size_t>{4, 3, 2, 1, 0}));
+  EXPECT_EQ(one.slots()[3].offset_numel, one.slots()[4].offset_numel + 3);
+  EXPECT_EQ(one.buckets()[0].numel, 10 + 30 + 7 + 64 + 3);
+}
+
+TEST(DistGradBuffer, AttachMakesGradAViewAndKeepsOldGradient) {
+  auto params = make_params({{4}, {2, 3}});
+  params[1].tensor.mutable_grad() = at::full({2, 3}, 2.5);
+  GradBuffer buf(params, 1024);
+  buf.attach(params);
+  for (size_t p = 0; p < params.size(); ++p) EXPECT_TRUE(buf.attached(params[p], p));
+  EXPECT_TRUE(params[1].tensor.grad().eq(2.5).all().item<bool>());
+  EXPECT_TRUE(params[0].tensor.grad().eq(0).all().item<bool>());
+  // Writes through the buffer show in .grad and the reverse.
+  buf.data().fill_(1.0);
+  EXPECT_TRUE(params[0].tensor.grad().eq(1).all().item<bool>());
+  params[1].tensor.grad().add_(1.0);
+  EXPECT_EQ(buf.data().sum().item<double>(), 4 * 1.0 + 6 * 2.0 + 0.0 * (buf.data().numel() - 10));
+  buf.zero();
+  EXPECT_EQ(buf.data().abs().sum().item<double>(), 0.0);
+  params[0].tensor.mutable_grad() = at::Tensor();
+  EXPECT_FALSE(buf.attached(params[0], 0));
+}
+
+TEST(DistGradBuffer, RejectsMixedDtypesAndNonGradParams) {
+  std::vector<NamedParameter> mixed{{"a", at::zeros({2}).requires_grad_(true)},
+                                    {"b", at::zeros({2}, at::kDouble).requires_grad_(true)}};
+  try {
+    GradBuffer buf(mixed, 100);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'b'"), std::string::npos) << e.what();
+  }
+  std::vector<NamedParameter> frozen{{"w", at::zeros({2})}};
+  EXPECT_THROW(GradBuffer(frozen, 100), Error);
+  std::vector<NamedParameter> twice{{"w", at::zeros({2}).requires_grad_(true)},
+                                    {"w", at::zeros({2}).requires_grad_(true)}};
+  EXPECT_THROW(GradBuffer(twice, 100), Error);
+  EXPECT_THROW(GradBuffer({}, 100), Error);
+  at::Tensor tied = at::zeros({2}).requires_grad_(true);
+  std::vector<NamedParameter> same_tensor{{"embedding.word", tied}, {"mlm.decoder", tied}};
+  try {
+    GradBuffer buf(same_tensor, 100);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'embedding.word' and 'mlm.decoder' are the same tensor"), std::string::npos)
+        << e.what();
+  }
+}
+
+// ---- DistOptions -------------------------------------------------------------------------
+
+TEST(DistOptions, DefaultsAndParsing) {
+  DistOptions o;
+  EXPECT_NO_THROW(o.validate());
+  EXPECT_EQ(o.bucket_size_bytes, 25 * 1024 * 1024);
+  EXPECT_EQ(o.grad_scale, 1.0);
+  EXPECT_EQ(o.grad_reduce, GradReduce::kSum);
+  DistOptions::fields().apply(o, {{"backend", "mpi"}, {"reduce_dtype", "bf16"}, {"grad_reduce", "average"},
+                                  {"bucket_size_bytes", "1024"}, {"timeout_s", "2.5"}}, "test");
+  EXPECT_EQ(o.backend, BackendKind::kMpi);
+  EXPECT_EQ(o.reduce_dtype, ReduceDtype::kBf16);
+  EXPECT_EQ(o.grad_reduce, GradReduce::kAverage);
+  EXPECT_EQ(o.bucket_size_bytes, 1024);
+  EXPECT_EQ(o.timeout_s, 2.5);
+  const auto kv = DistOptions::fields().to_kv(o);
+  EXPECT_EQ(kv.at("backend"), "mpi");
+  EXPECT_EQ(kv.at("reduce_dtype"), "bf16");
+}
+
+TEST(DistOptions, ErrorsNameTheKey) {
+  DistOptions o;
+  try {
+    DistOptions::fields().apply(o, {{"backend", "gloo"}}, "cfg.ini [dist]");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("backend"), std::string::npos) << e.what();
+  }
+  o.bucket_size_bytes = 0;
+  try {
+    o.validate();
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("dist.bucket_size_bytes"), std::string::npos) << e.what();
+  }
+  o = DistOptions();
+  o.timeout_s = -1;
+  EXPECT_THROW(o.validate(), Error);
+  EXPECT_THROW(DistOptions::fields().apply(o, {{"no_such_key", "1"}}, "x"), Error);
+}
+
+// ---- Watchdog ----------------------------------------------------------------------------
+
+/// Records abort messages and lets a test wait for the first one (bounded wait).
+struct AbortRecorder {
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::vector<std::string> messages;
+  Watchdog::AbortFn fn() {
+    return [this](const std::string& m) {
+      std::lock_guard<std::mutex> lk(mutex);
+      messages.push_back(m);
+      cv.notify_all();
+    };
+  }
+  bool wait_for_one(std::chrono::seconds limit) {
+    std::unique_lock<std::mutex> lk(mutex);
+    return cv.wait_for(lk, limit, [this] { return !messages.empty(); });
+  }
+};
+
+TEST(DistWatchdog, ReportsAHungCollectiveWithRankStepAndName) {
+  AbortRecorder rec;
+  Watchdog wd(3, 0.05, rec.fn(), std::chrono::milliseconds(5));
+  wd.start("all_reduce grad bucket 2/5", 17, [] { return false; });
+  ASSERT_TRUE(rec.wait_for_one(std::chrono::seconds(30)));
+  const std::string m = rec.messages.front();
+  EXPECT_NE(m.find("rank 3"), std::string::npos) << m;
+  EXPECT_NE(m.find("step 17"), std::string::npos) << m;
+  EXPECT_NE(m.find("'all_reduce grad bucket 2/5'"), std::string::npos) << m;
+  EXPECT_EQ(wd.fired(), 1);
+}
+
+TEST(DistWatchdog, FinishedOrCompletedCollectivesDoNotFire) {
+  AbortRecorder rec;
+  {
+    Watchdog wd(0, 0.05, rec.fn(), std::chrono::milliseconds(5));
+    const uint64_t a = wd.start("finished before deadline", 1, [] { return false; });
+    wd.finish(a);
+    wd.finish(a);  // twice is fine
+    std::atomic<int> probes{0};
+    wd.start("completed, wait() not called yet", 1, [&probes] {
+      ++probes;
+      return true;
+    });
+    // Wait until the probe ran (past the deadline) and the entry was dropped.
+    for (int i = 0; i < 3000 && wd.in_flight() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    EXPECT_EQ(wd.in_flight(), 0u);
+    EXPECT_GE(probes.load(), 1);
+  }
+  EXPECT_TRUE(rec.messages.empty());
+}
+
+TEST(DistWatchdog, RejectsNonPositiveTimeout) {
+  AbortRecorder rec;
+  EXPECT_THROW(Watchdog(0, 0.0, rec.fn()), Error);
+}
+
+}  // namespace
+}  // namespace tupe::dist

@@ -1,0 +1,267 @@
+// The checkpoint store: bitwise round trip (weights, optimizer state, steps, scaler, RNG,
+// data position, config), a crash between files (a forked child killed by the fault
+// injection) leaves the previous checkpoint as latest(), retention keeps exactly the right
+// steps, latest() skips incomplete or damaged folders, and the config check lists every
+// differing key.
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "common/error.h"
+#include "tests/trainer/test_util.h"
+#include "trainer/checkpoint_store.h"
+#include "trainer/durable_io.h"
+
+namespace tupe::trainer {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::TempDir;
+
+/// A checkpoint with recognisable contents for step `step`.
+CheckpointContents make_contents(int64_t step) {
+  at::manual_seed(1000 + step);
+  CheckpointContents c;
+  c.model = {{"encoder.embeddings.word.weight", at::randn({11, 4})},
+             {"encoder.layers.0.attention.query.bias", at::randn({4}).to(at::kHalf)},
+             {"mlm_head.bias", at::randn({11}).to(at::kBFloat16)},
+             {"encoder.positional.relative_bias.weight", at::randn({33, 2}, at::kDouble)}};
+  NamedTensors params;
+  for (const auto& [name, t] : c.model)
+    if (t.scalar_type() == at::kFloat) params.emplace_back(name, t.clone());
+  OptimizerOptions oo;
+  AdamW opt(params, oo);
+  for (auto& [name, p] : params) p.mutable_grad() = at::randn_like(p);
+  opt.step(1e-3);
+  c.optimizer = opt.state_dict();
+  c.state.step = step;
+  c.state.scheduler_step = std::max<int64_t>(step - 1, 0);
+  c.state.loss_scaler = {0.1 * step, 7, 1, 3};  // 0.1 * step: not a power of two, still exact in JSON
+  c.state.rng = capture_rng_states();
+  c.state.data = {2, 12345 + step};
+  c.state.config = {{"model.hidden_size", "4"}, {"optimizer.lr", "0.0001"}, {"run.note", "a \"quoted\" value"}};
+  c.state.vocab_sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+  c.state.world_size = 8;
+  return c;
+}
+
+void expect_same(const NamedTensors& a, const NamedTensors& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [name, t] : a) {
+    const at::Tensor other = find_tensor(b, name);
+    ASSERT_TRUE(other.defined()) << name;
+    EXPECT_TRUE(testing::bitwise_equal(t, other)) << name;
+  }
+}
+
+CheckpointOptions options_for(const fs::path& dir, int64_t keep_last = 0, int64_t keep_every = 0) {
+  CheckpointOptions o;
+  o.dir = dir.string();
+  o.keep_last = keep_last;
+  o.keep_every = keep_every;
+  return o;
+}
+
+TEST(TrainerCheckpoint, SaveLoadRoundTripIsBitwise) {
+  TempDir dir;
+  CheckpointStore store(options_for(dir.path()));
+  at::manual_seed(77);
+  const CheckpointContents saved = make_contents(1500);  // captures the RNG state
+  const at::Tensor expected_draw = at::randn({16});     // the draw right after the capture
+  const fs::path path = store.save(saved);
+  EXPECT_EQ(path, dir / "step_00001500");
+  for (const char* f : {"model.safetensors", "optimizer.safetensors", "trainer_state.json", "manifest.json"})
+    EXPECT_TRUE(fs::is_regular_file(path / f)) << f;
+
+  const CheckpointContents loaded = CheckpointStore::load(path);
+  expect_same(saved.model, loaded.model);
+  expect_same(saved.optimizer.tensors, loaded.optimizer.tensors);
+  EXPECT_EQ(loaded.optimizer.metadata, saved.optimizer.metadata);
+  const TrainerState& s = loaded.state;
+  EXPECT_EQ(s.step, 1500);
+  EXPECT_EQ(s.scheduler_step, 1499);
+  EXPECT_EQ(s.loss_scaler.scale, 150.0);
+  EXPECT_EQ(s.loss_scaler.growth_tracker, 7);
+  EXPECT_EQ(s.loss_scaler.consecutive_skips, 1);
+  EXPECT_EQ(s.loss_scaler.total_skips, 3);
+  EXPECT_EQ(s.data.epoch, 2);
+  EXPECT_EQ(s.data.consumed_samples, 13845);
+  EXPECT_EQ(s.config, saved.state.config);
+  EXPECT_EQ(s.vocab_sha256, saved.state.vocab_sha256);
+  EXPECT_EQ(s.world_size, 8);
+  EXPECT_EQ(s.format_version, kCheckpointFormatVersion);
+  EXPECT_EQ(s.rng.cpu, saved.state.rng.cpu);
+
+  // RNG: after restoring, the generator yields exactly the numbers it did after the capture.
+  at::randn({1000});  // move the generator on
+  restore_rng_states(s.rng);
+  EXPECT_TRUE(testing::bitwise_equal(at::randn({16}), expected_draw));
+
+  // Loading into a model and an optimizer through the strict helpers.
+  NamedTensors model_targets;
+  for (const auto& [name, t] : saved.model) model_targets.emplace_back(name, at::zeros_like(t));
+  copy_named_tensors(model_targets, loaded.model, "model");
+  expect_same(saved.model, model_targets);
+  EXPECT_EQ(CheckpointStore::latest(dir.path()), path);
+
+  // An invalid state is refused before anything is written.
+  CheckpointContents bad = make_contents(1600);
+  bad.state.scheduler_step = -1;
+  EXPECT_THROW(store.save(bad), Error);
+  EXPECT_FALSE(fs::exists(dir / "step_00001600"));
+  EXPECT_FALSE(fs::exists(dir / ".tmp-step_00001600"));
+}
+
+TEST(TrainerCheckpoint, CrashBetweenFilesLeavesThePreviousCheckpointLatest) {
+  TempDir dir;
+  const CheckpointContents first = make_contents(1), second = make_contents(2);
+  {
+    CheckpointStore store(options_for(dir.path(), 3));
+    store.save(first);
+  }
+  // Fault injection after file n (1 model, 2 optimizer, 3 trainer state, 4 manifest, 5 after
+  // the rename), in a child process killed with std::_Exit via the environment variable.
+  for (int n = 1; n <= 5; ++n) {
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ::setenv("TUPE_TEST_CRASH_AFTER_FILES", std::to_string(n).c_str(), 1);
+      try {
+        CheckpointStore store(options_for(dir.path(), 3));
+        store.save(second);
+      } catch (...) {
+        std::_Exit(2);
+      }
+      std::_Exit(0);  // not reached when the injection works
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), kCrashInjectionExitCode) << "n = " << n;
+    if (n <= 4) {
+      EXPECT_EQ(CheckpointStore::latest(dir.path()), dir / "step_00000001") << "crash after file " << n;
+      EXPECT_EQ(CheckpointStore::whole_steps(dir.path()), std::vector<int64_t>{1}) << n;
+      EXPECT_FALSE(fs::exists(dir / "step_00000002")) << n;
+      EXPECT_TRUE(fs::exists(dir / ".tmp-step_00000002")) << n;  // the debris a crash leaves
+    } else {
+      EXPECT_EQ(CheckpointStore::latest(dir.path()), dir / "step_00000002");
+      fs::remove_all(dir / "step_00000002");
+    }
+  }
+  // The next save cleans the debris and completes.
+  CheckpointStore store(options_for(dir.path(), 3));
+  store.save(second);
+  EXPECT_EQ(CheckpointStore::latest(dir.path()), dir / "step_00000002");
+  EXPECT_EQ(CheckpointStore::whole_steps(dir.path()), (std::vector<int64_t>{1, 2}));
+  for (const auto& entry : fs::directory_iterator(dir.path()))
+    EXPECT_NE(entry.path().filename().string()[0], '.') << entry.path();
+  expect_same(CheckpointStore::load(dir / "step_00000002").model, second.model);
+}
+
+TEST(TrainerCheckpoint, RetentionKeepsTheLastKAndEveryMth) {
+  TempDir dir;
+  CheckpointStore store(options_for(dir.path(), 3, 5));
+  EXPECT_FALSE(CheckpointStore::latest(dir.path()).has_value());
+  const CheckpointContents c = make_contents(0);
+  for (int64_t step = 1; step <= 12; ++step) {
+    CheckpointContents s = c;
+    s.state.step = step;
+    store.save(s);
+  }
+  EXPECT_EQ(CheckpointStore::whole_steps(dir.path()), (std::vector<int64_t>{5, 10, 11, 12}));
+  // Re-saving an older step (a resumed run) keeps it, and replaces it whole.
+  CheckpointContents old = c;
+  old.state.step = 7;
+  old.state.data.consumed_samples = 777;
+  store.save(old);
+  old.state.data.consumed_samples = 778;
+  store.save(old);
+  EXPECT_EQ(CheckpointStore::whole_steps(dir.path()), (std::vector<int64_t>{5, 7, 10, 11, 12}));
+  EXPECT_EQ(CheckpointStore::load(dir / "step_00000007").state.data.consumed_samples, 778);
+  EXPECT_EQ(CheckpointStore::latest(dir.path()), dir / "step_00000012");
+
+  TempDir all;
+  CheckpointStore keep_all(options_for(all.path(), 0, 0));
+  for (int64_t step = 1; step <= 4; ++step) {
+    CheckpointContents s = c;
+    s.state.step = step;
+    keep_all.save(s);
+  }
+  EXPECT_EQ(CheckpointStore::whole_steps(all.path()), (std::vector<int64_t>{1, 2, 3, 4}));
+  EXPECT_TRUE(store.due(20000) && !store.due(20001));
+}
+
+TEST(TrainerCheckpoint, LatestSkipsIncompleteAndDamagedFolders) {
+  TempDir dir;
+  CheckpointStore store(options_for(dir.path()));
+  for (int64_t step : {3, 4, 5, 6}) store.save(make_contents(step));
+  // 6: no manifest; 5: a file shorter than the manifest says; 4: manifest not JSON.
+  fs::remove(dir / "step_00000006" / "manifest.json");
+  fs::resize_file(dir / "step_00000005" / "model.safetensors", fs::file_size(dir / "step_00000005" / "model.safetensors") - 4);
+  write_file_atomic(dir / "step_00000004" / "manifest.json", "{not json");
+  fs::create_directory(dir / ".tmp-step_00000009");
+  fs::create_directory(dir / "step_0000007");  // 7 digits: not a checkpoint name
+  EXPECT_EQ(CheckpointStore::latest(dir.path()), dir / "step_00000003");
+  EXPECT_EQ(CheckpointStore::whole_steps(dir.path()), std::vector<int64_t>{3});
+
+  auto load_error = [](const fs::path& p) {
+    try {
+      CheckpointStore::load(p);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const std::string e5 = load_error(dir / "step_00000005");
+  EXPECT_NE(e5.find("model.safetensors: "), std::string::npos) << e5;
+  EXPECT_NE(e5.find("the manifest says"), std::string::npos) << e5;
+  EXPECT_NE(load_error(dir / "step_00000006").find("manifest.json: missing"), std::string::npos);
+  // A damaged trainer_state.json (valid manifest sizes) names the key.
+  const fs::path state = dir / "step_00000003" / "trainer_state.json";
+  std::string text = read_file_bytes(state);
+  const size_t pos = text.find("\"consumed_samples\"");
+  ASSERT_NE(pos, std::string::npos);
+  text.replace(pos, 18, "\"consumed_sampleX\"");
+  write_file_atomic(state, text);
+  const std::string e3 = load_error(dir / "step_00000003");
+  EXPECT_NE(e3.find("key 'data_position.consumed_samples': missing"), std::string::npos) << e3;
+  EXPECT_EQ(e3.find('\n'), std::string::npos);
+}
+
+TEST(TrainerCheckpoint, ConfigCheckListsEveryDifferingKey) {
+  const KeyValues saved = {{"model.hidden_size", "768"},     {"model.num_layers", "12"},
+                           {"model.position_encoding", "tupe-relative"}, {"model.untie_cls", "true"},
+                           {"optimizer.lr", "0.0001"},       {"vocab_sha256", "aaaa"}};
+  const KeyValues current = {{"model.hidden_size", "512"},
+                             {"model.num_layers", "12"},
+                             {"model.position_encoding", "bert-absolute"},
+                             {"optimizer.lr", "0.0002"},
+                             {"vocab_sha256", "bbbb"}};
+  const std::vector<std::string> must_match = {"model.hidden_size", "model.num_layers", "model.position_encoding",
+                                               "model.untie_cls", "vocab_sha256", "model.not_anywhere"};
+  try {
+    check_config_compatible(saved, current, must_match, "runs/x/step_00000100");
+    FAIL() << "mismatch not reported";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(msg.rfind("runs/x/step_00000100: ", 0), 0u) << msg;
+    EXPECT_NE(msg.find("in 4 key(s)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("model.hidden_size: saved '768', current '512'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("model.position_encoding: saved 'tupe-relative', current 'bert-absolute'"), std::string::npos);
+    EXPECT_NE(msg.find("model.untie_cls: saved 'true', current (absent)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("vocab_sha256: saved 'aaaa', current 'bbbb'"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("num_layers"), std::string::npos) << msg;  // equal
+    EXPECT_EQ(msg.find("optimizer.lr"), std::string::npos) << msg;  // not required to match
+    EXPECT_EQ(msg.find('\n'), std::string::npos);
+  }
+  EXPECT_NO_THROW(check_config_compatible(saved, saved, must_match, "same"));
+  TrainerState st;
+  st.config = {{"model.hidden_size", "768"}};
+  st.vocab_sha256 = "cc";
+  EXPECT_EQ(st.compat_kv().at("vocab_sha256"), "cc");
+}
+
+}  // namespace
+}  // namespace tupe::trainer

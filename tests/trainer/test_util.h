@@ -1,0 +1,74 @@
+// Helpers for the trainer tests: a self-deleting temporary folder, running the reference
+// Python scripts of this folder with $TUPE_PYTHON, and float comparisons.
+#pragma once
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include <ATen/ATen.h>
+
+#include <array>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <string>
+
+namespace tupe::trainer::testing {
+
+/// mkdtemp folder removed (recursively) on destruction.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "tupe-trainer-test-XXXXXX").string();
+    if (!::mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+/// The Python with torch + safetensors: $TUPE_PYTHON (set by CTest), else the configured one.
+inline std::string python() {
+  const char* env = std::getenv("TUPE_PYTHON");
+  return env && *env ? env : TUPE_CONFIGURED_PYTHON;
+}
+
+/// Runs `$TUPE_PYTHON <this folder>/<script> <args>`; returns its exit status and puts
+/// stdout+stderr into *output. A missing Python or library makes the script fail, and so
+/// the test (never a skip).
+inline int run_python(const std::string& script, const std::string& args, std::string* output) {
+  const std::string command = "'" + python() + "' '" + std::string(TUPE_TRAINER_TEST_DIR) + "/" + script + "' " + args +
+                              " 2>&1";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (!pipe) return -1;
+  std::array<char, 4096> buf{};
+  output->clear();
+  size_t n = 0;
+  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) output->append(buf.data(), n);
+  const int status = ::pclose(pipe);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/// Max over elements of |a - b| / (|b| + abs_floor), in float64.
+inline double max_rel_diff(const at::Tensor& a, const at::Tensor& b, double abs_floor) {
+  const at::Tensor ad = a.to(at::kDouble), bd = b.to(at::kDouble);
+  return ((ad - bd).abs() / (bd.abs() + abs_floor)).max().item<double>();
+}
+
+/// Bitwise equality of two tensors (same dtype, shape and bytes).
+inline bool bitwise_equal(const at::Tensor& a, const at::Tensor& b) {
+  if (a.scalar_type() != b.scalar_type() || a.sizes() != b.sizes()) return false;
+  const at::Tensor ac = a.contiguous().cpu(), bc = b.contiguous().cpu();
+  return std::memcmp(ac.data_ptr(), bc.data_ptr(), ac.numel() * ac.element_size()) == 0;
+}
+
+}  // namespace tupe::trainer::testing

@@ -1,0 +1,91 @@
+// The checkpoint store (FORMATS.md section 4; ARCHITECTURE.md "a checkpoint on disk is
+// either whole or absent").
+//
+// Layout: <dir>/step_<8 digits>/ holding
+//   model.safetensors      the weights (readable by Python's safetensors)
+//   optimizer.safetensors  the optimizer state (optimizer.h), its kind in the metadata
+//   trainer_state.json     steps, loss scaler, RNG states, data position, config, vocab hash
+//   manifest.json          written last: {"format": "tupe-checkpoint", "format_version": 1,
+//                          "step": N, "files": {"model.safetensors": <bytes>, ...}}
+// Protocol: the files go into <dir>/.tmp-step_<8 digits>/, each one fsynced; then the
+// folder is renamed to step_<8 digits> and <dir> is fsynced. A crash at any point leaves
+// either the whole new checkpoint or none of it (a stale .tmp- folder, ignored and removed
+// by the next save). latest() only returns checkpoints whose manifest is valid and whose
+// files have the listed sizes.
+// Only one process (rank 0) writes to a store; the caller decides which.
+#pragma once
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "trainer/named_tensors.h"
+#include "trainer/optimizer.h"
+#include "trainer/options.h"
+#include "trainer/trainer_state.h"
+
+namespace tupe::trainer {
+
+/// What a checkpoint holds.
+struct CheckpointContents {
+  NamedTensors model;       ///< weights by name (any dtype and device; read back on the CPU)
+  OptimizerState optimizer; ///< Optimizer::state_dict()
+  TrainerState state;       ///< state.step names the folder
+};
+
+/// Exit status of a process killed by the test-only fault injection.
+inline constexpr int kCrashInjectionExitCode = 86;
+
+class CheckpointStore {
+ public:
+  /// Test-only fault injection: when the environment variable TUPE_TEST_CRASH_AFTER_FILES
+  /// is a number n >= 1, save() calls std::_Exit(kCrashInjectionExitCode) right after
+  /// writing its n-th file (1 model, 2 optimizer, 3 trainer state, 4 manifest, 5 after
+  /// the rename, before retention). Throws tupe::Error on invalid options.
+  explicit CheckpointStore(CheckpointOptions options);
+
+  /// Whether step `step` is a save point (every_steps > 0 and step % every_steps == 0).
+  bool due(int64_t step) const;
+
+  /// Writes a checkpoint for contents.state.step (replacing an existing one of that step),
+  /// then applies retention. Returns the checkpoint folder. Throws tupe::Error naming the
+  /// file on failure, leaving no partial checkpoint behind.
+  std::filesystem::path save(const CheckpointContents& contents);
+
+  /// Reads a checkpoint folder; validates the manifest and the files (sizes, safetensors
+  /// structure, JSON keys) and that the step agrees. Tensors come back on the CPU.
+  /// Throws ONE-line tupe::Error naming the file and the cause.
+  static CheckpointContents load(const std::filesystem::path& checkpoint_dir);
+
+  /// The newest whole checkpoint folder under `dir`, or nullopt (no folder, or none whole).
+  static std::optional<std::filesystem::path> latest(const std::filesystem::path& dir);
+
+  /// Steps of the whole checkpoints under `dir`, ascending.
+  static std::vector<int64_t> whole_steps(const std::filesystem::path& dir);
+
+  /// <dir>/step_<8 digits> (more digits past 99,999,999).
+  static std::filesystem::path checkpoint_path(const std::filesystem::path& dir, int64_t step);
+
+  /// Test-only: overrides the environment's TUPE_TEST_CRASH_AFTER_FILES (0 = off).
+  void set_crash_after_files(int files) { crash_after_files_ = files; }
+
+  const CheckpointOptions& options() const { return options_; }
+
+ private:
+  void after_file_written(int files_written) const;
+  /// Deletes whole checkpoints that are neither among the newest keep_last nor multiples of
+  /// keep_every; `keep_step` (the one just saved) always stays.
+  void apply_retention(int64_t keep_step) const;
+
+  CheckpointOptions options_;
+  int crash_after_files_ = 0;
+};
+
+/// Throws ONE tupe::Error "<where>: ... differs in N key(s) that must match: key: saved
+/// 'a', current 'b'; ..." listing every key of `must_match` whose value differs between
+/// `saved` and `current` (a key present on one side only differs; "(absent)" is shown).
+/// Keys outside `must_match` are not compared.
+void check_config_compatible(const KeyValues& saved, const KeyValues& current,
+                             const std::vector<std::string>& must_match, const std::string& where);
+
+}  // namespace tupe::trainer

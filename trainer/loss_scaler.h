@@ -1,0 +1,60 @@
+// Dynamic loss scaling for fp16 training (Micikevicius et al. 2018; the rules of
+// torch.amp.GradScaler / fairseq's DynamicLossScaler):
+//   - the loss is multiplied by S before backward; the grads are divided by S after the
+//     gradient all-reduce and checked for inf/NaN in one pass over all of them;
+//   - a step with inf/NaN grads is skipped: S <- S * backoff_factor, the growth tracker
+//     resets, the consecutive-skip count grows; after max_consecutive_skips consecutive
+//     skips the run aborts with a tupe::Error naming the step and the count;
+//   - after growth_interval consecutive finite steps: S <- S * growth_factor.
+// With bf16/fp32 (no scaling) S stays 1, but inf/NaN steps are still skipped and counted.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "trainer/named_tensors.h"
+#include "trainer/options.h"
+
+namespace tupe::trainer {
+
+/// Checkpointed state of the loss scaler.
+struct LossScalerState {
+  double scale = 1.0;             ///< S (factor)
+  int64_t growth_tracker = 0;     ///< consecutive finite steps since the last scale change
+  int64_t consecutive_skips = 0;  ///< consecutive skipped (inf/NaN) steps up to now
+  int64_t total_skips = 0;        ///< skipped steps over the run (for reporting)
+};
+
+class DynamicLossScaler {
+ public:
+  /// Scaling is on for precision fp16 only (S starts at initial_scale); otherwise S = 1.
+  /// Throws tupe::Error (via validate) on bad options.
+  explicit DynamicLossScaler(const PrecisionOptions& options);
+
+  bool scaling_enabled() const { return scaling_enabled_; }
+  double scale() const { return state_.scale; }
+
+  /// loss * S (any shape/dtype; differentiable).
+  at::Tensor scale_loss(const at::Tensor& loss) const;
+
+  /// Divides every grad in place by S and checks all of them for inf/NaN (one fused pass
+  /// per device, torch's _amp_foreach_non_finite_check_and_unscale_, one host sync).
+  /// Returns true when every grad is finite. Grads: float16/bfloat16/float32/float64.
+  bool unscale_and_check(const std::vector<at::Tensor>& grads) const;
+
+  /// Records the outcome of optimizer step `step` (for messages) and updates S. Returns
+  /// true when the update should be applied, false when it must be skipped. Throws
+  /// tupe::Error "loss scaler: step <step>: <k> consecutive steps ..." at the
+  /// max_consecutive_skips-th consecutive skip.
+  bool update(bool grads_finite, int64_t step);
+
+  const LossScalerState& state() const { return state_; }
+  /// Restores a saved state; throws tupe::Error when it is invalid (scale <= 0, counts < 0).
+  void load_state(const LossScalerState& state);
+
+ private:
+  PrecisionOptions options_;
+  bool scaling_enabled_;
+  LossScalerState state_;
+};
+
+}  // namespace tupe::trainer
