@@ -24,7 +24,8 @@ void MetricsLog::write(const nlohmann::json& record) {
   out_.flush();
 }
 
-Progress::Progress(bool enabled) : enabled_(enabled), tty_(isatty(STDOUT_FILENO) != 0) {}
+Progress::Progress(bool lines, bool messages)
+    : lines_(lines), messages_(messages), tty_(isatty(STDOUT_FILENO) != 0) {}
 
 std::string format_duration(double s) {
   if (!std::isfinite(s) || s < 0) return "?";
@@ -40,7 +41,7 @@ std::string format_duration(double s) {
 }
 
 void Progress::update(const ProgressLine& p) {
-  if (!enabled_) return;
+  if (!lines_) return;
   char line[256];
   int n = std::snprintf(line, sizeof(line), "step %lld/%lld | loss %.4f | lr %.3e | gnorm %.3f | scale %g | %.0f tok/s",
                         static_cast<long long>(p.step), static_cast<long long>(p.max_steps), p.loss, p.lr, p.grad_norm,
@@ -59,7 +60,7 @@ void Progress::update(const ProgressLine& p) {
 }
 
 void Progress::message(const std::string& text) {
-  if (!enabled_) return;
+  if (!messages_) return;
   if (open_line_) std::cout << "\n";
   open_line_ = false;
   std::cout << text << std::endl;

@@ -39,14 +39,15 @@ struct ProgressLine {
 /// Rank 0's console output.
 class Progress {
  public:
-  /// `enabled`: print at all; a terminal on stdout gets a line rewritten in place.
-  explicit Progress(bool enabled);
+  /// `lines`: print progress lines (a terminal on stdout gets one line rewritten in place);
+  /// `messages`: print messages (rank 0 prints them even with the progress lines off).
+  Progress(bool lines, bool messages);
   void update(const ProgressLine& p);
   /// A message on its own line (ends an in-place line first).
   void message(const std::string& text);
 
  private:
-  bool enabled_, tty_;
+  bool lines_, messages_, tty_;
   bool open_line_ = false;
 };
 

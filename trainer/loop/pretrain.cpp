@@ -167,7 +167,7 @@ PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cf
   dist::DistContext dctx(env, cfg.dist, use_cuda);
   dist::Communicator& comm = dctx.comm();
   const c10::Device device = dctx.device();
-  Progress progress(cfg.train.progress && rank == 0);
+  Progress progress(cfg.train.progress && rank == 0, rank == 0);
 
   // ---- Data ------------------------------------------------------------------------------
   auto train_ds = data::open_pretrain_dataset(data::split_list(cfg.data.train_shards),
@@ -284,14 +284,14 @@ PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cf
   auto window_start = Clock::now();
   int64_t window_steps = 0, window_tokens = 0;
   while (state.step < max_steps) {
+    const int64_t step = state.step + 1;
+    comm.set_step(step);
     if (any_rank_signalled(comm)) {
       progress.message("signal received: checkpointing at step " + std::to_string(state.step) + " and stopping");
       save_checkpoint();
       result.stopped_by_signal = true;
       break;
     }
-    const int64_t step = state.step + 1;
-    comm.set_step(step);
     at::manual_seed(step_seed(cfg.train.seed, step, rank));
     ddp.zero_grad_buffer();
     data::Batch batch = to_device(loader.next(), device);

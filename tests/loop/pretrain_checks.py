@@ -1,0 +1,222 @@
+"""End-to-end checks of `tupe pretrain` under mpirun on real text (WikiText-2 test split).
+
+Each check runs the real executable in subprocesses and inspects what it wrote (checkpoint
+safetensors read with Python's `safetensors`, trainer_state.json, metrics JSONL), so the
+expectations come from outside the C++ code.
+
+Usage: pretrain_checks.py CHECK WORKDIR
+  shards      preprocess WikiText-2 into WORKDIR/shards (fixture for the others)
+  exactness   2 ranks x micro-batch b == 1 rank x 2b == 1 rank x b with 2 accumulation steps
+  resume      10 steps + resume + 10 == 20 straight, bitwise; 2 ranks -> resume on 1 rank
+  crash       a checkpoint write killed midway leaves the previous one for --resume auto
+  signal      SIGUSR1 checkpoints and stops; --resume auto continues
+  watchdog    a stalled rank ends the whole job with the watchdog's message
+  learns      tiny TUPE-R under mpirun -np 2 lowers its MLM loss clearly
+Environment: TUPE_BIN (the tupe executable), TUPE_SOURCE_DIR, TUPE_SHARED_DATA.
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+from safetensors.numpy import load_file
+
+TUPE = os.environ["TUPE_BIN"]
+SRC = os.environ["TUPE_SOURCE_DIR"]
+DATA = os.environ.get("TUPE_SHARED_DATA", os.path.join(SRC, "..", "shared", "data"))
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+           OMPI_MCA_btl_vader_single_copy_mechanism="none", OMP_NUM_THREADS="1")
+
+
+def mpirun(np_, args, check=True, env=None, timeout=600):
+    cmd = ["mpirun", "-np", str(np_), "--oversubscribe", "--bind-to", "none", TUPE] + args
+    p = subprocess.run(cmd, env=env or ENV, capture_output=True, text=True, timeout=timeout)
+    if check and p.returncode != 0:
+        sys.exit(f"FAILED: {' '.join(cmd)}\nexit {p.returncode}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
+    return p
+
+
+def pretrain_args(work, ckpt, **overrides):
+    """A tiny TUPE-R on the test shards; dropout off unless overridden."""
+    opts = {
+        "model.hidden_size": 32, "model.num_layers": 2, "model.num_heads": 4, "model.ffn_size": 64,
+        "model.hidden_dropout": 0.0, "model.attention_dropout": 0.0,
+        "data.train_shards": f"{work}/../shards", "data.validation_shards": "", "data.global_batch_size": 8,
+        "optimizer.warmup_steps": 5, "optimizer.total_steps": 40, "optimizer.lr": 1e-3,
+        "precision.precision": "fp32", "checkpoint.dir": ckpt, "checkpoint.every_steps": 10,
+        "checkpoint.keep_last": 0, "train.micro_batch_size": 4, "train.log_every": 1, "train.threads": 1,
+        "train.progress": "false", "dist.timeout_s": 120,
+    }
+    opts.update(overrides)
+    args = ["pretrain", "--config", os.path.join(SRC, "configs", "tiny.ini")]
+    for k, v in opts.items():
+        args += [f"--{k}", str(v)]
+    return args
+
+
+def checkpoint(ckpt, step):
+    d = os.path.join(ckpt, f"step_{step:08d}")
+    state = json.load(open(os.path.join(d, "trainer_state.json")))
+    return load_file(os.path.join(d, "model.safetensors")), load_file(os.path.join(d, "optimizer.safetensors")), state
+
+
+def max_rel_diff(a, b):
+    """Largest per-tensor max|a - b| / max|b|. The denominator is floored at 1e-2: tensors
+    whose entries all stay near 0 (e.g. attention key biases, whose gradient is 0 in exact
+    arithmetic, so they only collect rounding noise) are compared absolutely at that scale."""
+    worst = 0.0
+    assert a.keys() == b.keys(), (sorted(a.keys() ^ b.keys()))
+    for k in a:
+        x, y = a[k].astype(np.float64), b[k].astype(np.float64)
+        worst = max(worst, float(np.max(np.abs(x - y)) / max(np.max(np.abs(y)), 1e-2)))
+    return worst
+
+
+def check_shards(work):
+    out = os.path.join(work, "shards")
+    mpirun(1, ["preprocess", "--config", os.path.join(SRC, "configs", "tiny.ini"),
+               "--input", os.path.join(DATA, "text", "wikitext-2", "wiki.test.raw"),
+               "--tokenizer.vocab", os.path.join(DATA, "vocab", "bert-base-uncased-vocab.txt"),
+               "--output", out, "--overwrite", "--quiet"])
+    print("shards:", sorted(os.listdir(out)))
+
+
+def check_exactness(work):
+    runs = {"2 ranks x b": (2, 4), "1 rank x 2b": (1, 8), "1 rank x b x 2 accumulation": (1, 4)}
+    weights = {}
+    for name, (np_, micro) in runs.items():
+        ck = os.path.join(work, name.replace(" ", "_"))
+        shutil.rmtree(ck, ignore_errors=True)
+        # The paper's peak LR: Adam turns absolute gradient rounding into update noise of
+        # about lr / eps times that rounding, so the comparison is made at the real LR.
+        mpirun(np_, pretrain_args(work, ck, **{"train.micro_batch_size": micro, "train.max_steps": 5,
+                                               "checkpoint.every_steps": 5, "optimizer.lr": 1e-4}))
+        weights[name] = checkpoint(ck, 5)[0]
+    ref = weights["1 rank x 2b"]
+    for name, w in weights.items():
+        d = max_rel_diff(w, ref)
+        print(f"{name}: max relative difference to 1 rank x 2b after 5 steps = {d:.3e}")
+        if d > 1e-6:
+            sys.exit(f"FAILED: {name} differs from 1 rank x 2b by {d:.3e} (> 1e-6)")
+    print("exactness OK")
+
+
+def check_resume(work):
+    straight, split = os.path.join(work, "straight"), os.path.join(work, "split")
+    for d in (straight, split):
+        shutil.rmtree(d, ignore_errors=True)
+    dropout = {"model.hidden_dropout": 0.1, "model.attention_dropout": 0.1}  # the RNG must resume too
+    mpirun(1, pretrain_args(work, straight, **dropout, **{"train.max_steps": 20}) + ["--resume", "none"])
+    mpirun(1, pretrain_args(work, split, **dropout, **{"train.max_steps": 10}) + ["--resume", "none"])
+    mpirun(1, pretrain_args(work, split, **dropout, **{"train.max_steps": 20}) + ["--resume", "auto"])
+    a, b = checkpoint(straight, 20), checkpoint(split, 20)
+    for part, x, y in (("weights", a[0], b[0]), ("optimizer state", a[1], b[1])):
+        assert x.keys() == y.keys(), part
+        for k in x:
+            if not np.array_equal(x[k], y[k]):
+                sys.exit(f"FAILED: {part} tensor {k} differs after resume (not bitwise)")
+    for key in ("step", "scheduler_step", "loss_scaler", "data_position"):
+        if a[2][key] != b[2][key]:
+            sys.exit(f"FAILED: trainer state '{key}' differs: {a[2][key]} vs {b[2][key]}")
+    print("resume bitwise OK: weights, optimizer state, LR step, loss scale, data position", a[2]["data_position"])
+
+    # 2 ranks for 10 steps, then 1 rank: the same global sample sequence continues.
+    two = os.path.join(work, "two_then_one")
+    shutil.rmtree(two, ignore_errors=True)
+    mpirun(2, pretrain_args(work, two, **{"train.max_steps": 10}) + ["--resume", "none"])
+    p = mpirun(1, pretrain_args(work, two, **{"train.max_steps": 20}) + ["--resume", "auto"])
+    one = os.path.join(work, "one_straight")
+    shutil.rmtree(one, ignore_errors=True)
+    mpirun(1, pretrain_args(work, one, **{"train.max_steps": 20}) + ["--resume", "none"])
+    x, y = checkpoint(two, 20), checkpoint(one, 20)
+    if x[2]["data_position"] != y[2]["data_position"]:
+        sys.exit(f"FAILED: data position {x[2]['data_position']} vs {y[2]['data_position']}")
+    d = max_rel_diff(x[0], y[0])
+    print(f"2 ranks -> 1 rank: data position {x[2]['data_position']}, max relative weight difference {d:.3e}")
+    if d > 1e-5:
+        sys.exit("FAILED: 2 ranks then 1 rank did not continue the same sample sequence")
+
+
+def check_crash(work):
+    ck = os.path.join(work, "crash")
+    shutil.rmtree(ck, ignore_errors=True)
+    mpirun(1, pretrain_args(work, ck, **{"train.max_steps": 10}) + ["--resume", "none"])
+    env = dict(ENV, TUPE_TEST_CRASH_AFTER_FILES="2")  # die after model + optimizer files of step 20
+    p = mpirun(1, pretrain_args(work, ck, **{"train.max_steps": 20}) + ["--resume", "auto"], check=False, env=env)
+    if p.returncode == 0:
+        sys.exit("FAILED: the crash injection did not end the run")
+    whole = sorted(d for d in os.listdir(ck) if d.startswith("step_"))
+    if whole != ["step_00000010"]:
+        sys.exit(f"FAILED: after the crash the whole checkpoints are {whole}, expected only step_00000010")
+    p = mpirun(1, pretrain_args(work, ck, **{"train.max_steps": 20}) + ["--resume", "auto"])
+    if "resumed from" not in p.stdout or "step_00000010" not in p.stdout:
+        sys.exit(f"FAILED: --resume auto did not take step 10:\n{p.stdout[-2000:]}")
+    print("crash OK: previous checkpoint taken, run completed to", sorted(os.listdir(ck)))
+
+
+def check_signal(work):
+    ck = os.path.join(work, "signal")
+    shutil.rmtree(ck, ignore_errors=True)
+    cmd = ["mpirun", "-np", "2", "--oversubscribe", "--bind-to", "none", TUPE] + \
+        pretrain_args(work, ck, **{"train.max_steps": 100000, "optimizer.total_steps": 100000,
+                                   "checkpoint.every_steps": 0}) + ["--resume", "none"]
+    proc = subprocess.Popen(cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    metrics = os.path.join(ck, "metrics", "rank_0.jsonl")
+    deadline = time.time() + 120
+    while time.time() < deadline and not (os.path.exists(metrics) and os.path.getsize(metrics) > 0):
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGUSR1)  # mpirun forwards SIGUSR1 to the ranks (SLURM's srun sends SIGTERM directly)
+    out, _ = proc.communicate(timeout=120)
+    steps = sorted(d for d in os.listdir(ck) if d.startswith("step_"))
+    if not steps or "stopped by signal" not in out:
+        sys.exit(f"FAILED: no checkpoint after SIGUSR1 (exit {proc.returncode}):\n{out[-2000:]}")
+    stopped = int(steps[-1][5:])
+    p = mpirun(1, pretrain_args(work, ck, **{"train.max_steps": stopped + 3, "optimizer.total_steps": 100000,
+                                              "checkpoint.every_steps": 0}) + ["--resume", "auto"])
+    if f"at step {stopped}" not in p.stdout:
+        sys.exit(f"FAILED: resume after the signal did not start at step {stopped}:\n{p.stdout[-2000:]}")
+    print(f"signal OK: stopped at step {stopped} with a checkpoint, resumed to {stopped + 3}")
+
+
+def check_watchdog(work):
+    ck = os.path.join(work, "watchdog")
+    shutil.rmtree(ck, ignore_errors=True)
+    t0 = time.time()
+    p = mpirun(2, pretrain_args(work, ck, **{"train.max_steps": 20, "dist.timeout_s": 3, "dist.test_stall_rank": 1,
+                                              "dist.test_stall_step": 4}) + ["--resume", "none"],
+               check=False, timeout=300)
+    took = time.time() - t0
+    text = p.stdout + p.stderr
+    if p.returncode == 0 or "watchdog" not in text or "step 4" not in text:
+        sys.exit(f"FAILED: stalled job exit {p.returncode} after {took:.0f}s:\n{text[-3000:]}")
+    print(f"watchdog OK: ended in {took:.1f}s:", [l for l in text.splitlines() if "watchdog" in l][:1])
+
+
+def check_learns(work):
+    ck = os.path.join(work, "learns")
+    shutil.rmtree(ck, ignore_errors=True)
+    mpirun(2, pretrain_args(work, ck, **{"model.hidden_size": 64, "model.ffn_size": 256, "train.max_steps": 60,
+                                          "optimizer.total_steps": 60, "data.global_batch_size": 16,
+                                          "train.micro_batch_size": 8, "precision.precision": "bf16",
+                                          "model.hidden_dropout": 0.1, "model.attention_dropout": 0.1,
+                                          "data.validation_shards": f"{work}/../shards", "train.eval_every": 60,
+                                          "train.eval_batches": 4}) + ["--resume", "none"])
+    records = [json.loads(l) for l in open(os.path.join(ck, "metrics", "rank_0.jsonl"))]
+    losses = [r["loss"] for r in records if "loss" in r]
+    val = [r["validation_loss"] for r in records if "validation_loss" in r]
+    first, last = np.mean(losses[:5]), np.mean(losses[-5:])
+    print(f"MLM loss: first 5 steps {first:.3f}, last 5 steps {last:.3f}; validation {val}")
+    if not last < first - 1.0:
+        sys.exit(f"FAILED: loss did not fall clearly ({first:.3f} -> {last:.3f})")
+    if not val or not val[-1] < first - 1.0:
+        sys.exit(f"FAILED: validation loss {val} not clearly below the initial {first:.3f}")
+
+
+if __name__ == "__main__":
+    check, work = sys.argv[1], os.path.abspath(sys.argv[2])
+    os.makedirs(work, exist_ok=True)
+    globals()["check_" + check](work)
