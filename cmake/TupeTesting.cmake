@@ -21,8 +21,11 @@ function(tupe_gtest)
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 600)
   endif()
-  gtest_discover_tests(${T_NAME} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
-                       PROPERTIES ENVIRONMENT "${TUPE_TEST_ENV}" TIMEOUT ${T_TIMEOUT})
+  # gtest_discover_tests flattens PROPERTIES lists (only the first ENVIRONMENT entry would
+  # survive), so the environment goes through the test "emulator", /usr/bin/env VAR=...,
+  # which runs the discovery and every discovered test.
+  set_target_properties(${T_NAME} PROPERTIES CROSSCOMPILING_EMULATOR "/usr/bin/env;${TUPE_TEST_ENV}")
+  gtest_discover_tests(${T_NAME} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT ${T_TIMEOUT})
 endfunction()
 
 # tupe_mpi_test(NAME name NP n COMMAND exe args...): runs under mpirun with n ranks.

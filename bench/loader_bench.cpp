@@ -1,0 +1,81 @@
+// Loader throughput: masked batches per second of one rank (run by hand, not a test).
+//   loader_bench [--shards DIR_OR_FILE] [--seq 128] [--batch 256] [--steps 400] [--threads 0,1]
+//                [--world W]   (measures rank 0 of W: B / W rows per step)
+// Without --shards it uses an in-memory dataset of random full-length sequences (BERT vocab
+// size). Prints sequences/s (and tokens/s) per thread setting; threads = 0 builds in the
+// calling thread (one core), threads = k builds in k background threads.
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include "data_pipeline/counter_rng.h"
+#include "data_pipeline/loader.h"
+#include "data_pipeline/shard_set.h"
+
+namespace po = boost::program_options;
+using namespace tupe::data;
+
+int main(int argc, char** argv) {
+  std::string shards, threads_text;
+  int64_t seq = 128, batch = 256, steps = 400, samples = 100000, world = 1;
+  po::options_description desc("loader_bench options");
+  desc.add_options()("help", "this help")("shards", po::value(&shards), "shard file or folder (default: synthetic)")(
+      "seq", po::value(&seq)->default_value(128), "synthetic sequence length (tokens)")(
+      "samples", po::value(&samples)->default_value(100000), "synthetic samples")(
+      "batch", po::value(&batch)->default_value(256), "global batch (one rank)")(
+      "steps", po::value(&steps)->default_value(400), "timed steps")(
+      "world", po::value(&world)->default_value(1), "simulated world size (this is rank 0)")(
+      "threads", po::value(&threads_text)->default_value("0,1"), "comma-separated loader thread counts");
+  po::variables_map vm;
+  po::store(po::parse_command_line(argc, argv, desc), vm);
+  po::notify(vm);
+  if (vm.count("help")) {
+    std::cout << desc << "\n";
+    return 0;
+  }
+  try {
+    std::shared_ptr<const PretrainDataset> ds;
+    if (shards.empty()) {
+      std::vector<std::vector<int32_t>> seqs(static_cast<size_t>(samples));
+      CounterRng rng(rng_key(RngDomain::kSplit, 7, 7));
+      for (auto& s : seqs) {
+        s.resize(static_cast<size_t>(seq));
+        s.front() = 101;
+        s.back() = 102;
+        for (int64_t j = 1; j + 1 < seq; ++j) s[static_cast<size_t>(j)] = 1000 + static_cast<int32_t>(rng.below(29000));
+      }
+      ds = make_memory_dataset(seqs, 30522, SpecialTokens{}, seq);
+    } else {
+      DatasetOptions o;
+      o.vocab_size = 30522;
+      ds = open_pretrain_dataset({shards}, o);
+    }
+    std::printf("dataset: %lld samples, max_seq_len %lld (%s)\n", static_cast<long long>(ds->size()),
+                static_cast<long long>(ds->info().max_seq_len), ds->info().format.c_str());
+    for (const auto& t : split_list(threads_text)) {
+      LoaderConfig cfg;
+      cfg.global_batch_size = batch;
+      cfg.num_threads = std::stoll(t);
+      Loader loader(ds, cfg, 0, world);
+      for (int i = 0; i < 5; ++i) loader.next();  // warm-up
+      int64_t rows = 0, tokens = 0, masked = 0;
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int64_t i = 0; i < steps; ++i) {
+        Batch b = loader.next();
+        rows += b.rows();
+        tokens += b.attention_mask.sum().item<int64_t>();
+        masked += b.masked_positions.size(0);
+      }
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::printf("world=%lld threads=%s  %.0f sequences/s  %.2f Mtokens/s  masked %.2f%%  (%lld steps of %lld rows, %.2f s)\n",
+                  static_cast<long long>(world), t.c_str(), static_cast<double>(rows) / secs, static_cast<double>(tokens) / secs / 1e6,
+                  100.0 * static_cast<double>(masked) / static_cast<double>(tokens), static_cast<long long>(steps),
+                  static_cast<long long>(batch / world), secs);
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "loader_bench: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,204 @@
+// tupe preprocess: raw text -> tokenised, packed HDF5 shards (data_pipeline/preprocess.h).
+// Runs alone or under mpirun: shard files are dealt to ranks round-robin, and the output is
+// byte-identical for any rank count. MPI (C API) is used here only: to agree on success
+// before any shard is renamed into place, to pass the first error to rank 0, and to sum the
+// totals. Usage:
+//   [mpirun -np W] tupe preprocess --input FILE_OR_FOLDER [...] --output DIR
+//       --tokenizer.vocab vocab.txt [--preprocess.max_seq_len 128 ...]
+#include <mpi.h>
+
+#include <boost/program_options/options_description.hpp>
+#include <boost/program_options/value_semantic.hpp>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <set>
+
+#include "cli/commands.h"
+#include "cli/config_cli.h"
+#include "common/error.h"
+#include "data_pipeline/preprocess.h"
+#include "data_pipeline/text/tokenizer_factory.h"
+
+namespace po = boost::program_options;
+
+namespace tupe::cli {
+
+namespace {
+
+/// MPI_Init / MPI_Finalize for the scope of the command.
+class MpiSession {
+ public:
+  MpiSession(int argc, char** argv) {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+      MPI_Init(&argc, &argv);
+      owned_ = true;
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  }
+  ~MpiSession() {
+    if (owned_) MPI_Finalize();
+  }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+ private:
+  bool owned_ = false;
+  int rank_ = 0, size_ = 1;
+};
+
+/// All ranks agree whether a phase succeeded; returns "" when every rank did, else the
+/// error message of the lowest failing rank (on every rank).
+std::string agree(const std::string& my_error) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  int mine = my_error.empty() ? size : rank, first = size;
+  MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (first == size) return "";
+  int len = rank == first ? static_cast<int>(my_error.size()) : 0;
+  MPI_Bcast(&len, 1, MPI_INT, first, MPI_COMM_WORLD);
+  std::string msg = rank == first ? my_error : std::string(static_cast<size_t>(len), ' ');
+  MPI_Bcast(msg.data(), len, MPI_CHAR, first, MPI_COMM_WORLD);
+  return msg;
+}
+
+/// Runs `f`, turning a tupe::Error into its message.
+template <class F>
+std::string attempt(F&& f) {
+  try {
+    f();
+    return "";
+  } catch (const Error& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("internal error: ") + e.what();
+  }
+}
+
+std::string human_bytes(int64_t b) {
+  char buf[32];
+  if (b >= (int64_t{1} << 20))
+    std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(b) / (1 << 20));
+  else
+    std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(b) / 1024);
+  return buf;
+}
+
+}  // namespace
+
+int run_preprocess(int argc, char** argv) {
+  MpiSession mpi(argc, argv);
+  const int rank = mpi.rank(), world = mpi.size();
+  data::PreprocessConfig config;
+  data::TokenizerOptions tok_options;
+  std::vector<std::string> inputs;
+  std::string output;
+  ConfigCli cli("preprocess",
+                "Tokenises text files (or folders of them) and packs them into HDF5 shards.\n"
+                "Under mpirun the shard files are dealt to ranks; the result does not depend on the rank count.");
+  cli.section("preprocess", data::PreprocessConfig::fields(), config);
+  cli.section("tokenizer", data::TokenizerOptions::fields(), tok_options);
+  cli.options().add_options()("input", po::value<std::vector<std::string>>(&inputs)->multitoken()->composing(),
+                              "text files or folders (searched recursively), one or more")(
+      "output", po::value<std::string>(&output), "folder for the shards (created if missing)")(
+      "overwrite", "replace shards already in the output folder (stale ones are removed after success)")(
+      "quiet", "no progress lines");
+
+  std::unique_ptr<data::Tokenizer> tokenizer;
+  data::PreprocessPlan plan;
+  std::vector<std::string> existing;
+  bool help = false, overwrite = false, quiet = false;
+  std::string command_line = "tupe";
+  for (int i = 0; i < argc; ++i) command_line += std::string(" ") + argv[i];
+
+  // Phase 1: options, inputs, tokenizer, output folder.
+  std::string err = agree(attempt([&] {
+    help = !cli.parse(argc, argv);
+    if (help) return;
+    overwrite = cli.vm().count("overwrite") > 0;
+    quiet = cli.vm().count("quiet") > 0;
+    TUPE_CHECK(!inputs.empty(), "preprocess: no input given (--input FILE_OR_FOLDER)");
+    plan = data::plan_preprocess(inputs, output, config);
+    tokenizer = data::make_tokenizer(tok_options);
+    existing = data::existing_shards(output);
+    TUPE_CHECK(existing.empty() || overwrite, output << ": already holds shards (" << existing.front()
+                                                     << ", ...); pass --overwrite to replace them");
+    std::error_code ec;
+    std::filesystem::create_directories(output, ec);
+    TUPE_CHECK(std::filesystem::is_directory(output), output << ": cannot create the output folder ("
+                                                             << ec.message() << ")");
+  }));
+  if (help) return 0;
+  if (!err.empty()) {
+    if (rank == 0) TUPE_FAIL(err);
+    return 1;
+  }
+  if (rank == 0) {
+    std::cout << "# effective config\n";
+    cli.print_effective(std::cout);
+    std::cout << "# " << plan.files.size() << " input files, " << plan.pieces.size() << " pieces, " << plan.jobs.size()
+              << " shards, " << world << " ranks\n"
+              << std::flush;
+  }
+
+  // Phase 2: every rank writes its shards under temporary names.
+  const auto t0 = std::chrono::steady_clock::now();
+  auto last_print = t0;
+  std::vector<std::unique_ptr<data::ShardWriter>> writers;
+  err = agree(attempt([&] {
+    writers = data::run_preprocess_jobs(
+        plan, config, *tokenizer, rank, world, command_line, [&](const data::PreprocessProgress& p) {
+          const auto now = std::chrono::steady_clock::now();
+          const bool done = p.pieces_done == p.pieces_total;
+          if (rank != 0 || quiet || (!done && now - last_print < std::chrono::seconds(1))) return;
+          last_print = now;
+          std::fprintf(stderr, "preprocess: rank 0 of %d: %lld/%lld streams, %s of %s, %lld sequences\n", world,
+                       static_cast<long long>(p.pieces_done), static_cast<long long>(p.pieces_total),
+                       human_bytes(p.bytes_done).c_str(), human_bytes(p.bytes_total).c_str(),
+                       static_cast<long long>(p.sequences));
+        });
+  }));
+  if (!err.empty()) {
+    writers.clear();  // removes the temporary files
+    if (rank == 0) TUPE_FAIL(err);
+    return 1;
+  }
+
+  // Phase 3: all ranks succeeded: rename into place, then drop stale shards.
+  err = agree(attempt([&] {
+    for (auto& w : writers) w->commit();
+  }));
+  if (!err.empty()) {
+    if (rank == 0) TUPE_FAIL(err);
+    return 1;
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  long long totals[4] = {0, 0, 0, 0}, sums[4] = {0, 0, 0, 0};
+  for (const auto& w : writers) {
+    const int k = w->final_path().find("validation-") != std::string::npos ? 2 : 0;
+    totals[k] += w->num_sequences();
+    totals[k + 1] += w->num_tokens();
+  }
+  MPI_Reduce(totals, sums, 4, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+  if (rank == 0) {
+    std::set<std::string> planned;
+    for (const auto& j : plan.jobs) planned.insert(std::filesystem::path(j.path).lexically_normal().string());
+    for (const auto& old : existing)
+      if (!planned.count(std::filesystem::path(old).lexically_normal().string())) std::filesystem::remove(old);
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("wrote %lld train sequences (%lld tokens) in %lld shards", sums[0], sums[1],
+                static_cast<long long>(config.num_shards));
+    if (config.validation_ratio > 0)
+      std::printf(", %lld validation sequences (%lld tokens) in %lld shards", sums[2], sums[3],
+                  static_cast<long long>(config.num_validation_shards));
+    std::printf(" to %s in %.1f s\n", output.c_str(), secs);
+  }
+  return 0;
+}
+
+}  // namespace tupe::cli

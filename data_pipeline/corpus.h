@@ -1,0 +1,63 @@
+// Raw text corpora: listing the input files and cutting a file's bytes into documents.
+//
+// Document boundaries (config `documents`):
+//   blank_line  BERT's create_pretraining_data format: one sentence per line, documents
+//               separated by one or more blank lines (a line of only spaces, tabs or \r);
+//   line        one document per line (blank lines are skipped).
+// Lines end in \n or \r\n (WikiText raw has CRLF); a UTF-8 byte-order mark at the start of a
+// file is skipped. Every other line is text, WikiText ` = Heading = ` lines included.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tupe::data {
+
+enum class DocumentBoundary { kBlankLine, kLine };
+/// "blank_line" | "line"; throws tupe::Error naming `key` otherwise.
+DocumentBoundary parse_document_boundary(const std::string& key, const std::string& text);
+std::string to_string(DocumentBoundary b);
+
+/// One input file of a corpus.
+struct InputFile {
+  std::string path;    ///< as given (or found in a given folder)
+  int64_t size_bytes;  ///< file size
+};
+
+/// Expands `inputs` (files, or folders searched recursively for regular files, hidden ones
+/// skipped) into files sorted by path (each folder's files sorted among themselves, the
+/// folders in the order given). Throws tupe::Error "<path>: <cause>" for a missing path, an
+/// empty file ("empty file"), a folder without files, or a file named twice.
+std::vector<InputFile> list_input_files(const std::vector<std::string>& inputs);
+
+/// Reads a whole file into memory; throws tupe::Error "<path>: <cause>" on I/O failure.
+std::string read_file_bytes(const std::string& path);
+
+/// A document: bytes [begin, end) of its file (whole lines, without the final line break).
+struct DocumentSpan {
+  int64_t begin;  ///< byte offset of its first character
+  int64_t end;    ///< byte offset one past its last non-line-break character
+};
+
+/// Documents of a file's bytes in order (pure function of the bytes). Throws tupe::Error
+/// "<path>: invalid UTF-8 at byte N: <cause>" for malformed UTF-8 (N counts from the file start) and
+/// "<path>: no text (only blank lines)" when the file holds no document.
+std::vector<DocumentSpan> split_documents(const std::string& path, std::string_view bytes, DocumentBoundary mode);
+
+/// Calls `line(text)` for each non-blank line of `doc` in `bytes`, the line break (\n or
+/// \r\n) removed.
+template <class F>
+void for_each_line(std::string_view bytes, DocumentSpan doc, F&& line) {
+  int64_t pos = doc.begin;
+  while (pos < doc.end) {
+    int64_t eol = pos;
+    while (eol < doc.end && bytes[static_cast<size_t>(eol)] != '\n') ++eol;
+    int64_t stop = eol;
+    if (stop > pos && bytes[static_cast<size_t>(stop - 1)] == '\r') --stop;
+    if (stop > pos) line(bytes.substr(static_cast<size_t>(pos), static_cast<size_t>(stop - pos)));
+    pos = eol + 1;
+  }
+}
+
+}  // namespace tupe::data

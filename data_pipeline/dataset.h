@@ -1,0 +1,86 @@
+// The pre-training dataset interface: N samples, get(i). One interface over the project's
+// own shards (shard_format.h) and NVIDIA DeepLearningExamples BERT shards (FORMATS.md
+// section 1); tests and benchmarks also use the in-memory MemoryDataset.
+//
+// Implementations are immutable after construction: get() and length() may be called from
+// several threads at once.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data_pipeline/tokenizer.h"
+
+namespace tupe::data {
+
+/// One sample, real tokens only (no padding).
+struct Sample {
+  std::vector<int32_t> token_ids;         ///< [n] ids, [CLS] first; statically masked for NVIDIA shards
+  std::vector<int8_t> segment_ids;        ///< [n] 0/1, or empty when the dataset has none
+  std::vector<int32_t> masked_positions;  ///< static masks: ascending positions in [0, n), or empty
+  std::vector<int32_t> masked_labels;     ///< static masks: original ids at those positions
+  int32_t next_sentence_label = -1;       ///< 1 = random next, 0 = real next; -1 = none
+};
+
+/// What the data set holds, common to all its samples.
+struct DatasetInfo {
+  std::string format;                     ///< "tupe" | "nvidia" | "memory"
+  std::vector<std::string> files;         ///< shard files in sample order
+  int64_t max_seq_len = 0;                ///< longest sample (tokens)
+  int64_t vocab_size = 0;                 ///< ids are in [0, vocab_size)
+  SpecialTokens special;                  ///< special token ids
+  std::string vocab_sha256;               ///< "" when the format does not record it (NVIDIA)
+  std::string tokenizer_kind;             ///< "" when not recorded
+  bool lower_case = true;                 ///< as recorded (NVIDIA: assumed)
+  bool has_segment_ids = false;           ///< Sample::segment_ids filled
+  bool has_static_masks = false;          ///< Sample::masked_positions/labels filled
+  bool has_next_sentence_labels = false;  ///< Sample::next_sentence_label filled
+};
+
+class PretrainDataset {
+ public:
+  virtual ~PretrainDataset() = default;
+  /// Number of samples N.
+  virtual int64_t size() const = 0;
+  /// Real tokens of sample i (0 <= i < N), without reading the sample.
+  virtual int64_t length(int64_t i) const = 0;
+  /// Tokens of sample i that are not special ([PAD] [UNK] [CLS] [SEP] [MASK]), counted on the
+  /// original ids (stored masks undone): the masking candidates, without reading the sample.
+  virtual int64_t ordinary_tokens(int64_t i) const = 0;
+  /// Stored masked positions of sample i (0 without static masks), without reading the sample.
+  virtual int64_t static_mask_count(int64_t i) const = 0;
+  /// Fills `out` with sample i (reusing its vectors' capacity). Throws tupe::Error for i
+  /// outside [0, N).
+  virtual void get(int64_t i, Sample& out) const = 0;
+  virtual const DatasetInfo& info() const = 0;
+};
+
+/// How to open shards.
+struct DatasetOptions {
+  /// Which files of a folder: "train" takes names containing "train" (NVIDIA: "training");
+  /// "validation" takes names containing "valid" or "test". Files named directly are always taken.
+  std::string split = "train";
+  /// Expected hex SHA-256 of the vocabulary; own shards recording another one are refused.
+  /// "" = not checked (NVIDIA shards record none and are never refused for it).
+  std::string expected_vocab_sha256;
+  /// Vocabulary size; every id is checked against it. Required (> 0) for NVIDIA shards;
+  /// for own shards 0 takes the recorded size, > 0 must equal it.
+  int64_t vocab_size = 0;
+  /// Special token ids of NVIDIA shards (they record none); BERT's by default.
+  SpecialTokens nvidia_special;
+};
+
+/// Opens `paths` (shard files, or folders whose *.h5 / *.hdf5 / *.hdf5 files of the split are
+/// taken, each folder's sorted by name) as one dataset: samples of the files back to back in
+/// that order. All files must be of one format and agree on vocabulary, special tokens and
+/// max_seq_len. Shards are read whole into memory once (under the HDF5 lock).
+/// Throws tupe::Error "<file>: <cause>" for a bad file (missing dataset, wrong dtype,
+/// mismatched shapes, truncated data, vocabulary hash mismatch, ids outside the vocabulary).
+std::shared_ptr<const PretrainDataset> open_pretrain_dataset(const std::vector<std::string>& paths,
+                                                             const DatasetOptions& options);
+
+/// The shard files open_pretrain_dataset would read, in order.
+std::vector<std::string> list_shard_files(const std::vector<std::string>& paths, const std::string& split);
+
+}  // namespace tupe::data

@@ -1,0 +1,234 @@
+#include "data_pipeline/hdf5_util.h"
+
+#include "common/error.h"
+
+namespace tupe::data::h5 {
+
+std::mutex& hdf5_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+Lock::Lock() : guard_(hdf5_mutex()) { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+
+namespace {
+
+struct ErrorWalk {
+  std::string innermost, outermost;
+};
+
+herr_t walk_error(unsigned n, const H5E_error2_t* err, void* data) {
+  auto* w = static_cast<ErrorWalk*>(data);
+  const std::string desc = err->desc ? err->desc : "";
+  if (n == 0) w->innermost = desc;
+  w->outermost = desc;
+  return 0;
+}
+
+}  // namespace
+
+std::string error_text() {
+  ErrorWalk w;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, walk_error, &w);
+  H5Eclear2(H5E_DEFAULT);
+  if (w.innermost.empty()) return w.outermost;
+  if (w.outermost.empty() || w.outermost == w.innermost) return w.innermost;
+  return w.outermost + " (" + w.innermost + ")";
+}
+
+Id& Id::operator=(Id&& o) noexcept {
+  if (this != &o) {
+    reset();
+    id_ = o.id_;
+    close_ = o.close_;
+    o.id_ = H5I_INVALID_HID;
+  }
+  return *this;
+}
+
+bool Id::reset() {
+  bool ok = true;
+  if (id_ >= 0 && close_) ok = close_(id_) >= 0;
+  id_ = H5I_INVALID_HID;
+  return ok;
+}
+
+Id open_file_readonly(const std::string& path) {
+  const htri_t is_hdf5 = H5Fis_hdf5(path.c_str());
+  TUPE_CHECK(is_hdf5 > 0, path << ": cannot open as HDF5 (missing, not an HDF5 file, or truncated): "
+                               << (is_hdf5 == 0 ? "no HDF5 signature" : error_text()));
+  Id f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  TUPE_CHECK(f.valid(), path << ": cannot open as HDF5 (truncated or damaged): " << error_text());
+  return f;
+}
+
+bool has_dataset(hid_t file, const std::string& name) {
+  const htri_t link = H5Lexists(file, name.c_str(), H5P_DEFAULT);
+  if (link <= 0) {
+    H5Eclear2(H5E_DEFAULT);
+    return false;
+  }
+  Id obj(H5Oopen(file, name.c_str(), H5P_DEFAULT), H5Oclose);
+  if (!obj.valid()) {
+    H5Eclear2(H5E_DEFAULT);
+    return false;
+  }
+  return H5Iget_type(obj.get()) == H5I_DATASET;
+}
+
+std::string describe_type(hid_t type) {
+  const H5T_class_t cls = H5Tget_class(type);
+  const size_t bits = H5Tget_size(type) * 8;
+  switch (cls) {
+    case H5T_INTEGER: return (H5Tget_sign(type) == H5T_SGN_NONE ? "uint" : "int") + std::to_string(bits);
+    case H5T_FLOAT: return "float" + std::to_string(bits);
+    case H5T_STRING: return "string";
+    case H5T_COMPOUND: return "compound";
+    case H5T_ENUM: return "enum";
+    case H5T_ARRAY: return "array";
+    case H5T_VLEN: return "vlen";
+    default: return "non-numeric type";
+  }
+}
+
+std::vector<hsize_t> dataset_dims(const std::string& path, hid_t file, const std::string& name) {
+  TUPE_CHECK(has_dataset(file, name), path << ": missing dataset '" << name << "'");
+  Id ds(H5Dopen2(file, name.c_str(), H5P_DEFAULT), H5Dclose);
+  TUPE_CHECK(ds.valid(), path << ": dataset '" << name << "': cannot open: " << error_text());
+  Id space(H5Dget_space(ds.get()), H5Sclose);
+  const int rank = H5Sget_simple_extent_ndims(space.get());
+  TUPE_CHECK(rank >= 0, path << ": dataset '" << name << "': cannot read shape: " << error_text());
+  std::vector<hsize_t> dims(static_cast<size_t>(rank));
+  H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  return dims;
+}
+
+template <class T>
+std::vector<hsize_t> read_integer_dataset(const std::string& path, hid_t file, const std::string& name, int rank,
+                                          std::vector<T>& out) {
+  TUPE_CHECK(has_dataset(file, name), path << ": missing dataset '" << name << "'");
+  Id ds(H5Dopen2(file, name.c_str(), H5P_DEFAULT), H5Dclose);
+  TUPE_CHECK(ds.valid(), path << ": dataset '" << name << "': cannot open: " << error_text());
+  Id type(H5Dget_type(ds.get()), H5Tclose);
+  TUPE_CHECK(H5Tget_class(type.get()) == H5T_INTEGER,
+             path << ": dataset '" << name << "' has dtype " << describe_type(type.get()) << ", expected an integer type");
+  Id space(H5Dget_space(ds.get()), H5Sclose);
+  const int got_rank = H5Sget_simple_extent_ndims(space.get());
+  TUPE_CHECK(got_rank == rank,
+             path << ": dataset '" << name << "' has " << got_rank << " dimensions, expected " << rank);
+  std::vector<hsize_t> dims(static_cast<size_t>(rank));
+  H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  hsize_t numel = 1;
+  for (const hsize_t d : dims) numel *= d;
+  out.resize(static_cast<size_t>(numel));
+  if (numel > 0) {
+    const herr_t st = H5Dread(ds.get(), native_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data());
+    TUPE_CHECK(st >= 0, path << ": dataset '" << name << "': read failed (truncated or damaged file): " << error_text());
+  }
+  return dims;
+}
+
+template std::vector<hsize_t> read_integer_dataset<int8_t>(const std::string&, hid_t, const std::string&, int,
+                                                           std::vector<int8_t>&);
+template std::vector<hsize_t> read_integer_dataset<int32_t>(const std::string&, hid_t, const std::string&, int,
+                                                            std::vector<int32_t>&);
+template std::vector<hsize_t> read_integer_dataset<int64_t>(const std::string&, hid_t, const std::string&, int,
+                                                            std::vector<int64_t>&);
+
+bool has_attribute(hid_t obj, const std::string& name) {
+  const htri_t e = H5Aexists(obj, name.c_str());
+  if (e < 0) H5Eclear2(H5E_DEFAULT);
+  return e > 0;
+}
+
+namespace {
+
+Id open_attribute(const std::string& path, hid_t obj, const std::string& name) {
+  TUPE_CHECK(has_attribute(obj, name), path << ": missing attribute '" << name << "'");
+  Id a(H5Aopen(obj, name.c_str(), H5P_DEFAULT), H5Aclose);
+  TUPE_CHECK(a.valid(), path << ": attribute '" << name << "': cannot open: " << error_text());
+  Id space(H5Aget_space(a.get()), H5Sclose);
+  TUPE_CHECK(H5Sget_simple_extent_npoints(space.get()) == 1,
+             path << ": attribute '" << name << "' is not a scalar");
+  return a;
+}
+
+}  // namespace
+
+int64_t read_int_attribute(const std::string& path, hid_t obj, const std::string& name) {
+  Id a = open_attribute(path, obj, name);
+  Id type(H5Aget_type(a.get()), H5Tclose);
+  TUPE_CHECK(H5Tget_class(type.get()) == H5T_INTEGER,
+             path << ": attribute '" << name << "' has type " << describe_type(type.get()) << ", expected an integer");
+  int64_t v = 0;
+  TUPE_CHECK(H5Aread(a.get(), H5T_NATIVE_INT64, &v) >= 0,
+             path << ": attribute '" << name << "': read failed: " << error_text());
+  return v;
+}
+
+double read_double_attribute(const std::string& path, hid_t obj, const std::string& name) {
+  Id a = open_attribute(path, obj, name);
+  Id type(H5Aget_type(a.get()), H5Tclose);
+  const H5T_class_t cls = H5Tget_class(type.get());
+  TUPE_CHECK(cls == H5T_FLOAT || cls == H5T_INTEGER,
+             path << ": attribute '" << name << "' has type " << describe_type(type.get()) << ", expected a number");
+  double v = 0;
+  TUPE_CHECK(H5Aread(a.get(), H5T_NATIVE_DOUBLE, &v) >= 0,
+             path << ": attribute '" << name << "': read failed: " << error_text());
+  return v;
+}
+
+std::string read_string_attribute(const std::string& path, hid_t obj, const std::string& name) {
+  Id a = open_attribute(path, obj, name);
+  Id type(H5Aget_type(a.get()), H5Tclose);
+  TUPE_CHECK(H5Tget_class(type.get()) == H5T_STRING,
+             path << ": attribute '" << name << "' has type " << describe_type(type.get()) << ", expected a string");
+  if (H5Tis_variable_str(type.get()) > 0) {
+    Id mem(H5Tcopy(H5T_C_S1), H5Tclose);
+    H5Tset_size(mem.get(), H5T_VARIABLE);
+    H5Tset_cset(mem.get(), H5Tget_cset(type.get()));
+    char* s = nullptr;
+    TUPE_CHECK(H5Aread(a.get(), mem.get(), &s) >= 0,
+               path << ": attribute '" << name << "': read failed: " << error_text());
+    std::string out = s ? s : "";
+    H5free_memory(s);
+    return out;
+  }
+  const size_t size = H5Tget_size(type.get());
+  std::string out(size, '\0');
+  TUPE_CHECK(H5Aread(a.get(), type.get(), out.data()) >= 0,
+             path << ": attribute '" << name << "': read failed: " << error_text());
+  out.resize(out.find('\0') == std::string::npos ? out.size() : out.find('\0'));
+  return out;
+}
+
+namespace {
+
+void write_attribute(const std::string& path, hid_t obj, const std::string& name, hid_t file_type, hid_t mem_type,
+                     const void* value) {
+  if (has_attribute(obj, name)) H5Adelete(obj, name.c_str());
+  Id space(H5Screate(H5S_SCALAR), H5Sclose);
+  Id a(H5Acreate2(obj, name.c_str(), file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  TUPE_CHECK(a.valid() && H5Awrite(a.get(), mem_type, value) >= 0,
+             path << ": cannot write attribute '" << name << "': " << error_text());
+}
+
+}  // namespace
+
+void write_int_attribute(const std::string& path, hid_t obj, const std::string& name, int64_t value) {
+  write_attribute(path, obj, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &value);
+}
+
+void write_double_attribute(const std::string& path, hid_t obj, const std::string& name, double value) {
+  write_attribute(path, obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &value);
+}
+
+void write_string_attribute(const std::string& path, hid_t obj, const std::string& name, const std::string& value) {
+  Id type(H5Tcopy(H5T_C_S1), H5Tclose);
+  H5Tset_size(type.get(), H5T_VARIABLE);
+  H5Tset_cset(type.get(), H5T_CSET_UTF8);
+  const char* s = value.c_str();
+  write_attribute(path, obj, name, type.get(), type.get(), &s);
+}
+
+}  // namespace tupe::data::h5

@@ -1,0 +1,79 @@
+#include "data_pipeline/loader_config.h"
+
+#include "common/error.h"
+
+namespace tupe::data {
+
+void LoaderConfig::validate() const {
+  TUPE_CHECK(vocab_size >= 0, "data.vocab_size: must be >= 0, got " << vocab_size);
+  TUPE_CHECK(global_batch_size >= 1, "data.global_batch_size: must be positive, got " << global_batch_size);
+  masking().validate();
+  TUPE_CHECK(pad_to_multiple >= 1, "data.pad_to_multiple: must be positive, got " << pad_to_multiple);
+  TUPE_CHECK(num_threads >= 0 && num_threads <= 256, "data.num_threads: must be in 0..256, got " << num_threads);
+  TUPE_CHECK(prefetch_batches >= 1, "data.prefetch_batches: must be positive, got " << prefetch_batches);
+}
+
+MaskingConfig LoaderConfig::masking() const {
+  MaskingConfig m;
+  m.mask_probability = mask_probability;
+  m.replace_with_mask = replace_with_mask;
+  m.replace_with_random = replace_with_random;
+  m.max_predictions = max_predictions;
+  return m;
+}
+
+DatasetOptions LoaderConfig::dataset_options(const std::string& split, const std::string& expected_vocab_sha256) const {
+  DatasetOptions o;
+  o.split = split;
+  o.expected_vocab_sha256 = expected_vocab_sha256;
+  o.vocab_size = vocab_size;
+  return o;
+}
+
+const FieldTable<LoaderConfig>& LoaderConfig::fields() {
+  static const FieldTable<LoaderConfig> table = [] {
+    FieldTable<LoaderConfig> t;
+    t.text("train_shards", &LoaderConfig::train_shards, "comma-separated shard files or folders (train split)")
+        .text("validation_shards", &LoaderConfig::validation_shards,
+              "comma-separated shard files or folders (validation split); empty = no validation")
+        .integer("vocab_size", &LoaderConfig::vocab_size,
+                 "vocabulary size (ids); required for NVIDIA shards, 0 = as recorded in own shards")
+        .integer("global_batch_size", &LoaderConfig::global_batch_size,
+                 "sequences per optimizer step over all ranks (divisible by the world size)")
+        .integer("seed", &LoaderConfig::seed, "seed of the epoch order and the training masks")
+        .integer("validation_seed", &LoaderConfig::validation_seed, "seed of the fixed validation masks")
+        .real("mask_probability", &LoaderConfig::mask_probability,
+              "fraction of non-special tokens predicted per sequence (round, at least 1)")
+        .real("replace_with_mask", &LoaderConfig::replace_with_mask, "of predicted tokens: probability of [MASK]")
+        .real("replace_with_random", &LoaderConfig::replace_with_random,
+              "of predicted tokens: probability of a random non-special id")
+        .integer("max_predictions", &LoaderConfig::max_predictions, "cap on predicted tokens per sequence; 0 = none")
+        .boolean("use_static_masks", &LoaderConfig::use_static_masks,
+                 "NVIDIA shards: use their stored masks (false = restore and mask dynamically)")
+        .integer("pad_to_multiple", &LoaderConfig::pad_to_multiple,
+                 "pad to the global batch's longest sequence rounded up to this many tokens")
+        .boolean("pad_to_max_seq_len", &LoaderConfig::pad_to_max_seq_len, "pad every batch to max_seq_len tokens")
+        .integer("num_threads", &LoaderConfig::num_threads, "background threads building batches (0 = in next())")
+        .integer("prefetch_batches", &LoaderConfig::prefetch_batches, "batches built ahead at most")
+        .boolean("pin_memory", &LoaderConfig::pin_memory, "page-locked batch tensors for CUDA copies (needs CUDA)");
+    return t;
+  }();
+  return table;
+}
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t comma = text.find(',', pos);
+    if (comma == std::string::npos) comma = text.size();
+    std::string item = text.substr(pos, comma - pos);
+    const size_t b = item.find_first_not_of(" \t");
+    const size_t e = item.find_last_not_of(" \t");
+    if (b != std::string::npos) out.push_back(item.substr(b, e - b + 1));
+    pos = comma + 1;
+  }
+  return out;
+}
+
+}  // namespace tupe::data

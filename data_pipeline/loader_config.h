@@ -1,0 +1,43 @@
+// Configuration of the data loader (INI section [data]): where the shards are, the global
+// batch, the seeds, masking, padding and prefetching.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/config_fields.h"
+#include "data_pipeline/dataset.h"
+#include "data_pipeline/masker.h"
+
+namespace tupe::data {
+
+struct LoaderConfig {
+  std::string train_shards;           ///< comma-separated shard files or folders (train split)
+  std::string validation_shards;      ///< comma-separated shard files or folders (validation split); "" = none
+  int64_t vocab_size = 0;             ///< NVIDIA shards: vocabulary size (ids); own shards: 0 or the recorded size
+  int64_t global_batch_size = 256;    ///< B: sequences per optimizer step over all ranks (divisible by world size)
+  int64_t seed = 1234;                ///< seed of the epoch order and the training masks
+  int64_t validation_seed = 4321;     ///< seed of the validation masks (fixed: independent of the epoch)
+  double mask_probability = 0.15;     ///< fraction of non-special tokens predicted per sequence
+  double replace_with_mask = 0.8;     ///< of the predicted tokens: fraction shown as [MASK]
+  double replace_with_random = 0.1;   ///< of the predicted tokens: fraction shown as a random id
+  int64_t max_predictions = 0;        ///< cap on predicted tokens per sequence (0 = none)
+  bool use_static_masks = true;       ///< NVIDIA shards: use their stored masks (false: unmask, mask dynamically)
+  int64_t pad_to_multiple = 8;        ///< padded length: longest sequence of the global batch rounded up to this (tokens)
+  bool pad_to_max_seq_len = false;    ///< pad every batch to the dataset's max_seq_len instead
+  int64_t num_threads = 1;            ///< background threads building batches (0 = build in next())
+  int64_t prefetch_batches = 4;       ///< batches built ahead at most (bounded queue)
+  bool pin_memory = false;            ///< page-locked batch tensors (needs CUDA; refused without it)
+
+  /// Throws tupe::Error "data.<key>: <cause>".
+  void validate() const;
+  MaskingConfig masking() const;
+  /// Options for open_pretrain_dataset of `split` with the expected vocabulary hash.
+  DatasetOptions dataset_options(const std::string& split, const std::string& expected_vocab_sha256) const;
+  static const FieldTable<LoaderConfig>& fields();
+};
+
+/// Splits "a,b , c" into {"a", "b", "c"} (empty items dropped).
+std::vector<std::string> split_list(const std::string& text);
+
+}  // namespace tupe::data

@@ -1,0 +1,61 @@
+// Reader of the project's own shards (shard_format.h).
+#include "common/error.h"
+#include "data_pipeline/hdf5_util.h"
+#include "data_pipeline/shard_readers.h"
+
+namespace tupe::data {
+
+std::string detect_shard_format(const std::string& path) {
+  h5::Lock lock;
+  h5::Id file = h5::open_file_readonly(path);
+  return h5::has_attribute(file.get(), "format") ? "tupe" : "nvidia";
+}
+
+ShardContents read_own_shard(const std::string& path, const DatasetOptions& options, ShardHeader& header) {
+  std::vector<int32_t> ids, lengths;
+  {
+    h5::Lock lock;
+    h5::Id file = h5::open_file_readonly(path);
+    header = read_shard_header(path, file.get());
+    TUPE_CHECK(options.expected_vocab_sha256.empty() || header.vocab_sha256 == options.expected_vocab_sha256,
+               path << ": vocabulary SHA-256 " << header.vocab_sha256 << " differs from the expected "
+                    << options.expected_vocab_sha256 << " (shards made with another vocabulary)");
+    TUPE_CHECK(options.vocab_size <= 0 || header.vocab_size == options.vocab_size,
+               path << ": vocabulary size " << header.vocab_size << " differs from the expected " << options.vocab_size);
+    h5::read_integer_dataset(path, file.get(), kTokenIdsDataset, 1, ids);
+    h5::read_integer_dataset(path, file.get(), kSequenceLengthsDataset, 1, lengths);
+  }
+  const auto n = static_cast<int64_t>(lengths.size());
+  const auto t = static_cast<int64_t>(ids.size());
+  TUPE_CHECK(n == header.num_sequences, path << ": dataset '" << kSequenceLengthsDataset << "' has " << n
+                                             << " entries but attribute num_sequences is " << header.num_sequences);
+  TUPE_CHECK(t == header.num_tokens, path << ": dataset '" << kTokenIdsDataset << "' has " << t
+                                          << " entries but attribute num_tokens is " << header.num_tokens);
+  ShardContents c;
+  c.path = path;
+  c.offsets.reserve(static_cast<size_t>(n) + 1);
+  int64_t total = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t len = lengths[static_cast<size_t>(i)];
+    TUPE_CHECK(len >= 1 && len <= header.max_seq_len, path << ": dataset '" << kSequenceLengthsDataset << "' row " << i
+                                                           << ": length " << len << " outside 1.." << header.max_seq_len);
+    total += len;
+    c.offsets.push_back(total);
+  }
+  TUPE_CHECK(total == t, path << ": dataset '" << kSequenceLengthsDataset << "' sums to " << total
+                              << " tokens but dataset '" << kTokenIdsDataset << "' holds " << t);
+  for (int64_t k = 0; k < t; ++k) {
+    const int32_t id = ids[static_cast<size_t>(k)];
+    TUPE_CHECK(id >= 0 && id < header.vocab_size, path << ": dataset '" << kTokenIdsDataset << "' element " << k
+                                                       << ": id " << id << " outside the vocabulary of size "
+                                                       << header.vocab_size);
+  }
+  if (header.vocab_size <= 65536) {
+    c.ids16.assign(ids.begin(), ids.end());
+  } else {
+    c.ids32 = std::move(ids);
+  }
+  return c;
+}
+
+}  // namespace tupe::data

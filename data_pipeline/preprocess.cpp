@@ -1,0 +1,179 @@
+#include "data_pipeline/preprocess.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <regex>
+
+#include "common/error.h"
+#include "data_pipeline/counter_rng.h"
+#include "data_pipeline/packing.h"
+
+namespace fs = std::filesystem;
+
+namespace tupe::data {
+
+void PreprocessConfig::validate() const {
+  TUPE_CHECK(max_seq_len >= 8 && max_seq_len <= 65535, "preprocess.max_seq_len: must be in 8..65535, got " << max_seq_len);
+  parse_packing("preprocess.packing", packing);
+  parse_document_boundary("preprocess.documents", documents);
+  TUPE_CHECK(validation_ratio >= 0 && validation_ratio < 1,
+             "preprocess.validation_ratio: must be in [0, 1), got " << validation_ratio);
+  TUPE_CHECK(num_shards >= 1 && num_shards <= 99999, "preprocess.num_shards: must be in 1..99999, got " << num_shards);
+  TUPE_CHECK(num_validation_shards >= 1 && num_validation_shards <= 99999,
+             "preprocess.num_validation_shards: must be in 1..99999, got " << num_validation_shards);
+  TUPE_CHECK(piece_bytes >= 1024, "preprocess.piece_bytes: must be at least 1024, got " << piece_bytes);
+  TUPE_CHECK(compression_level >= 0 && compression_level <= 9,
+             "preprocess.compression_level: must be in 0..9, got " << compression_level);
+}
+
+const FieldTable<PreprocessConfig>& PreprocessConfig::fields() {
+  static const FieldTable<PreprocessConfig> table = [] {
+    FieldTable<PreprocessConfig> t;
+    t.integer("max_seq_len", &PreprocessConfig::max_seq_len, "sequence length incl. [CLS] and [SEP] (tokens)")
+        .text("packing", &PreprocessConfig::packing,
+              "full_sentences (RoBERTa FULL-SENTENCES, across documents) | document (within one document)")
+        .text("documents", &PreprocessConfig::documents,
+              "document boundaries: blank_line (blank lines, BERT format) | line (one document per line)")
+        .real("validation_ratio", &PreprocessConfig::validation_ratio,
+              "fraction of documents sent to the validation split (0 = none)")
+        .integer("num_shards", &PreprocessConfig::num_shards, "train shard files")
+        .integer("num_validation_shards", &PreprocessConfig::num_validation_shards, "validation shard files")
+        .integer("seed", &PreprocessConfig::seed, "seed of the train/validation split")
+        .integer("piece_bytes", &PreprocessConfig::piece_bytes, "input bytes per packing stream and unit of work (bytes)")
+        .integer("compression_level", &PreprocessConfig::compression_level, "deflate level of the shards (0..9)");
+    return t;
+  }();
+  return table;
+}
+
+PreprocessPlan plan_preprocess(const std::vector<std::string>& inputs, const std::string& output_dir,
+                               const PreprocessConfig& config) {
+  config.validate();
+  TUPE_CHECK(!output_dir.empty(), "preprocess: no output folder given (--output)");
+  PreprocessPlan plan;
+  plan.files = list_input_files(inputs);
+  for (size_t f = 0; f < plan.files.size(); ++f)
+    for (int64_t b = 0; b < plan.files[f].size_bytes; b += config.piece_bytes)
+      plan.pieces.push_back({static_cast<int64_t>(f), b, std::min(b + config.piece_bytes, plan.files[f].size_bytes)});
+  auto add = [&](const std::string& split, int64_t n) {
+    for (int64_t s = 0; s < n; ++s)
+      plan.jobs.push_back({split, s, n, (fs::path(output_dir) / shard_file_name(split, s, n)).string()});
+  };
+  add("train", config.num_shards);
+  if (config.validation_ratio > 0) add("validation", config.num_validation_shards);
+  return plan;
+}
+
+std::vector<std::string> existing_shards(const std::string& output_dir) {
+  static const std::regex name_re("(train|validation)-[0-9]{5}-of-[0-9]{5}\\.h5");
+  std::vector<std::string> found;
+  std::error_code ec;
+  if (!fs::is_directory(output_dir, ec)) return found;
+  for (const auto& e : fs::directory_iterator(output_dir, ec))
+    if (std::regex_match(e.path().filename().string(), name_re)) found.push_back(e.path().string());
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+namespace {
+
+bool goes_to_validation(const PreprocessConfig& config, int64_t file, int64_t doc_begin) {
+  if (config.validation_ratio <= 0) return false;
+  CounterRng rng(rng_key(RngDomain::kSplit, static_cast<uint64_t>(config.seed), static_cast<uint64_t>(file),
+                         static_cast<uint64_t>(doc_begin)));
+  return rng.uniform() < config.validation_ratio;
+}
+
+ShardHeader make_header(const ShardJob& job, const PreprocessConfig& config, const Tokenizer& tok,
+                        const std::string& command_line) {
+  ShardHeader h;
+  h.split = job.split;
+  h.shard_index = job.shard_index;
+  h.num_shards = job.num_shards;
+  h.tokenizer_kind = tok.kind();
+  h.vocab_size = tok.vocab_size();
+  h.vocab_sha256 = tok.vocab_sha256();
+  h.lower_case = tok.lower_case();
+  h.special = tok.special_tokens();
+  h.max_seq_len = config.max_seq_len;
+  h.packing = config.packing;
+  h.documents = config.documents;
+  h.command_line = command_line;
+  h.seed = config.seed;
+  h.validation_ratio = config.validation_ratio;
+  h.piece_bytes = config.piece_bytes;
+  return h;
+}
+
+}  // namespace
+
+std::vector<std::unique_ptr<ShardWriter>> run_preprocess_jobs(const PreprocessPlan& plan,
+                                                              const PreprocessConfig& config,
+                                                              const Tokenizer& tokenizer, int64_t rank,
+                                                              int64_t world_size, const std::string& command_line,
+                                                              const ProgressFn& progress) {
+  config.validate();
+  TUPE_CHECK(world_size >= 1 && rank >= 0 && rank < world_size,
+             "preprocess: rank " << rank << " outside world size " << world_size);
+  const Packing packing = parse_packing("preprocess.packing", config.packing);
+  const DocumentBoundary boundary = parse_document_boundary("preprocess.documents", config.documents);
+  ShardWriterOptions wopt;
+  wopt.compression_level = config.compression_level;
+
+  // This rank's jobs and their writers.
+  std::vector<const ShardJob*> mine;
+  std::vector<std::unique_ptr<ShardWriter>> writers;
+  for (size_t j = 0; j < plan.jobs.size(); ++j) {
+    if (static_cast<int64_t>(j) % world_size != rank) continue;
+    mine.push_back(&plan.jobs[j]);
+    writers.push_back(std::make_unique<ShardWriter>(plan.jobs[j].path,
+                                                    make_header(plan.jobs[j], config, tokenizer, command_line), wopt));
+  }
+  PreprocessProgress prog;
+  for (int64_t p = 0; p < static_cast<int64_t>(plan.pieces.size()); ++p)
+    for (const ShardJob* job : mine)
+      if (plan.feeds(p, *job)) {
+        ++prog.pieces_total;
+        prog.bytes_total += plan.pieces[static_cast<size_t>(p)].end - plan.pieces[static_cast<size_t>(p)].begin;
+      }
+  if (progress) progress(prog);
+
+  const SpecialTokens special = tokenizer.special_tokens();
+  for (int64_t f = 0; f < static_cast<int64_t>(plan.files.size()); ++f) {
+    // This rank's (piece, job) streams in this file, in piece order.
+    std::vector<std::pair<int64_t, size_t>> streams;
+    for (int64_t p = 0; p < static_cast<int64_t>(plan.pieces.size()); ++p)
+      if (plan.pieces[static_cast<size_t>(p)].file == f)
+        for (size_t k = 0; k < mine.size(); ++k)
+          if (plan.feeds(p, *mine[k])) streams.emplace_back(p, k);
+    if (streams.empty()) continue;
+    const std::string& path = plan.files[static_cast<size_t>(f)].path;
+    const std::string bytes = read_file_bytes(path);
+    const std::vector<DocumentSpan> docs = split_documents(path, bytes, boundary);
+    for (const auto& [p, k] : streams) {
+      const Piece& piece = plan.pieces[static_cast<size_t>(p)];
+      const bool want_validation = mine[k]->split == "validation";
+      ShardWriter& writer = *writers[k];
+      SequencePacker packer(packing, config.max_seq_len, special, [&](const int32_t* ids, int64_t n) {
+        writer.append(ids, n);
+        ++prog.sequences;
+        prog.tokens += n;
+      });
+      auto it = std::lower_bound(docs.begin(), docs.end(), piece.begin,
+                                 [](const DocumentSpan& d, int64_t b) { return d.begin < b; });
+      for (; it != docs.end() && it->begin < piece.end; ++it) {
+        if (goes_to_validation(config, f, it->begin) != want_validation) continue;
+        packer.begin_document();
+        for_each_line(bytes, *it, [&](std::string_view line) { packer.add_tokens(tokenizer.encode(line)); });
+      }
+      packer.finish();
+      ++prog.pieces_done;
+      prog.bytes_done += piece.end - piece.begin;
+      if (progress) progress(prog);
+    }
+  }
+  for (auto& w : writers) w->close();
+  return writers;
+}
+
+}  // namespace tupe::data

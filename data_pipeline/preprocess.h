@@ -1,0 +1,95 @@
+// Preprocessing: raw text files -> tokenised, packed sequences in the project's shards
+// (shard_format.h). No MPI here: the caller (cli/cmd_preprocess.cpp) passes rank and world
+// size as plain ints and does the commit handshake.
+//
+// Determinism, and why the rank count does not matter: the input is cut into pieces, piece
+// k of a file being the documents that start in bytes [k*P, (k+1)*P) (P = piece_bytes).
+// Pieces are numbered over all files in order; piece p goes to train shard p mod N and to
+// validation shard p mod Nv. A document goes to validation when
+// uniform(seed, file index, document's first byte) < validation_ratio. Each (split, piece)
+// is packed as one stream (packing.h), so the sequences of shard s are a pure function of the
+// input bytes, the config and the seed. Shards (train 0..N-1, then validation 0..Nv-1) are
+// dealt to ranks round-robin (job j to rank j mod W): every rank count writes byte-identical
+// shards (the command line is recorded, the rank count is not).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/config_fields.h"
+#include "data_pipeline/corpus.h"
+#include "data_pipeline/shard_writer.h"
+#include "data_pipeline/tokenizer.h"
+
+namespace tupe::data {
+
+struct PreprocessConfig {
+  int64_t max_seq_len = 128;            ///< sequence length incl. [CLS] and [SEP] (tokens)
+  std::string packing = "full_sentences";  ///< full_sentences (cross documents) | document (within one)
+  std::string documents = "blank_line";    ///< document boundaries: blank_line (BERT format) | line
+  double validation_ratio = 0.01;       ///< fraction of documents sent to the validation split (0 = none)
+  int64_t num_shards = 1;               ///< train shard files N
+  int64_t num_validation_shards = 1;    ///< validation shard files Nv (when validation_ratio > 0)
+  int64_t seed = 12345;                 ///< seed of the train/validation split
+  int64_t piece_bytes = 1 << 20;        ///< P: input bytes per packing stream (and unit of work)
+  int64_t compression_level = 4;        ///< deflate level of the shard datasets (0..9)
+
+  /// Throws tupe::Error "preprocess.<key>: <cause>".
+  void validate() const;
+  static const FieldTable<PreprocessConfig>& fields();
+};
+
+/// A unit of input: the documents starting in bytes [begin, end) of one file.
+struct Piece {
+  int64_t file;   ///< index into PreprocessPlan::files
+  int64_t begin;  ///< first byte (nominal)
+  int64_t end;    ///< one past the last byte (nominal)
+};
+
+/// One output shard.
+struct ShardJob {
+  std::string split;    ///< "train" | "validation"
+  int64_t shard_index;  ///< S
+  int64_t num_shards;   ///< N or Nv
+  std::string path;     ///< <output>/<split>-S-of-N.h5
+};
+
+struct PreprocessPlan {
+  std::vector<InputFile> files;  ///< sorted inputs
+  std::vector<Piece> pieces;     ///< all pieces, in file then byte order
+  std::vector<ShardJob> jobs;    ///< train shards, then validation shards; job j belongs to rank j mod W
+  /// Whether piece p feeds job j.
+  bool feeds(int64_t piece, const ShardJob& job) const {
+    return piece % job.num_shards == job.shard_index;
+  }
+};
+
+/// Lists the inputs (list_input_files) and lays out pieces and shards. Throws tupe::Error
+/// for bad inputs (missing, empty) or config.
+PreprocessPlan plan_preprocess(const std::vector<std::string>& inputs, const std::string& output_dir,
+                               const PreprocessConfig& config);
+
+/// Shard files (train-*-of-*.h5, validation-*-of-*.h5) already in `output_dir`.
+std::vector<std::string> existing_shards(const std::string& output_dir);
+
+/// Progress of one rank.
+struct PreprocessProgress {
+  int64_t pieces_done = 0, pieces_total = 0;  ///< (split, piece) streams of this rank
+  int64_t bytes_done = 0, bytes_total = 0;    ///< input bytes of those pieces (nominal)
+  int64_t sequences = 0, tokens = 0;          ///< written so far
+};
+using ProgressFn = std::function<void(const PreprocessProgress&)>;
+
+/// Tokenises and packs the jobs of `rank` (of `world_size`) and writes their shards under
+/// temporary names; returns the closed, uncommitted writers (commit() renames; destroying
+/// one removes its file). Throws tupe::Error "<file>: invalid UTF-8 at byte N", "<file>: no
+/// text (only blank lines)", tokenizer or HDF5 errors.
+std::vector<std::unique_ptr<ShardWriter>> run_preprocess_jobs(const PreprocessPlan& plan,
+                                                              const PreprocessConfig& config,
+                                                              const Tokenizer& tokenizer, int64_t rank,
+                                                              int64_t world_size, const std::string& command_line,
+                                                              const ProgressFn& progress);
+
+}  // namespace tupe::data

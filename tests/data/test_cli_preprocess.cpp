@@ -1,0 +1,88 @@
+// `tupe preprocess` as a user runs it (one process): bad inputs give one error line naming
+// the file and the cause and a non-zero exit; a good run leaves shards and nothing else.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "data_pipeline/dataset.h"
+#include "data_test_util.h"
+
+namespace tupe::data {
+namespace {
+
+test::CommandResult preprocess(const std::string& args) {
+  return test::run_command(test::tupe_bin() + " preprocess --quiet " + args);
+}
+
+/// Exit status 1 and exactly one error line holding every fragment.
+void expect_cli_error(const test::CommandResult& r, std::initializer_list<std::string> fragments) {
+  EXPECT_EQ(r.status, 1) << r.output;
+  size_t lines = 0, pos = 0;
+  std::string error_line;
+  while ((pos = r.output.find("error:", pos)) != std::string::npos) {
+    ++lines;
+    const size_t begin = r.output.rfind('\n', pos);
+    const size_t end = r.output.find('\n', pos);
+    error_line = r.output.substr(begin == std::string::npos ? 0 : begin + 1, end - (begin == std::string::npos ? 0 : begin + 1));
+    ++pos;
+  }
+  EXPECT_EQ(lines, 1u) << r.output;
+  for (const auto& f : fragments) EXPECT_NE(error_line.find(f), std::string::npos) << "'" << f << "' not in: " << error_line;
+}
+
+TEST(DataCliPreprocess, BadInputsGiveOneLineAndNonZeroExit) {
+  test::TempDir dir("cli-bad");
+  const std::string vocab = " --tokenizer.vocab " + test::vocab_path();
+  test::write_file(dir / "bad.txt", "first line\nsecond \xFF\xFE line\n");
+  expect_cli_error(preprocess("--input " + (dir / "bad.txt") + " --output " + (dir / "out") + vocab),
+                   {dir / "bad.txt", "invalid UTF-8 at byte 18"});
+  test::write_file(dir / "empty.txt", "");
+  expect_cli_error(preprocess("--input " + (dir / "empty.txt") + " --output " + (dir / "out") + vocab),
+                   {dir / "empty.txt", "empty file"});
+  test::write_file(dir / "good.txt", "some text here\n\nand another document\n");
+  expect_cli_error(preprocess("--input " + (dir / "good.txt") + " --output " + (dir / "out") +
+                              " --tokenizer.vocab " + (dir / "missing-vocab.txt")),
+                   {dir / "missing-vocab.txt"});
+  test::write_file(dir / "bad-vocab.txt", "[PAD]\n[UNK]\nhello\n");  // no [CLS], [SEP], [MASK]
+  expect_cli_error(preprocess("--input " + (dir / "good.txt") + " --output " + (dir / "out") +
+                              " --tokenizer.vocab " + (dir / "bad-vocab.txt")),
+                   {dir / "bad-vocab.txt"});
+  expect_cli_error(preprocess("--input " + (dir / "nothing-here.txt") + " --output " + (dir / "out") + vocab),
+                   {dir / "nothing-here.txt", "no such file"});
+  expect_cli_error(preprocess("--input " + (dir / "good.txt") + " --output " + (dir / "out") + vocab +
+                              " --preprocess.max_seq_len 4"),
+                   {"preprocess.max_seq_len"});
+  EXPECT_FALSE(std::filesystem::exists(dir / "out/train-00000-of-00001.h5")) << "no shard from a failed run";
+}
+
+TEST(DataCliPreprocess, GoodRunWritesShardsOnlyAndRefusesToOverwrite) {
+  test::TempDir dir("cli-good");
+  const std::string args = "--input " + test::shared_data() + "/text/bert-sample-text.txt --output " + (dir / "out") +
+                           " --tokenizer.vocab " + test::vocab_path() +
+                           " --preprocess.max_seq_len 64 --preprocess.validation_ratio 0.3 --preprocess.documents line";
+  const auto r = preprocess(args + " --preprocess.num_shards 2");
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir / "out")) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"train-00000-of-00002.h5", "train-00001-of-00002.h5",
+                                             "validation-00000-of-00001.h5"}));
+  DatasetOptions o;
+  const auto train = open_pretrain_dataset({dir / "out"}, o);
+  o.split = "validation";
+  const auto valid = open_pretrain_dataset({dir / "out"}, o);
+  EXPECT_GT(train->size(), 0);
+  EXPECT_GT(valid->size(), 0);
+  EXPECT_EQ(train->info().max_seq_len, 64);
+  expect_cli_error(preprocess(args + " --preprocess.num_shards 2"), {dir / "out", "--overwrite"});
+  EXPECT_EQ(preprocess(args + " --overwrite --preprocess.num_shards 1").status, 0);
+  names.clear();
+  for (const auto& e : std::filesystem::directory_iterator(dir / "out")) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"train-00000-of-00001.h5", "validation-00000-of-00001.h5"}))
+      << "stale shards of the earlier layout are removed";
+}
+
+}  // namespace
+}  // namespace tupe::data
