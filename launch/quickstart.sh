@@ -2,11 +2,13 @@
 # The quick start: from a fresh machine, set up and build, show the paper's TUPE-R base
 # config, preprocess real text (WikiText-2 from ../shared/data, or a corpus you name),
 # pre-train a tiny TUPE-R under mpirun on this machine's CPUs (or GPU) with checkpoints,
-# stop it halfway, resume it, and fine-tune the result on a GLUE task when `tupe finetune`
-# is present.
+# stop it halfway, resume it, and fine-tune the result on a GLUE task
+# (`tupe finetune`), printing the GLUE table.
 #
 # Usage: launch/quickstart.sh [CORPUS_FILE_OR_FOLDER]
-# Environment: TUPE_RANKS (default 2), TUPE_QUICK_STEPS (default 200), TUPE_RUN_DIR (runs/quickstart)
+# Environment: TUPE_RANKS (default 2), TUPE_QUICK_STEPS (default 200), TUPE_RUN_DIR (runs/quickstart),
+#   TUPE_QUICK_GLUE_TASKS (default SST-2), TUPE_QUICK_GLUE_ROWS (training rows per task, 2000),
+#   TUPE_BUILD_DIR (default build)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
@@ -17,8 +19,9 @@ run="${TUPE_RUN_DIR:-runs/quickstart}"
 say() { printf '\n==> %s\n' "$*"; }
 
 say "setup and build (idempotent; the first run downloads LibTorch ~5 GB)"
-bash launch/build.sh
-tupe="$here/build/cli/tupe"
+build="${TUPE_BUILD_DIR:-$here/build}"
+bash launch/build.sh "$build"
+tupe="$build/cli/tupe"
 # Open MPI refuses root unless told; containers often lack ptrace for its single-copy path.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
 mpirun=(mpirun -np "$ranks" --oversubscribe --bind-to none)
@@ -27,7 +30,8 @@ say "the paper's TUPE-R at BERT-Base size"
 "$tupe" info --config configs/tupe-r-base.ini
 
 say "preprocess $corpus into HDF5 shards ($ranks ranks)"
-"${mpirun[@]}" "$tupe" preprocess --config configs/tiny.ini --input "$corpus" --output "$run/shards" --overwrite
+"${mpirun[@]}" "$tupe" preprocess --config configs/tiny.ini --input "$corpus" --output "$run/shards" --overwrite \
+  --tokenizer.vocab "$here/../shared/data/vocab/bert-base-uncased-vocab.txt"
 
 common=(--config configs/tiny.ini --data.train_shards "$run/shards" --data.validation_shards "$run/shards"
         --checkpoint.dir "$run/checkpoints" --optimizer.total_steps "$steps" --checkpoint.every_steps $((steps / 4)))
@@ -39,9 +43,10 @@ say "resume from the newest checkpoint and finish"
 "${mpirun[@]}" "$tupe" pretrain "${common[@]}" --resume auto
 
 last="$(ls -d "$run"/checkpoints/step_* | sort | tail -n 1)"
-if "$tupe" --help | grep -q '^  finetune'; then
-  say "fine-tune $last on SST-2 (a quick subset) and evaluate"
-  "${mpirun[@]}" "$tupe" finetune --config configs/glue/quick.ini --init "$last" --output "$run/glue"
-else
-  say "pre-training done: $last (GLUE fine-tuning: tupe finetune, not in this build)"
-fi
+say "fine-tune $last on SST-2 (a quick subset: ${TUPE_QUICK_GLUE_ROWS:-2000} rows, 2 epochs) and evaluate on its dev set"
+"${mpirun[@]}" "$tupe" finetune --config configs/glue/quick.ini --finetune.checkpoint "$last" \
+  --finetune.data_dir "$here/../shared/data/glue" --finetune.tasks "${TUPE_QUICK_GLUE_TASKS:-SST-2}" \
+  --finetune.train_rows "${TUPE_QUICK_GLUE_ROWS:-2000}" \
+  --tokenizer.vocab "$here/../shared/data/vocab/bert-base-uncased-vocab.txt" --finetune.output_dir "$run/glue"
+say "GLUE (dev) of the quick run"
+cat "$run/glue/results.md"

@@ -1,0 +1,229 @@
+"""End-to-end checks of `tupe export` and `tupe analyze` on tiny checkpoints from tools_fixture.
+
+Usage: tools_checks.py CHECK WORKDIR   with CHECK one of
+  export_hf           BERT-A -> HF folder; transformers' BertForMaskedLM logits == tupe's (1e-5, fp32)
+  export_tupe         TUPE-R -> safetensors + JSON naming every tensor; tensors bit-identical
+  analyze_sinusoidal  probes on a sinusoidal position table (near-zero errors) vs the random
+                      init table (large errors); BERT-A terms vs a float64 numpy re-computation;
+                      PNG sizes from their IHDR headers; curves.csv vs the JSONL written here
+  analyze_tupe        TUPE-R heatmap input: the [CLS] reset rows/columns are constant
+  errors              one-line errors: HF format for TUPE refused with the reason, output exists,
+                      vocabulary of another checkpoint, malformed metrics line
+Environment: TUPE_BIN (tupe), TUPE_TOOLS_FIXTURE (tools_fixture), TUPE_SHARED_DATA.
+Fails (never skips) when torch, transformers, safetensors or numpy is missing.
+"""
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+
+import numpy as np
+from safetensors.numpy import load_file
+
+TUPE = os.environ["TUPE_BIN"]
+FIXTURE = os.environ["TUPE_TOOLS_FIXTURE"]
+VOCAB = os.path.join(os.environ["TUPE_SHARED_DATA"], "vocab", "bert-base-uncased-vocab.txt")
+CASED_VOCAB = os.path.join(os.environ["TUPE_SHARED_DATA"], "vocab", "bert-base-cased-vocab.txt")
+
+
+def run(*args, ok=True):
+    p = subprocess.run([str(a) for a in args], capture_output=True, text=True)
+    print("$", " ".join(str(a) for a in args), f"-> {p.returncode}\n{p.stdout}{p.stderr}")
+    if ok and p.returncode != 0:
+        sys.exit(f"FAIL: command failed with {p.returncode}")
+    return p
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        sys.exit(1)
+
+
+def make(work, name, variant, table):
+    d = os.path.join(work, name)
+    shutil.rmtree(d, ignore_errors=True)
+    run(FIXTURE, "make", d, variant, table, VOCAB)
+    return os.path.join(d, "step_00000100")
+
+
+def png_size(path):
+    with open(path, "rb") as f:
+        head = f.read(24)
+    assert head[:8] == b"\x89PNG\r\n\x1a\n", path
+    return struct.unpack(">II", head[16:24])
+
+
+def export_hf(work):
+    import torch
+    from transformers import BertForMaskedLM
+    ckpt = make(work, "bert_a", "bert-absolute", "init")
+    ref = os.path.join(work, "ref.safetensors")
+    run(FIXTURE, "logits", ckpt, ref)
+    out = os.path.join(work, "hf")
+    p = run(TUPE, "export", "--checkpoint", os.path.dirname(ckpt), "--output", out, "--vocab", VOCAB)
+    check("format hf" in p.stdout, "BERT-A exported in HF format")
+    model, info = BertForMaskedLM.from_pretrained(out, output_loading_info=True, attn_implementation="eager")
+    missing = [k for k in info["missing_keys"] if "decoder" not in k]
+    check(not missing and not info["unexpected_keys"] and not info["mismatched_keys"],
+          f"loaded strictly (missing {info['missing_keys']}, unexpected {info['unexpected_keys']})")
+    model.eval()
+    check(torch.equal(model.cls.predictions.decoder.weight, model.bert.embeddings.word_embeddings.weight),
+          "decoder tied to the word embedding")
+    r = load_file(ref)
+    with torch.no_grad():
+        logits = model(input_ids=torch.from_numpy(r["input_ids"]),
+                       attention_mask=torch.from_numpy(r["attention_mask"])).logits
+    ours = torch.from_numpy(r["logits"]).view(logits.shape)
+    diff = (logits - ours).abs().max().item()
+    print(f"max |HF - tupe| logit difference: {diff:.3g} (logit scale {ours.abs().max().item():.3g})")
+    check(diff < 1e-5, "MLM logits within 1e-5 (fp32)")
+    check(open(os.path.join(out, "vocab.txt"), "rb").read() == open(VOCAB, "rb").read(), "vocab.txt copied")
+    cfg = json.load(open(os.path.join(out, "config.json")))
+    check(cfg["architectures"] == ["BertForMaskedLM"] and cfg["model_type"] == "bert", "config.json is a BertConfig")
+    from transformers import BertTokenizer
+    tok = BertTokenizer.from_pretrained(out)
+    check(tok.convert_tokens_to_ids("[MASK]") == 103, "BertTokenizer loads the exported vocabulary")
+
+
+def export_tupe(work):
+    ckpt = make(work, "tupe_r", "tupe-relative", "init")
+    out = os.path.join(work, "tupe")
+    p = run(TUPE, "export", "--checkpoint", ckpt, "--output", out, "--vocab", VOCAB)
+    check("format tupe" in p.stdout and "HuggingFace transformers has no tupe-relative architecture" in p.stdout,
+          "TUPE-R exported in tupe format, saying HF has no TUPE architecture")
+    cfg = json.load(open(os.path.join(out, "config.json")))
+    exported = load_file(os.path.join(out, "model.safetensors"))
+    saved = load_file(os.path.join(ckpt, "model.safetensors"))
+    check(cfg["format"] == "tupe-model" and cfg["position_encoding"] == "tupe-relative", "config.json format/variant")
+    check(sorted(cfg["tensors"]) == sorted(exported) == sorted(saved), "config.json names every tensor")
+    check(all(v["meaning"] for v in cfg["tensors"].values()), "every tensor has a meaning")
+    check(all(list(exported[k].shape) == cfg["tensors"][k]["shape"] for k in exported), "shapes documented")
+    check(all(np.array_equal(exported[k], saved[k].astype(np.float32)) for k in saved), "tensors bit-identical")
+    check("encoder.positional.table.weight" in exported and "encoder.positional.relative_bias.weight" in exported,
+          "TUPE-R positional tensors present")
+
+
+def write_metrics(ckpt):
+    d = os.path.join(os.path.dirname(ckpt), "metrics")
+    os.makedirs(d, exist_ok=True)
+    rows = []
+    with open(os.path.join(d, "rank_0.jsonl"), "w") as f:
+        for step in range(10, 201, 10):
+            rec = {"step": step, "loss": 10.0 - step / 40.0, "lr": 1e-3 * min(1.0, step / 20.0), "grad_norm": 1.0}
+            if step % 100 == 0:
+                rec["validation_loss"] = 9.0 - step / 50.0
+            rows.append(rec)
+            f.write(json.dumps(rec) + "\n")
+    return rows
+
+
+def analyze_sinusoidal(work):
+    results = {}
+    for table in ("sinusoidal", "init"):
+        ckpt = make(work, f"bert_a_{table}", "bert-absolute", table)
+        rows = write_metrics(ckpt)
+        out = os.path.join(work, f"analysis_{table}")
+        shutil.rmtree(out, ignore_errors=True)
+        p = run(TUPE, "analyze", "--checkpoint", ckpt, "--output", out)
+        check("position regression" in p.stdout, "probe table printed")
+        results[table] = json.load(open(os.path.join(out, "analysis.json")))["probes"]
+    s, r = results["sinusoidal"], results["init"]
+    print(json.dumps(results, indent=1))
+    check(s["position_regression"]["test"] < 0.05, f"sinusoidal: held-out regression MAE {s['position_regression']['test']:.3g} < 0.05")
+    check(s["pairwise_order"]["test"] < 0.01, f"sinusoidal: held-out order error {s['pairwise_order']['test']:.3g} < 0.01")
+    check(r["position_regression"]["test"] > 10, f"random table: regression MAE {r['position_regression']['test']:.3g} > 10")
+    check(r["pairwise_order"]["test"] > 0.1, f"random table: order error {r['pairwise_order']['test']:.3g} > 0.1")
+
+    # The BERT-A terms against a float64 re-computation from the checkpoint's tensors.
+    out = os.path.join(work, "analysis_sinusoidal")
+    w = {k: v.astype(np.float64) for k, v in load_file(os.path.join(work, "bert_a_sinusoidal", "step_00000100",
+                                                                     "model.safetensors")).items()}
+    terms = load_file(os.path.join(out, "positional.safetensors"))
+    H, L, dh = 4, 128, 8
+    pos = w["encoder.embeddings.position.weight"][:L]
+    wq, bq = w["encoder.layers.0.attention.query.weight"], w["encoder.layers.0.attention.query.bias"]
+    wk, bk = w["encoder.layers.0.attention.key.weight"], w["encoder.layers.0.attention.key.bias"]
+    wbar = w["encoder.embeddings.word.weight"].mean(0)
+    qp, kp = (pos @ wq.T).reshape(L, H, dh), (pos @ wk.T).reshape(L, H, dh)
+    qw, kw = (wbar @ wq.T + bq).reshape(H, dh), (wbar @ wk.T + bk).reshape(H, dh)
+    pp = np.einsum("ihd,jhd->hij", qp, kp) / np.sqrt(dh)
+    wp = np.einsum("hd,jhd->hj", qw, kp) / np.sqrt(dh)
+    pw = np.einsum("ihd,hd->hi", qp, kw) / np.sqrt(dh)
+    for name, want in (("positional_term", pp), ("word_to_position", wp), ("position_to_word", pw)):
+        got = terms[name]
+        err = np.abs(got - want).max()
+        check(got.shape == want.shape and err < 1e-4 * max(1.0, np.abs(want).max()),
+              f"{name} {got.shape} matches float64 numpy (max err {err:.2g})")
+    table = load_file(os.path.join(out, "position_table.safetensors"))
+    check(np.array_equal(table["positions"], np.arange(128)), "probe positions 0..127")
+
+    # PNGs: present, non-trivial, the pixel size of figsize x 100 dpi.
+    for name, size in (("positional_heads.png", (1200, 300)), ("word_to_position.png", (800, 600)),
+                       ("curves.png", (1000, 400))):
+        path = os.path.join(out, name)
+        check(os.path.exists(path) and os.path.getsize(path) > 10000, f"{name}: {os.path.getsize(path)} bytes")
+        check(png_size(path) == size, f"{name}: {png_size(path)} pixels == {size}")
+    # curves.csv against the records written.
+    lines = open(os.path.join(out, "curves.csv")).read().splitlines()
+    check(lines[0] == "step,loss,lr,validation_loss" and len(lines) == 1 + len(rows), "curves.csv header and rows")
+    for line, rec in zip(lines[1:], rows):
+        step, loss, lr, vl = line.split(",")
+        ok = int(step) == rec["step"] and abs(float(loss) - rec["loss"]) < 1e-6 and abs(float(lr) - rec["lr"]) < 1e-12
+        ok = ok and ((vl == "") == ("validation_loss" not in rec))
+        check(ok, f"curves.csv step {rec['step']}")
+
+
+def analyze_tupe(work):
+    ckpt = make(work, "tupe_r", "tupe-relative", "init")
+    out = os.path.join(work, "analysis")
+    shutil.rmtree(out, ignore_errors=True)
+    run(TUPE, "analyze", "--checkpoint", ckpt, "--output", out, "--positions", "64")
+    t = load_file(os.path.join(out, "positional.safetensors"))["positional_term"]
+    check(t.shape == (4, 64, 64), f"positional term shape {t.shape}")
+    check(np.ptp(t[:, 0, :], axis=1).max() < 1e-6, "[CLS] row reset: constant per head (theta_1)")
+    check(np.ptp(t[:, 1:, 0], axis=1).max() < 1e-6, "[CLS] column reset: constant per head (theta_2)")
+    check(np.ptp(t[:, 1:, 1:], axis=(1, 2)).min() > 1e-3, "other entries vary")
+    check(os.path.getsize(os.path.join(out, "positional_heads.png")) > 10000, "heatmap PNG written")
+    check(not os.path.exists(os.path.join(out, "word_to_position.png")), "no BERT-A mixed terms for TUPE")
+    table = load_file(os.path.join(out, "position_table.safetensors"))
+    check(table["table"].shape == (127, 32) and np.array_equal(table["positions"], np.arange(1, 128)),
+          "TUPE probe rows: positions 1..127 (rows 2..128; position 0 is the untied [CLS])")
+
+
+def errors(work):
+    ckpt = make(work, "tupe_r", "tupe-relative", "init")
+    out = os.path.join(work, "out")
+    shutil.rmtree(out, ignore_errors=True)
+
+    def one_line_error(p, *parts):
+        lines = p.stderr.strip().splitlines()
+        check(p.returncode == 1 and len(lines) == 1 and all(x in lines[0] for x in parts),
+              f"one-line error with {parts}")
+
+    p = run(TUPE, "export", "--checkpoint", ckpt, "--output", out, "--format", "hf", ok=False)
+    one_line_error(p, "step_00000100", "cannot export to HuggingFace BertForMaskedLM", "tupe-relative", "--format tupe")
+    check(not os.path.exists(out) and not any(n.startswith("out.tmp") for n in os.listdir(work)), "nothing left behind")
+    os.makedirs(out)
+    p = run(TUPE, "export", "--checkpoint", ckpt, "--output", out, ok=False)
+    one_line_error(p, out, "already exists")
+    os.rmdir(out)
+    p = run(TUPE, "export", "--checkpoint", ckpt, "--output", out, "--vocab", CASED_VOCAB, ok=False)
+    one_line_error(p, CASED_VOCAB, "differs from the checkpoint's")
+    check(not os.path.exists(out), "nothing written on a vocabulary mismatch")
+    bad = os.path.join(work, "bad.jsonl")
+    with open(bad, "w") as f:
+        f.write('{"step": 10, "loss": 3.0, "lr": 0.001}\n\n{"step": "x"}\n')
+    p = run(TUPE, "analyze", "--checkpoint", ckpt, "--output", os.path.join(work, "an"), "--metrics", bad, ok=False)
+    one_line_error(p, bad + ":3:", "\"step\" missing or not an integer")
+    check(not os.path.exists(os.path.join(work, "an")), "no partial analysis on a bad metrics file")
+
+
+if __name__ == "__main__":
+    check_name, workdir = sys.argv[1], sys.argv[2]
+    os.makedirs(workdir, exist_ok=True)
+    {"export_hf": export_hf, "export_tupe": export_tupe, "analyze_sinusoidal": analyze_sinusoidal,
+     "analyze_tupe": analyze_tupe, "errors": errors}[check_name](workdir)
+    print("all checks passed")

@@ -1,0 +1,121 @@
+// tools_fixture: checkpoints and reference numbers for the tests of `tupe export` / `tupe analyze`.
+//   tools_fixture make DIR VARIANT TABLE VOCAB
+//       writes DIR/step_00000100 (CheckpointStore) of a tiny TupeBert (V = 30522, d = 32,
+//       2 layers, 4 heads, max_positions 128) whose every parameter is perturbed by N(0, 0.05)
+//       (LayerNorm scales and biases are not at their init, so a mis-mapped tensor shows);
+//       VARIANT: bert-absolute | bert-relative | tupe-absolute | tupe-relative;
+//       TABLE: init | sinusoidal (position table = Vaswani et al. sinusoids of the position a
+//       row serves, computed in float64) ; VOCAB: the vocabulary whose SHA-256 is recorded.
+//   tools_fixture logits CKPT OUT.safetensors
+//       loads CKPT with tupe's loader and writes "input_ids" (2, 40) int64, "attention_mask"
+//       (2, 40) int64 (row 1 padded from 30) and "logits" (80, V) float32: MLM logits at every
+//       position, from TupeBert::mlm_logits.
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include "data_pipeline/text/sha256.h"
+#include "model/tupe_bert.h"
+#include "trainer/checkpoint_store.h"
+#include "trainer/export/checkpoint_model.h"
+#include "trainer/safetensors.h"
+
+namespace {
+
+using namespace tupe;
+
+/// PE[t, 2k] = sin(t / 10000^(2k/d)), PE[t, 2k+1] = cos(t / 10000^(2k/d)) for the given positions.
+at::Tensor sinusoids(const at::Tensor& positions, int64_t d) {
+  at::Tensor t = positions.to(at::kDouble).unsqueeze(1);
+  at::Tensor k = at::arange(0, d, 2, at::kDouble);
+  at::Tensor angle = t / at::pow(10000.0, k / static_cast<double>(d));
+  at::Tensor pe = at::zeros({positions.size(0), d}, at::kDouble);
+  pe.index_put_({at::indexing::Slice(), at::indexing::Slice(0, d, 2)}, at::sin(angle));
+  pe.index_put_({at::indexing::Slice(), at::indexing::Slice(1, d, 2)}, at::cos(angle));
+  return pe.to(at::kFloat);
+}
+
+int make(const std::string& dir, const std::string& variant, const std::string& table, const std::string& vocab) {
+  model::ModelConfig c;
+  c.vocab_size = 30522;
+  c.hidden_size = 32;
+  c.num_layers = 2;
+  c.num_heads = 4;
+  c.ffn_size = 64;
+  c.max_positions = 128;
+  c.type_vocab_size = 0;
+  c.position_encoding = model::parse_position_encoding(variant);
+  c.untie_cls = c.has_untied_positions();
+  c.validate();
+  at::manual_seed(11);
+  model::TupeBert net(c);
+  trainer::CheckpointContents contents;
+  {
+    at::NoGradGuard no_grad;
+    for (const auto& item : net->named_parameters()) {
+      at::Tensor p = item.value();
+      p.add_(at::randn_like(p) * 0.05);
+      contents.model.emplace_back(item.key(), p.detach());
+    }
+    if (table == "sinusoidal") {
+      if (c.has_untied_positions()) {
+        at::Tensor w = net->encoder->positional->table->weight;
+        const int64_t first = c.untie_cls ? 2 : 0, first_pos = c.untie_cls ? 1 : 0;
+        const int64_t n = w.size(0) - first;
+        w.narrow(0, first, n).copy_(sinusoids(at::arange(first_pos, first_pos + n, at::kLong), c.hidden_size));
+      } else {
+        at::Tensor w = net->encoder->embeddings->position->weight;
+        w.copy_(sinusoids(at::arange(0, w.size(0), at::kLong), c.hidden_size));
+      }
+    } else if (table != "init") {
+      throw Error("TABLE '" + table + "': expected init or sinusoidal");
+    }
+  }
+  contents.optimizer.metadata = {{"optimizer", "adamw"}};
+  contents.state.step = 100;
+  contents.state.scheduler_step = 100;
+  for (const auto& [k, v] : model::ModelConfig::fields().to_kv(c)) contents.state.config["model." + k] = v;
+  contents.state.config["tokenizer.lower_case"] = "true";
+  contents.state.vocab_sha256 = data::file_sha256_hex(vocab);
+  contents.state.rng = trainer::capture_rng_states();
+  trainer::CheckpointOptions options;
+  options.dir = dir;
+  options.keep_last = 0;
+  options.keep_every = 0;
+  trainer::CheckpointStore store(options);
+  std::printf("wrote %s\n", store.save(contents).string().c_str());
+  return 0;
+}
+
+int logits(const std::string& ckpt_dir, const std::string& out) {
+  auto ckpt = exporting::load_checkpoint_model(ckpt_dir);
+  at::manual_seed(7);
+  const int64_t B = 2, L = 40;
+  at::Tensor ids = at::randint(1000, ckpt.config.vocab_size, {B, L}, at::kLong);
+  ids.select(1, 0).fill_(101);  // [CLS]
+  at::Tensor mask = at::ones({B, L}, at::kLong);
+  mask.select(0, 1).narrow(0, 30, L - 30).zero_();
+  at::NoGradGuard no_grad;
+  at::Tensor y = ckpt.net->mlm_logits(ids, mask, {}, at::arange(B * L, at::kLong));
+  trainer::write_safetensors(out, {{"input_ids", ids}, {"attention_mask", mask}, {"logits", y.to(at::kFloat)}});
+  std::printf("wrote %s\n", out.c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const std::string mode = argc > 1 ? argv[1] : "";
+    if (mode == "make" && argc == 6) return make(argv[2], argv[3], argv[4], argv[5]);
+    if (mode == "logits" && argc == 4) return logits(argv[2], argv[3]);
+    std::fprintf(stderr, "usage: tools_fixture make DIR VARIANT TABLE VOCAB | logits CKPT OUT.safetensors\n");
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tools_fixture: %s\n", e.what());
+    return 1;
+  }
+}

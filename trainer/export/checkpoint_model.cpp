@@ -1,0 +1,44 @@
+#include "trainer/export/checkpoint_model.h"
+
+#include <ATen/ATen.h>
+
+#include "common/error.h"
+#include "trainer/named_tensors.h"
+
+namespace tupe::exporting {
+
+model::ModelConfig model_config_from_state(const KeyValues& config, const std::string& where) {
+  KeyValues model_kv;
+  const std::string prefix = "model.";
+  for (const auto& [key, value] : config)
+    if (key.rfind(prefix, 0) == 0) model_kv[key.substr(prefix.size())] = value;
+  TUPE_CHECK(!model_kv.empty(), where << ": trainer_state.json config has no model.* keys");
+  model::ModelConfig c;
+  model::ModelConfig::fields().apply(c, model_kv, where + " [model]");
+  c.validate();
+  return c;
+}
+
+CheckpointModel load_checkpoint_model(const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
+  TUPE_CHECK(fs::is_directory(dir), dir.string() << ": no such checkpoint folder");
+  fs::path step_dir = dir;
+  if (!fs::exists(dir / "manifest.json")) {
+    const auto latest = trainer::CheckpointStore::latest(dir);
+    TUPE_CHECK(latest.has_value(), dir.string() << ": neither a checkpoint (no manifest.json) nor a folder holding a whole step_XXXXXXXX checkpoint");
+    step_dir = *latest;
+  }
+  CheckpointModel out;
+  out.dir = step_dir;
+  out.contents = trainer::CheckpointStore::load(step_dir);
+  out.config = model_config_from_state(out.contents.state.config, (step_dir / "trainer_state.json").string());
+  out.net = model::TupeBert(out.config);
+  out.net->to(at::kFloat);
+  trainer::NamedTensors targets;
+  for (const auto& item : out.net->named_parameters()) targets.emplace_back(item.key(), item.value());
+  trainer::copy_named_tensors(targets, out.contents.model, (step_dir / "model.safetensors").string());
+  out.net->eval();
+  return out;
+}
+
+}  // namespace tupe::exporting

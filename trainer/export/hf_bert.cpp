@@ -1,0 +1,97 @@
+#include "trainer/export/hf_bert.h"
+
+#include <ATen/ATen.h>
+
+#include <regex>
+#include <set>
+
+#include "common/error.h"
+
+namespace tupe::exporting {
+
+std::string hf_bert_refusal(const model::ModelConfig& config) {
+  using model::PositionEncoding;
+  if (config.position_encoding != PositionEncoding::kBertAbsolute)
+    return "HuggingFace transformers has no " + model::to_string(config.position_encoding) +
+           " architecture (BertModel has neither TUPE's untied positional term nor a relative bias in the "
+           "attention logits); only bert-absolute checkpoints become BertForMaskedLM";
+  if (config.layer_norm != model::LayerNormPlacement::kPost)
+    return "BertModel is post-LN; this checkpoint is pre-LN (model.layer_norm = pre)";
+  return "";
+}
+
+std::string hf_bert_name(const std::string& n) {
+  static const std::vector<std::pair<std::string, std::string>> fixed = {
+      {"encoder.embeddings.word.weight", "bert.embeddings.word_embeddings.weight"},
+      {"encoder.embeddings.position.weight", "bert.embeddings.position_embeddings.weight"},
+      {"encoder.embeddings.segment.weight", "bert.embeddings.token_type_embeddings.weight"},
+      {"encoder.embeddings.norm.weight", "bert.embeddings.LayerNorm.weight"},
+      {"encoder.embeddings.norm.bias", "bert.embeddings.LayerNorm.bias"},
+      {"mlm_head.dense.weight", "cls.predictions.transform.dense.weight"},
+      {"mlm_head.dense.bias", "cls.predictions.transform.dense.bias"},
+      {"mlm_head.norm.weight", "cls.predictions.transform.LayerNorm.weight"},
+      {"mlm_head.norm.bias", "cls.predictions.transform.LayerNorm.bias"},
+      {"mlm_head.bias", "cls.predictions.bias"},
+  };
+  for (const auto& [from, to] : fixed)
+    if (n == from) return to;
+  static const std::regex layer(R"(encoder\.layers\.(\d+)\.(.+)\.(weight|bias))");
+  std::smatch m;
+  if (!std::regex_match(n, m, layer)) return "";
+  static const std::vector<std::pair<std::string, std::string>> modules = {
+      {"attention.query", "attention.self.query"},     {"attention.key", "attention.self.key"},
+      {"attention.value", "attention.self.value"},     {"attention.output", "attention.output.dense"},
+      {"attention_norm", "attention.output.LayerNorm"}, {"ffn_in", "intermediate.dense"},
+      {"ffn_out", "output.dense"},                     {"ffn_norm", "output.LayerNorm"},
+  };
+  for (const auto& [from, to] : modules)
+    if (m[2] == from) return "bert.encoder.layer." + m[1].str() + "." + to + "." + m[3].str();
+  return "";
+}
+
+trainer::NamedTensors to_hf_bert_tensors(const trainer::NamedTensors& tupe_tensors, const model::ModelConfig& config,
+                                         const std::string& where) {
+  const std::string refusal = hf_bert_refusal(config);
+  TUPE_CHECK(refusal.empty(), where << ": cannot export to HuggingFace BertForMaskedLM: " << refusal);
+  trainer::NamedTensors out;
+  std::set<std::string> seen;
+  for (const auto& [name, tensor] : tupe_tensors) {
+    const std::string hf = hf_bert_name(name);
+    TUPE_CHECK(!hf.empty(), where << ": tensor '" << name << "' has no place in BertForMaskedLM");
+    out.emplace_back(hf, tensor.detach().to(at::kFloat).contiguous());
+    seen.insert(name);
+  }
+  for (const char* required : {"encoder.embeddings.word.weight", "encoder.embeddings.position.weight",
+                               "encoder.embeddings.norm.weight", "mlm_head.dense.weight", "mlm_head.bias"})
+    TUPE_CHECK(seen.count(required), where << ": tensor '" << required << "' is missing");
+  if (!seen.count("encoder.embeddings.segment.weight")) {
+    // BertModel always adds a token-type embedding; one zero row adds nothing.
+    out.emplace_back("bert.embeddings.token_type_embeddings.weight", at::zeros({1, config.hidden_size}, at::kFloat));
+  }
+  return out;
+}
+
+nlohmann::json hf_bert_config(const model::ModelConfig& c) {
+  return {
+      {"architectures", {"BertForMaskedLM"}},
+      {"model_type", "bert"},
+      {"vocab_size", c.vocab_size},
+      {"hidden_size", c.hidden_size},
+      {"num_hidden_layers", c.num_layers},
+      {"num_attention_heads", c.num_heads},
+      {"intermediate_size", c.ffn_size},
+      {"hidden_act", "gelu"},  // erf GELU, as model/encoder.h
+      {"hidden_dropout_prob", c.hidden_dropout},
+      {"attention_probs_dropout_prob", c.attention_dropout},
+      {"max_position_embeddings", c.max_positions},
+      {"type_vocab_size", c.type_vocab_size > 0 ? c.type_vocab_size : 1},
+      {"initializer_range", c.init_std},
+      {"layer_norm_eps", c.layer_norm_eps},
+      {"pad_token_id", 0},
+      {"position_embedding_type", "absolute"},
+      {"tie_word_embeddings", true},
+      {"dtype", "float32"},
+  };
+}
+
+}  // namespace tupe::exporting
