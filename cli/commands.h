@@ -11,5 +11,12 @@ struct Command {
 };
 
 int run_info(int argc, char** argv);
+int run_preprocess(int argc, char** argv);
+int run_vocab(int argc, char** argv);
+int run_pretrain(int argc, char** argv);
+int run_finetune(int argc, char** argv);
+int run_evaluate(int argc, char** argv);
+int run_export(int argc, char** argv);
+int run_analyze(int argc, char** argv);
 
 }  // namespace tupe::cli

@@ -52,7 +52,7 @@ bool ConfigCli::parse(int argc, char** argv) {
     if (!known) {
       // Sections for other subcommands (e.g. [finetune] in a pre-training file) are allowed
       // only when named in the list of known project sections.
-      static const char* kOtherSections[] = {"model", "data", "train", "dist", "checkpoint", "finetune",
+      static const char* kOtherSections[] = {"model", "data", "train", "dist", "checkpoint", "finetune", "tokenizer", "optimizer", "precision",
                                              "preprocess", "glue", "analyze", "export"};
       bool other = false;
       for (const char* o : kOtherSections) other = other || sec == o;

@@ -3,6 +3,8 @@
 #include <exception>
 #include <iostream>
 
+#include <c10/util/Exception.h>
+
 #include "cli/commands.h"
 #include "common/error.h"
 
@@ -10,6 +12,13 @@ namespace {
 
 // Keep in the order a user meets them.
 const tupe::cli::Command kCommands[] = {
+    {"vocab", "train a SentencePiece vocabulary (unigram or BPE) on text files", tupe::cli::run_vocab},
+    {"preprocess", "tokenise text files and pack them into HDF5 shards", tupe::cli::run_preprocess},
+    {"pretrain", "pre-train TUPE-BERT (MLM) data-parallel under mpirun, with checkpoints", tupe::cli::run_pretrain},
+    {"finetune", "fine-tune a checkpoint on GLUE (LR grid x seeds, median per LR), submission files", tupe::cli::run_finetune},
+    {"evaluate", "GLUE dev metrics and submission files of a fine-tuned model", tupe::cli::run_evaluate},
+    {"export", "a checkpoint as a HuggingFace BertForMaskedLM folder (BERT-A) or safetensors + JSON", tupe::cli::run_export},
+    {"analyze", "positional heatmaps, position-embedding probes, loss/LR curves of a checkpoint", tupe::cli::run_analyze},
     {"info", "print a model config and its parameter table", tupe::cli::run_info},
 };
 
@@ -33,12 +42,14 @@ int main(int argc, char** argv) {
     } catch (const tupe::Error& e) {
       std::cerr << "tupe " << c.name << ": error: " << e.what() << "\n";
       return 1;
+    } catch (const c10::Error& e) {  // a LibTorch check: its message without the C++ backtrace
+      std::cerr << "tupe " << c.name << ": error: " << e.what_without_backtrace() << "\n";
+      return 3;
     } catch (const std::exception& e) {
       std::cerr << "tupe " << c.name << ": internal error: " << e.what() << "\n";
       return 3;
     }
   }
-  std::cerr << "tupe: unknown subcommand '" << argv[1] << "'\n";
-  usage(std::cerr);
+  std::cerr << "tupe: error: unknown subcommand '" << argv[1] << "' (tupe --help lists them)\n";
   return 2;
 }

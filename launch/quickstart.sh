@@ -7,7 +7,7 @@
 #
 # Usage: launch/quickstart.sh [CORPUS_FILE_OR_FOLDER]
 # Environment: TUPE_RANKS (default 2), TUPE_QUICK_STEPS (default 200), TUPE_RUN_DIR (runs/quickstart),
-#   TUPE_QUICK_GLUE_TASKS (default SST-2), TUPE_QUICK_GLUE_ROWS (training rows per task, 2000),
+#   TUPE_QUICK_GLUE_TASKS (default SST-2), TUPE_QUICK_GLUE_ROWS (training rows per task, 4000),
 #   TUPE_BUILD_DIR (default build)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -43,10 +43,10 @@ say "resume from the newest checkpoint and finish"
 "${mpirun[@]}" "$tupe" pretrain "${common[@]}" --resume auto
 
 last="$(ls -d "$run"/checkpoints/step_* | sort | tail -n 1)"
-say "fine-tune $last on SST-2 (a quick subset: ${TUPE_QUICK_GLUE_ROWS:-2000} rows, 2 epochs) and evaluate on its dev set"
-"${mpirun[@]}" "$tupe" finetune --config configs/glue/quick.ini --finetune.checkpoint "$last" \
+say "fine-tune $last on SST-2 (a quick subset: ${TUPE_QUICK_GLUE_ROWS:-4000} rows) and evaluate on its dev set"
+"${mpirun[@]}" "$tupe" finetune --config configs/glue/tiny.ini --finetune.checkpoint "$last" \
   --finetune.data_dir "$here/../shared/data/glue" --finetune.tasks "${TUPE_QUICK_GLUE_TASKS:-SST-2}" \
-  --finetune.train_rows "${TUPE_QUICK_GLUE_ROWS:-2000}" \
+  --finetune.train_rows "${TUPE_QUICK_GLUE_ROWS:-4000}" \
   --tokenizer.vocab "$here/../shared/data/vocab/bert-base-uncased-vocab.txt" --finetune.output_dir "$run/glue"
 say "GLUE (dev) of the quick run"
 cat "$run/glue/results.md"

@@ -1,0 +1,30 @@
+// tupe vocab --vocab.input a.txt,b.txt --vocab.model out.model: trains a SentencePiece
+// vocabulary (unigram or BPE) with [PAD] [UNK] [CLS] [SEP] [MASK] at ids 0-4, for
+// `tupe preprocess --tokenizer.kind sentencepiece --tokenizer.vocab out.model`.
+#include <iostream>
+
+#include "cli/commands.h"
+#include "cli/config_cli.h"
+#include "data_pipeline/text/sentencepiece_train.h"
+
+namespace tupe::cli {
+
+int run_vocab(int argc, char** argv) {
+  data::SentencePieceTrainOptions options;
+  ConfigCli cli("vocab",
+                "Trains a SentencePiece vocabulary on UTF-8 text files; [PAD] [UNK] [CLS] [SEP] [MASK] get ids 0-4.");
+  cli.section("vocab", data::SentencePieceTrainOptions::fields(), options);
+  if (!cli.parse(argc, argv)) return 0;
+  options.validate();
+  std::cout << "# effective config\n";
+  cli.print_effective(std::cout);
+  const data::SentencePieceTrainResult r = data::train_sentencepiece(options);
+  std::cout << "\n# trained\nmodel = " << r.model_path << "\npieces = " << r.vocab_path << "\nvocab_size = " << r.vocab_size
+            << "\nvocab_sha256 = " << r.sha256 << "\nspecial ids = [PAD] " << data::SentencePieceReservedIds::kPad
+            << ", [UNK] " << data::SentencePieceReservedIds::kUnk << ", [CLS] " << data::SentencePieceReservedIds::kCls
+            << ", [SEP] " << data::SentencePieceReservedIds::kSep << ", [MASK] " << data::SentencePieceReservedIds::kMask
+            << "\n";
+  return 0;
+}
+
+}  // namespace tupe::cli

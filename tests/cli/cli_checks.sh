@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Checks of the `tupe` command line: every preset in configs/ parses and validates, and bad
+# input gives one error line naming the place and a non-zero exit.
+# Usage: cli_checks.sh (TUPE_BIN, TUPE_SOURCE_DIR from CTest)
+set -uo pipefail
+fail=0
+check_error() {  # $1 expected substring, rest: command
+  local want="$1"; shift
+  local out rc
+  out="$("$@" 2>&1)"; rc=$?
+  if [ $rc -eq 0 ] || ! grep -qF -- "$want" <<<"$out"; then
+    echo "FAILED: '$*' exited $rc, expected an error containing '$want'; got: $out"; fail=1
+  elif [ "$(grep -c 'error' <<<"$out")" -ne 1 ]; then
+    echo "FAILED: '$*' printed more than one error line: $out"; fail=1
+  else
+    echo "ok: $want"
+  fi
+}
+for c in "$TUPE_SOURCE_DIR"/configs/*.ini; do
+  if ! "$TUPE_BIN" info --config "$c" > /dev/null; then echo "FAILED: tupe info --config $c"; fail=1; fi
+done
+echo "presets parse: $(ls "$TUPE_SOURCE_DIR"/configs/*.ini | wc -l)"
+cfg="$TUPE_SOURCE_DIR/configs/tiny.ini"
+check_error "model.num_heads" "$TUPE_BIN" info --config "$cfg" --model.hidden_size 63
+check_error "key 'hidden_size': expected an integer" "$TUPE_BIN" info --config "$cfg" --model.hidden_size abc
+check_error "position_encoding" "$TUPE_BIN" info --config "$cfg" --model.position_encoding sinusoid
+check_error "cannot open config file" "$TUPE_BIN" info --config /nonexistent.ini
+bad="$(mktemp)"; printf '[model]\nhidden_size = 64\nbogus_key = 1\n' > "$bad"
+check_error "unknown key 'bogus_key'" "$TUPE_BIN" info --config "$bad"
+printf '[modle]\nhidden_size = 64\n' > "$bad"
+check_error "unknown section [modle]" "$TUPE_BIN" info --config "$bad"
+rm -f "$bad"
+check_error "train.micro_batch_size" "$TUPE_BIN" pretrain --config "$cfg" --train.micro_batch_size 0
+check_error "unknown subcommand" "$TUPE_BIN" pretrian
+for sub in info preprocess pretrain finetune evaluate export analyze vocab; do
+  help="$("$TUPE_BIN" "$sub" --help 2>&1)" || { echo "FAILED: tupe $sub --help exited non-zero"; fail=1; }
+  grep -q -- "(default: " <<<"$help" || { echo "FAILED: tupe $sub --help lists no defaults"; fail=1; }
+done
+[ $fail -eq 0 ] && echo "cli checks passed"
+exit $fail

@@ -1,0 +1,113 @@
+#include "trainer/glue/reader.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
+#include <sstream>
+
+#include "common/error.h"
+#include "trainer/glue/tsv.h"
+
+namespace tupe::glue {
+
+namespace {
+
+constexpr size_t kMaxSkippedMessages = 10;
+
+/// Resolved 0-based column of `ref` in `table` (npos for an absent reference).
+size_t resolve(const TsvTable& table, const ColumnRef& ref) {
+  if (!ref.name.empty()) return column_index(table, ref.name);
+  if (ref.position >= 0) return static_cast<size_t>(ref.position);
+  return std::string::npos;
+}
+
+bool blank(const std::string& s) { return s.find_first_not_of(" \t\r\n") == std::string::npos; }
+
+/// The score of an STS-B row, or nullopt when it is not a finite number in [0, 5].
+std::optional<double> parse_score(const std::string& text) {
+  if (text.empty() || blank(text)) return std::nullopt;
+  errno = 0;
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (errno != 0 || end != text.c_str() + text.size() || !std::isfinite(v) || v < 0 || v > 5) return std::nullopt;
+  return v;
+}
+
+std::string label_list(const TaskSpec& task) {
+  std::ostringstream os;
+  for (size_t i = 0; i < task.labels.size(); ++i) os << (i ? ", " : "") << task.labels[i];
+  return os.str();
+}
+
+}  // namespace
+
+std::string split_path(const SplitSpec& split, const std::string& glue_dir) {
+  return (std::filesystem::path(glue_dir) / split.file).string();
+}
+
+SplitData read_split(const TaskSpec& task, const SplitSpec& split, const std::string& glue_dir,
+                     const ReadOptions& options) {
+  SplitData out;
+  out.task = task.name;
+  out.split = split.name;
+  out.path = split_path(split, glue_dir);
+  out.labelled = split.labelled();
+  TUPE_CHECK(std::filesystem::is_regular_file(out.path),
+             out.path << ": no such file (" << task.name << " " << split.name << " split)");
+  const TsvTable table = read_tsv(out.path, split.header);
+  const size_t columns = split.header ? table.header.size() : static_cast<size_t>(split.num_columns);
+  const size_t a = resolve(table, split.text_a), b = resolve(table, split.text_b);
+  const size_t label = resolve(table, split.label), index = resolve(table, split.index);
+
+  for (const TsvRow& row : table.rows) {
+    std::string problem;
+    Example ex;
+    ex.line = row.line;
+    if (row.fields.size() != columns) {
+      std::ostringstream os;
+      os << "expected " << columns << " columns" << (split.header ? " (as the header)" : "") << ", got "
+         << row.fields.size() << (row.fields.size() == 1 && row.fields[0].empty() ? " (empty line)" : "");
+      problem = os.str();
+    } else {
+      ex.text_a = row.fields[a];
+      if (b != std::string::npos) ex.text_b = row.fields[b];
+      if (blank(ex.text_a)) {
+        problem = "empty text in column '" + (split.text_a.name.empty() ? std::to_string(a + 1) : split.text_a.name) +
+                  "'";
+      } else if (b != std::string::npos && blank(ex.text_b)) {
+        problem = "empty text in column '" + (split.text_b.name.empty() ? std::to_string(b + 1) : split.text_b.name) +
+                  "'";
+      } else if (label != std::string::npos) {
+        const std::string& text = row.fields[label];
+        if (task.kind == TaskKind::kRegression) {
+          const auto score = parse_score(text);
+          if (!score) problem = "score '" + text + "' is not a number in [0, 5]";
+          else ex.score = *score;
+        } else {
+          ex.label = label_id(task, text);
+          if (ex.label < 0) problem = "unknown label '" + text + "' (expected " + label_list(task) + ")";
+        }
+      }
+      if (problem.empty() && index != std::string::npos) {
+        ex.index = row.fields[index];
+        if (blank(ex.index)) problem = "empty index";
+      }
+    }
+    if (problem.empty()) {
+      out.examples.push_back(std::move(ex));
+      continue;
+    }
+    std::ostringstream msg;
+    msg << out.path << ":" << row.line << ": " << problem;
+    TUPE_CHECK(options.skip_bad_rows, msg.str() << " (--skip-bad-rows skips such rows)");
+    ++out.skipped_rows;
+    if (out.skipped.size() < kMaxSkippedMessages) out.skipped.push_back(msg.str());
+  }
+  TUPE_CHECK(!out.examples.empty(), out.path << ": no usable rows (" << table.rows.size() << " rows, "
+                                             << out.skipped_rows << " skipped)");
+  return out;
+}
+
+}  // namespace tupe::glue
