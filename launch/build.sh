@@ -10,6 +10,7 @@ bash "$here/launch/setup.sh"
 # shellcheck disable=SC1091
 source "${TUPE_CACHE:-$HOME/.cache/tupe}/env.sh"
 export CCACHE_DIR="${CCACHE_DIR:-$TUPE_CACHE/ccache}"
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$here}"  # cache hits across checkouts in other folders
 if [ ! -f "$build/build.ninja" ]; then
   cmake -G Ninja -S "$here" -B "$build" \
     -DCMAKE_BUILD_TYPE="${TUPE_BUILD_TYPE:-Release}" \
