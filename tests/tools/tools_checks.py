@@ -223,7 +223,8 @@ def errors(work):
 
 if __name__ == "__main__":
     check_name, workdir = sys.argv[1], sys.argv[2]
-    os.makedirs(workdir, exist_ok=True)
+    shutil.rmtree(workdir, ignore_errors=True)  # a fresh folder per run: outputs must not exist yet
+    os.makedirs(workdir)
     {"export_hf": export_hf, "export_tupe": export_tupe, "analyze_sinusoidal": analyze_sinusoidal,
      "analyze_tupe": analyze_tupe, "errors": errors}[check_name](workdir)
     print("all checks passed")
