@@ -14,6 +14,8 @@
 #include <sstream>
 #include <string>
 
+#include "tests/support/python_runner.h"
+
 #include "data_pipeline/text/tokenizer_factory.h"
 
 namespace tupe::glue::testing {
@@ -70,25 +72,12 @@ inline std::string read_text(const std::filesystem::path& path) {
   return ss.str();
 }
 
-/// The Python with numpy, scipy and scikit-learn: $TUPE_PYTHON, else the configured one.
-inline std::string python() {
-  const char* env = std::getenv("TUPE_PYTHON");
-  return env && *env ? env : TUPE_GLUE_CONFIGURED_PYTHON;
-}
+/// The Python with the reference libraries: $TUPE_PYTHON, else the configured one.
+inline std::string python() { return ::tupe::testing::python_executable(TUPE_GLUE_CONFIGURED_PYTHON); }
 
-/// Runs `$TUPE_PYTHON <tests/glue>/<script> <args>`; returns the exit status and puts
-/// stdout+stderr into *output. A missing Python or library fails the script, and the test.
+/// Runs `$TUPE_PYTHON <this test folder>/<script> <args>` (tests/support/python_runner.h).
 inline int run_python(const std::string& script, const std::string& args, std::string* output) {
-  const std::string command = "'" + python() + "' '" + std::string(TUPE_GLUE_TEST_DIR) + "/" + script + "' " + args +
-                              " 2>&1";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (!pipe) return -1;
-  std::array<char, 4096> buf{};
-  output->clear();
-  size_t n = 0;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) output->append(buf.data(), n);
-  const int status = ::pclose(pipe);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return ::tupe::testing::run_python_script(python(), TUPE_GLUE_TEST_DIR, script, args, output);
 }
 
 /// The message of the tupe::Error `f` throws ("" when it throws nothing).

@@ -13,6 +13,8 @@
 #include <filesystem>
 #include <string>
 
+#include "tests/support/python_runner.h"
+
 namespace tupe::trainer::testing {
 
 /// mkdtemp folder removed (recursively) on destruction.
@@ -35,27 +37,12 @@ class TempDir {
  private:
   std::filesystem::path path_;
 };
+/// The Python with the reference libraries: $TUPE_PYTHON, else the configured one.
+inline std::string python() { return ::tupe::testing::python_executable(TUPE_CONFIGURED_PYTHON); }
 
-/// The Python with torch + safetensors: $TUPE_PYTHON (set by CTest), else the configured one.
-inline std::string python() {
-  const char* env = std::getenv("TUPE_PYTHON");
-  return env && *env ? env : TUPE_CONFIGURED_PYTHON;
-}
-
-/// Runs `$TUPE_PYTHON <this folder>/<script> <args>`; returns its exit status and puts
-/// stdout+stderr into *output. A missing Python or library makes the script fail, and so
-/// the test (never a skip).
+/// Runs `$TUPE_PYTHON <this test folder>/<script> <args>` (tests/support/python_runner.h).
 inline int run_python(const std::string& script, const std::string& args, std::string* output) {
-  const std::string command = "'" + python() + "' '" + std::string(TUPE_TRAINER_TEST_DIR) + "/" + script + "' " + args +
-                              " 2>&1";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (!pipe) return -1;
-  std::array<char, 4096> buf{};
-  output->clear();
-  size_t n = 0;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) output->append(buf.data(), n);
-  const int status = ::pclose(pipe);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return ::tupe::testing::run_python_script(python(), TUPE_TRAINER_TEST_DIR, script, args, output);
 }
 
 /// Max over elements of |a - b| / (|b| + abs_floor), in float64.

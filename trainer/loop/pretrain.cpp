@@ -321,7 +321,8 @@ PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cf
     window_tokens += batch.input_ids.numel() * world;
 
     if (step % cfg.train.log_every == 0 || step == max_steps) {
-      const double global_loss = all_reduce_sum(comm, {loss_sum.item<double>()}, device, "loss")[0] / global_masked;
+      const double local_loss_sum = loss_sum.item<double>();  // the only host sync of a log step
+      const double global_loss = all_reduce_sum(comm, {local_loss_sum}, device, "loss")[0] / global_masked;
       const double dt = seconds_since(window_start);
       ProgressLine p;
       p.step = step;
@@ -344,7 +345,7 @@ PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cf
                      {"epoch", pos.epoch},
                      {"consumed_samples", pos.consumed_samples},
                      {"loss", global_loss},
-                     {"local_loss", loss_sum.item<double>() / std::max(1.0, static_cast<double>(batch.masked_positions.numel()))},
+                     {"local_loss", local_loss_sum / std::max(1.0, static_cast<double>(batch.masked_positions.numel()))},
                      {"lr", lr},
                      {"grad_norm", std::isfinite(grad_norm) ? grad_norm : -1.0},
                      {"loss_scale", scaler.scale()},
