@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "common/error.h"
+#include "common/host_memory.h"
 
 namespace {
 
@@ -31,6 +32,7 @@ void usage(std::ostream& os) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  tupe::keep_freed_host_memory();  // before any thread or large tensor exists
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     usage(argc < 2 ? std::cerr : std::cout);
     return argc < 2 ? 2 : 0;

@@ -1,0 +1,151 @@
+// Step time of the four model variants, interleaved in ONE process (run by hand, not a test).
+//   variant_step_bench --shards DIR [--hidden 256] [--layers 4] [--seq 128] [--batch 16]
+//                      [--rounds 40] [--warmup 3] [--threads 1] [--precision fp32|bf16]
+//
+// Each round draws one batch from the loader (real shards, dynamic masks) and runs one full
+// pre-training step with it on every variant in turn: forward at the masked positions,
+// cross-entropy / masked tokens, backward, global-norm clipping, AdamW (what one rank of
+// `tupe pretrain` does per step, without the collectives). Dropout is on (model defaults).
+// Interleaving puts every variant under the same machine load, so the per-round ratio
+// t(variant) / t(BERT-A) is far less noisy than comparing separate runs. Reports, per variant,
+// the median of the wall-clock and of the thread-CPU step time, and the median of the
+// per-round ratios to BERT-A.
+#include <ATen/ATen.h>
+#include <time.h>
+
+#include <algorithm>
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include "common/error.h"
+#include "common/host_memory.h"
+#include "data_pipeline/loader.h"
+#include "model/tupe_bert.h"
+#include "trainer/grad_clip.h"
+#include "trainer/loop/autocast.h"
+#include "trainer/optimizer.h"
+
+namespace po = boost::program_options;
+using namespace tupe;
+
+namespace {
+
+double thread_cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+struct Variant {
+  std::string name;
+  model::TupeBert net{nullptr};
+  trainer::NamedTensors named;
+  std::unique_ptr<trainer::Optimizer> optimizer;
+  std::vector<double> wall_s, cpu_s, ratio;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool malloc_kept = keep_freed_host_memory();  // as `tupe` does (TUPE_HOST_MALLOC=default: glibc's policy)
+  std::string shards, precision;
+  int64_t hidden = 256, layers = 4, seq = 128, batch = 16, rounds = 40, warmup = 3, threads = 1;
+  po::options_description desc("variant_step_bench options");
+  desc.add_options()("help", "this help")("shards", po::value(&shards)->required(), "training shard file or folder")(
+      "hidden", po::value(&hidden)->default_value(256), "d (heads = d / 64, ffn = 4 d)")(
+      "layers", po::value(&layers)->default_value(4), "encoder layers")(
+      "seq", po::value(&seq)->default_value(128), "model.max_positions; batches are padded to the shards' length")(
+      "batch", po::value(&batch)->default_value(16), "sequences per step")(
+      "rounds", po::value(&rounds)->default_value(40), "timed rounds (one step of every variant each)")(
+      "warmup", po::value(&warmup)->default_value(3), "untimed rounds first")(
+      "threads", po::value(&threads)->default_value(1), "intra-op threads")(
+      "precision", po::value(&precision)->default_value("fp32"), "fp32 | bf16 (CPU autocast)");
+  try {
+    po::variables_map vm;
+    po::store(po::parse_command_line(argc, argv, desc), vm);
+    if (vm.count("help")) {
+      std::cout << desc << "\n";
+      return 0;
+    }
+    po::notify(vm);
+    TUPE_CHECK(precision == "fp32" || precision == "bf16", "--precision: '" << precision << "' is not fp32 or bf16");
+    at::set_num_threads(static_cast<int>(threads));
+
+    data::LoaderConfig lc;
+    lc.global_batch_size = batch;
+    lc.pad_to_max_seq_len = true;
+    auto ds = data::open_pretrain_dataset(data::split_list(shards), lc.dataset_options("train", ""));
+    data::Loader loader(ds, lc, 0, 1);
+
+    trainer::OptimizerOptions oo;
+    std::vector<Variant> variants;
+    for (const char* v : {"bert-absolute", "tupe-absolute", "bert-relative", "tupe-relative"}) {
+      model::ModelConfig mc;
+      mc.vocab_size = ds->info().vocab_size;
+      mc.hidden_size = hidden;
+      mc.num_layers = layers;
+      mc.num_heads = hidden / 64;
+      mc.ffn_size = 4 * hidden;
+      mc.max_positions = seq;
+      mc.position_encoding = model::parse_position_encoding(v);
+      mc.untie_cls = mc.position_encoding != model::PositionEncoding::kBertAbsolute;
+      at::manual_seed(1);
+      Variant var;
+      var.name = v;
+      var.net = model::TupeBert(mc);
+      var.net->train();
+      for (auto& p : var.net->named_parameters()) var.named.emplace_back(p.key(), p.value());
+      var.optimizer = trainer::make_optimizer(var.named, oo);
+      variants.push_back(std::move(var));
+    }
+    const auto amp = precision == "bf16" ? at::kBFloat16 : at::kFloat;
+    std::printf("d %lld, layers %lld, seq %lld, batch %lld, threads %lld, %s; %lld rounds after %lld warm-up; host "
+                "malloc: %s\n",
+                static_cast<long long>(hidden), static_cast<long long>(layers), static_cast<long long>(seq),
+                static_cast<long long>(batch), static_cast<long long>(threads), precision.c_str(),
+                static_cast<long long>(rounds), static_cast<long long>(warmup),
+                malloc_kept ? "freed memory kept" : "glibc default");
+
+    for (int64_t r = 0; r < warmup + rounds; ++r) {
+      const data::Batch b = loader.next();
+      const double masked = static_cast<double>(b.masked_positions.numel());
+      for (auto& v : variants) {
+        at::manual_seed(static_cast<uint64_t>(1000 + r));
+        const auto t0 = std::chrono::steady_clock::now();
+        const double c0 = thread_cpu_s();
+        v.optimizer->zero_grad();
+        at::Tensor logits;
+        {
+          trainer::AutocastScope autocast(at::kCPU, amp);
+          logits = v.net->mlm_logits(b.input_ids, b.attention_mask, b.segment_ids, b.masked_positions);
+        }
+        at::Tensor loss = at::cross_entropy_loss(logits.to(at::kFloat), b.masked_labels, {}, at::Reduction::Sum) / masked;
+        loss.backward();
+        trainer::clip_grad_norm(trainer::gradients_of(v.named), 1.0);
+        v.optimizer->step(1e-4);
+        const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const double cpu = thread_cpu_s() - c0;
+        if (r >= warmup) {
+          v.wall_s.push_back(wall);
+          v.cpu_s.push_back(cpu);
+          v.ratio.push_back(wall / variants.front().wall_s.back());
+        }
+      }
+    }
+    std::printf("%-14s %16s %16s %22s\n", "variant", "wall median (s)", "cpu median (s)", "vs BERT-A (median of rounds)");
+    for (auto& v : variants)
+      std::printf("%-14s %16.4f %16.4f %22.3f\n", v.name.c_str(), median(v.wall_s), median(v.cpu_s), median(v.ratio));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "variant_step_bench: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
