@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/sha256.h"
 #include "trainer/durable_io.h"
 #include "trainer/safetensors.h"
 
@@ -18,6 +19,8 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr char kManifestFormat[] = "tupe-checkpoint";
+/// 1: "files" maps names to byte counts; 2: to {"bytes", "sha256"}. Both are read.
+constexpr int64_t kManifestFormatVersion = 2;
 constexpr char kModelFile[] = "model.safetensors";
 constexpr char kOptimizerFile[] = "optimizer.safetensors";
 constexpr char kStateFile[] = "trainer_state.json";
@@ -38,9 +41,22 @@ int64_t parse_step_name(const std::string& name) {
   return step;
 }
 
-/// Validates <checkpoint>/manifest.json against the files; returns the step. Throws
-/// tupe::Error naming the file and the cause.
-int64_t validate_manifest(const fs::path& checkpoint) {
+/// One file as the manifest lists it.
+struct ManifestFile {
+  std::string name;
+  uint64_t size_bytes = 0;
+  std::string sha256;  ///< lower-case hex; "" in a version-1 manifest (sizes only)
+};
+
+/// What a manifest says about its checkpoint.
+struct Manifest {
+  int64_t step = 0;
+  std::vector<ManifestFile> files;
+};
+
+/// Parses <checkpoint>/manifest.json and checks it against the files' sizes (cheap: no file
+/// contents are read). Throws tupe::Error naming the file and the cause.
+Manifest validate_manifest(const fs::path& checkpoint) {
   const fs::path manifest_path = checkpoint / kManifestFile;
   const std::string where = manifest_path.string();
   std::error_code ec;
@@ -53,29 +69,60 @@ int64_t validate_manifest(const fs::path& checkpoint) {
   }
   TUPE_CHECK(m.is_object() && m.contains("format") && m["format"] == kManifestFormat,
              where << ": key 'format': expected '" << kManifestFormat << "'");
-  TUPE_CHECK(m.contains("format_version") && m["format_version"].is_number_integer() &&
-                 m["format_version"].get<int64_t>() == kCheckpointFormatVersion,
-             where << ": key 'format_version': expected " << kCheckpointFormatVersion << ", got "
-                   << (m.contains("format_version") ? m["format_version"].dump() : "(absent)"));
+  const bool known_version = m.contains("format_version") && m["format_version"].is_number_integer() &&
+                             m["format_version"].get<int64_t>() >= 1 &&
+                             m["format_version"].get<int64_t>() <= kManifestFormatVersion;
+  TUPE_CHECK(known_version, where << ": key 'format_version': expected 1 to " << kManifestFormatVersion << ", got "
+                                  << (m.contains("format_version") ? m["format_version"].dump() : "(absent)"));
+  const int64_t version = m["format_version"].get<int64_t>();
   TUPE_CHECK(m.contains("step") && m["step"].is_number_unsigned(), where << ": key 'step': missing or not an integer >= 0");
-  const int64_t step = m["step"].get<int64_t>();
+  Manifest out;
+  out.step = m["step"].get<int64_t>();
   const int64_t named_step = parse_step_name(checkpoint.filename().string());
-  TUPE_CHECK(named_step < 0 || named_step == step,
-             where << ": key 'step': " << step << " disagrees with the folder name " << checkpoint.filename().string());
+  TUPE_CHECK(named_step < 0 || named_step == out.step,
+             where << ": key 'step': " << out.step << " disagrees with the folder name " << checkpoint.filename().string());
   TUPE_CHECK(m.contains("files") && m["files"].is_object(), where << ": key 'files': missing or not an object");
   for (const char* required : {kModelFile, kOptimizerFile, kStateFile})
     TUPE_CHECK(m["files"].contains(required), where << ": key 'files." << required << "': missing");
-  for (const auto& [name, size] : m["files"].items()) {
-    TUPE_CHECK(size.is_number_unsigned(), where << ": key 'files." << name << "': expected a byte count");
+  for (const auto& [name, entry] : m["files"].items()) {
+    const std::string key = "key 'files." + name + "'";
     TUPE_CHECK(name.find('/') == std::string::npos && name != "." && name != "..",
-               where << ": key 'files." << name << "': not a plain file name");
+               where << ": " << key << ": not a plain file name");
+    ManifestFile f;
+    f.name = name;
+    if (version == 1) {  // "name": <bytes>
+      TUPE_CHECK(entry.is_number_unsigned(), where << ": " << key << ": expected a byte count");
+      f.size_bytes = entry.get<uint64_t>();
+    } else {  // "name": {"bytes": <bytes>, "sha256": "<64 hex>"}
+      TUPE_CHECK(entry.is_object() && entry.contains("bytes") && entry["bytes"].is_number_unsigned(),
+                 where << ": " << key << ": expected {\"bytes\": <count>, \"sha256\": <hex>}");
+      f.size_bytes = entry["bytes"].get<uint64_t>();
+      TUPE_CHECK(entry.contains("sha256") && entry["sha256"].is_string() &&
+                     entry["sha256"].get<std::string>().size() == 64,
+                 where << ": " << key << ": 'sha256' is missing or not 64 hex digits");
+      f.sha256 = entry["sha256"].get<std::string>();
+    }
     const fs::path file = checkpoint / name;
     const uint64_t actual = fs::file_size(file, ec);
     TUPE_CHECK(!ec, file.string() << ": listed in the manifest but unreadable: " << ec.message());
-    TUPE_CHECK(actual == size.get<uint64_t>(), file.string() << ": " << actual << " bytes, the manifest says "
-                                                             << size.get<uint64_t>() << " (damaged checkpoint)");
+    TUPE_CHECK(actual == f.size_bytes, file.string() << ": " << actual << " bytes, the manifest says " << f.size_bytes
+                                                     << " (damaged checkpoint)");
+    out.files.push_back(std::move(f));
   }
-  return step;
+  return out;
+}
+
+/// Re-hashes every file the manifest gives a digest for (reads all of them). Throws
+/// tupe::Error "<file>: SHA-256 <actual> differs from the manifest's <expected> (damaged
+/// checkpoint)".
+void verify_contents(const fs::path& checkpoint, const Manifest& manifest) {
+  for (const ManifestFile& f : manifest.files) {
+    if (f.sha256.empty()) continue;
+    const fs::path file = checkpoint / f.name;
+    const std::string actual = file_sha256_hex(file.string());
+    TUPE_CHECK(actual == f.sha256, file.string() << ": SHA-256 " << actual << " differs from the manifest's "
+                                                 << f.sha256 << " (damaged checkpoint)");
+  }
 }
 
 bool is_whole(const fs::path& checkpoint) {
@@ -161,13 +208,14 @@ fs::path CheckpointStore::save(const CheckpointContents& contents) {
     after_file_written(3);
     nlohmann::ordered_json manifest;
     manifest["format"] = kManifestFormat;
-    manifest["format_version"] = kCheckpointFormatVersion;
+    manifest["format_version"] = kManifestFormatVersion;
     manifest["step"] = step;
     manifest["files"] = nlohmann::ordered_json::object();
     for (const char* name : {kModelFile, kOptimizerFile, kStateFile}) {
       const uint64_t size_bytes = fs::file_size(temp / name, ec);
       TUPE_CHECK(!ec, (temp / name).string() << ": cannot stat after writing: " << ec.message());
-      manifest["files"][name] = size_bytes;
+      // Read back from the page cache just after the fsync: the digest of what was written.
+      manifest["files"][name] = {{"bytes", size_bytes}, {"sha256", file_sha256_hex((temp / name).string())}};
     }
     write_file_atomic(temp / kManifestFile, manifest.dump(2) + "\n");
     after_file_written(4);
@@ -188,7 +236,9 @@ fs::path CheckpointStore::save(const CheckpointContents& contents) {
 }
 
 CheckpointContents CheckpointStore::load(const fs::path& checkpoint_dir) {
-  const int64_t step = validate_manifest(checkpoint_dir);
+  const Manifest manifest = validate_manifest(checkpoint_dir);
+  verify_contents(checkpoint_dir, manifest);
+  const int64_t step = manifest.step;
   CheckpointContents out;
   out.model = read_safetensors(checkpoint_dir / kModelFile).tensors;
   SafetensorsContents optimizer = read_safetensors(checkpoint_dir / kOptimizerFile);
@@ -213,18 +263,38 @@ std::vector<int64_t> CheckpointStore::whole_steps(const fs::path& dir) {
   return steps;
 }
 
-std::optional<fs::path> CheckpointStore::latest(const fs::path& dir) {
-  // Newest first; validate only until the first whole one.
+namespace {
+
+/// Folders under `dir` named like checkpoints, newest step first (nothing validated).
+std::vector<std::pair<int64_t, fs::path>> checkpoint_candidates(const fs::path& dir) {
   std::vector<std::pair<int64_t, fs::path>> candidates;
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return std::nullopt;
+  if (!fs::is_directory(dir, ec)) return candidates;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const int64_t step = parse_step_name(entry.path().filename().string());
     if (step >= 0 && entry.is_directory(ec)) candidates.emplace_back(step, entry.path());
   }
   std::sort(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-  for (const auto& [step, path] : candidates)
+  return candidates;
+}
+
+}  // namespace
+
+std::optional<fs::path> CheckpointStore::latest(const fs::path& dir) {
+  for (const auto& [step, path] : checkpoint_candidates(dir))  // validate only until the first whole one
     if (is_whole(path)) return path;
+  return std::nullopt;
+}
+
+std::optional<LoadedCheckpoint> CheckpointStore::load_latest(const fs::path& dir, std::vector<std::string>* skipped) {
+  for (const auto& [step, path] : checkpoint_candidates(dir)) {
+    if (!is_whole(path)) continue;  // an interrupted save: not a checkpoint, nothing to report
+    try {
+      return LoadedCheckpoint{path, load(path)};
+    } catch (const Error& e) {
+      if (skipped) skipped->push_back(e.what());
+    }
+  }
   return std::nullopt;
 }
 

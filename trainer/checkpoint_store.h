@@ -5,13 +5,16 @@
 //   model.safetensors      the weights (readable by Python's safetensors)
 //   optimizer.safetensors  the optimizer state (optimizer.h), its kind in the metadata
 //   trainer_state.json     steps, loss scaler, RNG states, data position, config, vocab hash
-//   manifest.json          written last: {"format": "tupe-checkpoint", "format_version": 1,
-//                          "step": N, "files": {"model.safetensors": <bytes>, ...}}
+//   manifest.json          written last: {"format": "tupe-checkpoint", "format_version": 2,
+//                          "step": N, "files": {"model.safetensors": {"bytes": <count>,
+//                          "sha256": "<hex>"}, ...}} (version 1, sizes only, is still read)
 // Protocol: the files go into <dir>/.tmp-step_<8 digits>/, each one fsynced; then the
 // folder is renamed to step_<8 digits> and <dir> is fsynced. A crash at any point leaves
 // either the whole new checkpoint or none of it (a stale .tmp- folder, ignored and removed
 // by the next save). latest() only returns checkpoints whose manifest is valid and whose
-// files have the listed sizes.
+// files have the listed sizes (cheap); load() also re-hashes every file, so a file damaged
+// after the save (same size, other bytes) is refused, and load_latest() (what
+// `--resume auto` uses) then falls back to the next older checkpoint.
 // Only one process (rank 0) writes to a store; the caller decides which.
 #pragma once
 #include <filesystem>
@@ -33,6 +36,12 @@ struct CheckpointContents {
   TrainerState state;       ///< state.step names the folder
 };
 
+/// A checkpoint read by load_latest().
+struct LoadedCheckpoint {
+  std::filesystem::path dir;  ///< its step_<N> folder
+  CheckpointContents contents;
+};
+
 /// Exit status of a process killed by the test-only fault injection.
 inline constexpr int kCrashInjectionExitCode = 86;
 
@@ -52,13 +61,20 @@ class CheckpointStore {
   /// file on failure, leaving no partial checkpoint behind.
   std::filesystem::path save(const CheckpointContents& contents);
 
-  /// Reads a checkpoint folder; validates the manifest and the files (sizes, safetensors
-  /// structure, JSON keys) and that the step agrees. Tensors come back on the CPU.
-  /// Throws ONE-line tupe::Error naming the file and the cause.
+  /// Reads a checkpoint folder; validates the manifest and the files (sizes, SHA-256 of
+  /// every file, safetensors structure, JSON keys) and that the step agrees. Tensors come
+  /// back on the CPU. Throws ONE-line tupe::Error naming the file and the cause.
   static CheckpointContents load(const std::filesystem::path& checkpoint_dir);
 
   /// The newest whole checkpoint folder under `dir`, or nullopt (no folder, or none whole).
+  /// "Whole": a valid manifest and files of the listed sizes (contents are not read).
   static std::optional<std::filesystem::path> latest(const std::filesystem::path& dir);
+
+  /// load() of the newest whole checkpoint under `dir` that loads without error, trying
+  /// older ones after a failure (a damaged file); nullopt when none loads. Each skipped
+  /// checkpoint's one-line error is appended to `skipped` (may be null).
+  static std::optional<LoadedCheckpoint> load_latest(const std::filesystem::path& dir,
+                                                     std::vector<std::string>* skipped);
 
   /// Steps of the whole checkpoints under `dir`, ascending.
   static std::vector<int64_t> whole_steps(const std::filesystem::path& dir);

@@ -3,7 +3,7 @@
 #include <sentencepiece_processor.h>
 
 #include "common/error.h"
-#include "data_pipeline/text/sha256.h"
+#include "common/sha256.h"
 #include "data_pipeline/text/utf8.h"
 
 namespace tupe::data {

@@ -11,7 +11,7 @@
 #include <unordered_map>
 
 #include "common/error.h"
-#include "data_pipeline/text/sha256.h"
+#include "common/sha256.h"
 #include "data_pipeline/text/utf8.h"
 
 namespace tupe::data {

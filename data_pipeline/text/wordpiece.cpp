@@ -8,7 +8,7 @@
 
 #include "common/error.h"
 #include "data_pipeline/text/bert_pretokenizer.h"
-#include "data_pipeline/text/sha256.h"
+#include "common/sha256.h"
 #include "data_pipeline/text/utf8.h"
 
 namespace tupe::data {

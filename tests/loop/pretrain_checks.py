@@ -8,7 +8,8 @@ Usage: pretrain_checks.py CHECK WORKDIR
   shards      preprocess WikiText-2 into WORKDIR/shards (fixture for the others)
   exactness   2 ranks x micro-batch b == 1 rank x 2b == 1 rank x b with 2 accumulation steps
   resume      10 steps + resume + 10 == 20 straight, bitwise; 2 ranks -> resume on 1 rank
-  crash       a checkpoint write killed midway leaves the previous one for --resume auto
+  crash       a checkpoint write killed midway leaves the previous one for --resume auto;
+              a file damaged later is refused by --resume PATH and skipped by --resume auto
   signal      SIGUSR1 checkpoints and stops; --resume auto continues
   watchdog    a stalled rank ends the whole job with the watchdog's message
   learns      tiny TUPE-R under mpirun -np 2 lowers its MLM loss clearly
@@ -155,7 +156,28 @@ def check_crash(work):
     p = mpirun(1, pretrain_args(work, ck, **{"train.max_steps": 20}) + ["--resume", "auto"])
     if "resumed from" not in p.stdout or "step_00000010" not in p.stdout:
         sys.exit(f"FAILED: --resume auto did not take step 10:\n{p.stdout[-2000:]}")
-    print("crash OK: previous checkpoint taken, run completed to", sorted(os.listdir(ck)))
+    # A file damaged after its save (same size, one byte changed): --resume PATH refuses it
+    # naming the file; --resume auto falls back to the older checkpoint and says why.
+    model = os.path.join(ck, "step_00000020", "model.safetensors")
+    size = os.path.getsize(model)
+    with open(model, "r+b") as f:
+        f.seek(size - 3)
+        b = f.read(1)
+        f.seek(size - 3)
+        f.write(bytes([b[0] ^ 0x40]))
+    p = mpirun(1, pretrain_args(work, ck, **{"train.max_steps": 30}) + ["--resume", os.path.dirname(model)],
+               check=False)
+    err = [line for line in p.stderr.splitlines() if line.startswith("tupe pretrain: error: ")]
+    if p.returncode == 0 or len(err) != 1 or "model.safetensors: SHA-256" not in err[0] or "damaged checkpoint" not in err[0]:
+        sys.exit(f"FAILED: --resume PATH took a damaged checkpoint or said nothing useful:\n{p.stdout[-1000:]}\n{p.stderr[-1000:]}")
+    p = mpirun(2, pretrain_args(work, ck, **{"train.max_steps": 30}) + ["--resume", "auto"])
+    if ("skipping a damaged checkpoint" not in p.stdout or "step_00000020/model.safetensors: SHA-256" not in p.stdout
+            or "resumed from" not in p.stdout or "step_00000010 at step 10" not in p.stdout):
+        sys.exit(f"FAILED: --resume auto did not skip the damaged step 20 for step 10:\n{p.stdout[-2000:]}")
+    whole = sorted(d for d in os.listdir(ck) if d.startswith("step_"))
+    if whole != ["step_00000010", "step_00000020", "step_00000030"]:
+        sys.exit(f"FAILED: after the fallback run the checkpoints are {whole}")
+    print("crash OK: previous checkpoint taken after a crash and after a damaged file, run completed to", whole)
 
 
 def check_signal(work):

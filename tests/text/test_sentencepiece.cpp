@@ -8,7 +8,7 @@
 
 #include "data_pipeline/text/sentencepiece_tokenizer.h"
 #include "data_pipeline/text/sentencepiece_train.h"
-#include "data_pipeline/text/sha256.h"
+#include "common/sha256.h"
 #include "data_pipeline/text/tokenizer_factory.h"
 #include "text_test_util.h"
 

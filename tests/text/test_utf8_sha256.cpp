@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <random>
 
-#include "data_pipeline/text/sha256.h"
+#include "common/sha256.h"
 #include "data_pipeline/text/utf8.h"
 #include "data_pipeline/text/wordpiece.h"
 #include "text_test_util.h"

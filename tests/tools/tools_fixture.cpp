@@ -17,7 +17,7 @@
 #include <exception>
 #include <string>
 
-#include "data_pipeline/text/sha256.h"
+#include "common/sha256.h"
 #include "model/tupe_bert.h"
 #include "trainer/checkpoint_store.h"
 #include "trainer/export/checkpoint_model.h"
@@ -79,7 +79,7 @@ int make(const std::string& dir, const std::string& variant, const std::string& 
   contents.state.scheduler_step = 100;
   for (const auto& [k, v] : model::ModelConfig::fields().to_kv(c)) contents.state.config["model." + k] = v;
   contents.state.config["tokenizer.lower_case"] = "true";
-  contents.state.vocab_sha256 = data::file_sha256_hex(vocab);
+  contents.state.vocab_sha256 = file_sha256_hex(vocab);
   contents.state.rng = trainer::capture_rng_states();
   trainer::CheckpointOptions options;
   options.dir = dir;

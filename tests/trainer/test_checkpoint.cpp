@@ -1,13 +1,17 @@
 // The checkpoint store: bitwise round trip (weights, optimizer state, steps, scaler, RNG,
 // data position, config), a crash between files (a forked child killed by the fault
 // injection) leaves the previous checkpoint as latest(), retention keeps exactly the right
-// steps, latest() skips incomplete or damaged folders, and the config check lists every
+// steps, latest() skips incomplete or damaged folders, the manifest's SHA-256 of every file
+// (checked against coreutils' sha256sum) catches a changed byte, load_latest() falls back
+// past it, version-1 manifests (sizes only) still load, and the config check lists every
 // differing key.
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "common/error.h"
 #include "tests/trainer/test_util.h"
@@ -54,6 +58,38 @@ void expect_same(const NamedTensors& a, const NamedTensors& b) {
     ASSERT_TRUE(other.defined()) << name;
     EXPECT_TRUE(testing::bitwise_equal(t, other)) << name;
   }
+}
+
+/// SHA-256 of a file by coreutils' sha256sum: an implementation independent of ours.
+std::string sha256sum(const fs::path& file) {
+  const std::string cmd = "sha256sum '" + file.string() + "'";
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  if (!pipe) return "popen failed";
+  char hex[65] = {0};
+  const size_t got = std::fread(hex, 1, 64, pipe);
+  ::pclose(pipe);
+  return std::string(hex, got);
+}
+
+/// Flips one bit of the byte `from_end` bytes before the end of `file` (size unchanged).
+void flip_byte(const fs::path& file, uint64_t from_end) {
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  const auto pos = static_cast<std::streamoff>(fs::file_size(file) - from_end);
+  f.seekg(pos);
+  char c = 0;
+  f.read(&c, 1);
+  f.seekp(pos);
+  c = static_cast<char>(c ^ 0x10);
+  f.write(&c, 1);
+}
+
+std::string load_error(const fs::path& p) {
+  try {
+    CheckpointStore::load(p);
+  } catch (const Error& e) {
+    return std::string(e.what());
+  }
+  return std::string();
 }
 
 CheckpointOptions options_for(const fs::path& dir, int64_t keep_last = 0, int64_t keep_every = 0) {
@@ -206,14 +242,6 @@ TEST(TrainerCheckpoint, LatestSkipsIncompleteAndDamagedFolders) {
   EXPECT_EQ(CheckpointStore::latest(dir.path()), dir / "step_00000003");
   EXPECT_EQ(CheckpointStore::whole_steps(dir.path()), std::vector<int64_t>{3});
 
-  auto load_error = [](const fs::path& p) {
-    try {
-      CheckpointStore::load(p);
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
   const std::string e5 = load_error(dir / "step_00000005");
   EXPECT_NE(e5.find("model.safetensors: "), std::string::npos) << e5;
   EXPECT_NE(e5.find("the manifest says"), std::string::npos) << e5;
@@ -226,8 +254,81 @@ TEST(TrainerCheckpoint, LatestSkipsIncompleteAndDamagedFolders) {
   text.replace(pos, 18, "\"consumed_sampleX\"");
   write_file_atomic(state, text);
   const std::string e3 = load_error(dir / "step_00000003");
-  EXPECT_NE(e3.find("key 'data_position.consumed_samples': missing"), std::string::npos) << e3;
-  EXPECT_EQ(e3.find('\n'), std::string::npos);
+  EXPECT_NE(e3.find("trainer_state.json: SHA-256"), std::string::npos) << e3;
+  // With the manifest's digest updated too (a consistent but wrong file), the key is named.
+  const fs::path manifest_path = dir / "step_00000003" / "manifest.json";
+  auto manifest = nlohmann::json::parse(read_file_bytes(manifest_path));
+  manifest["files"]["trainer_state.json"]["sha256"] = sha256sum(state);
+  write_file_atomic(manifest_path, manifest.dump());
+  const std::string e3b = load_error(dir / "step_00000003");
+  EXPECT_NE(e3b.find("key 'data_position.consumed_samples': missing"), std::string::npos) << e3b;
+  EXPECT_EQ(e3b.find('\n'), std::string::npos);
+}
+
+TEST(TrainerCheckpoint, ManifestHoldsTheSha256OfEveryFile) {
+  TempDir dir;
+  CheckpointStore store(options_for(dir.path()));
+  const fs::path ck = store.save(make_contents(7));
+  const auto manifest = nlohmann::json::parse(read_file_bytes(ck / "manifest.json"));
+  EXPECT_EQ(manifest["format_version"], 2);
+  ASSERT_EQ(manifest["files"].size(), 3u);
+  for (const char* name : {"model.safetensors", "optimizer.safetensors", "trainer_state.json"}) {
+    const auto& entry = manifest["files"][name];
+    EXPECT_EQ(entry["bytes"].get<uint64_t>(), fs::file_size(ck / name)) << name;
+    const std::string expected = sha256sum(ck / name);
+    ASSERT_EQ(expected.size(), 64u) << "sha256sum gave '" << expected << "'";
+    EXPECT_EQ(entry["sha256"].get<std::string>(), expected) << name;
+  }
+}
+
+TEST(TrainerCheckpoint, ChangedByteIsRefusedAndLoadLatestFallsBack) {
+  TempDir dir;
+  CheckpointStore store(options_for(dir.path()));
+  for (int64_t step : {3, 4, 5}) store.save(make_contents(step));
+  flip_byte(dir / "step_00000005" / "model.safetensors", 2);      // inside the last tensor's data
+  flip_byte(dir / "step_00000004" / "optimizer.safetensors", 40);  // another file, another place
+  // Sizes still agree: the cheap check keeps listing them; loading reads every byte.
+  EXPECT_EQ(CheckpointStore::latest(dir.path()), dir / "step_00000005");
+  const std::string e5 = load_error(dir / "step_00000005");
+  EXPECT_NE(e5.find((dir / "step_00000005" / "model.safetensors").string() + ": SHA-256"), std::string::npos) << e5;
+  EXPECT_NE(e5.find("differs from the manifest's"), std::string::npos) << e5;
+  EXPECT_EQ(e5.find('\n'), std::string::npos);
+
+  std::vector<std::string> skipped;
+  const auto loaded = CheckpointStore::load_latest(dir.path(), &skipped);
+  ASSERT_TRUE(loaded.has_value());
+  EXPECT_EQ(loaded->dir, dir / "step_00000003");
+  EXPECT_EQ(loaded->contents.state.step, 3);
+  expect_same(loaded->contents.model, make_contents(3).model);
+  ASSERT_EQ(skipped.size(), 2u);
+  EXPECT_NE(skipped[0].find("step_00000005/model.safetensors: SHA-256"), std::string::npos) << skipped[0];
+  EXPECT_NE(skipped[1].find("step_00000004/optimizer.safetensors: SHA-256"), std::string::npos) << skipped[1];
+
+  flip_byte(dir / "step_00000003" / "trainer_state.json", 5);
+  skipped.clear();
+  EXPECT_FALSE(CheckpointStore::load_latest(dir.path(), &skipped).has_value());
+  EXPECT_EQ(skipped.size(), 3u);
+  EXPECT_FALSE(CheckpointStore::load_latest(dir.path() / "absent", nullptr).has_value());
+}
+
+TEST(TrainerCheckpoint, Version1ManifestWithSizesOnlyStillLoads) {
+  TempDir dir;
+  CheckpointStore store(options_for(dir.path()));
+  const CheckpointContents saved = make_contents(9);
+  const fs::path ck = store.save(saved);
+  nlohmann::ordered_json v1;
+  v1["format"] = "tupe-checkpoint";
+  v1["format_version"] = 1;
+  v1["step"] = 9;
+  for (const char* name : {"model.safetensors", "optimizer.safetensors", "trainer_state.json"})
+    v1["files"][name] = fs::file_size(ck / name);
+  write_file_atomic(ck / "manifest.json", v1.dump(2));
+  const CheckpointContents back = CheckpointStore::load(ck);
+  expect_same(back.model, saved.model);
+  EXPECT_EQ(back.state.step, 9);
+  v1["format_version"] = 3;
+  write_file_atomic(ck / "manifest.json", v1.dump(2));
+  EXPECT_NE(load_error(ck).find("key 'format_version': expected 1 to 2, got 3"), std::string::npos) << load_error(ck);
 }
 
 TEST(TrainerCheckpoint, ConfigCheckListsEveryDifferingKey) {

@@ -7,7 +7,7 @@
 #include <regex>
 
 #include "common/error.h"
-#include "data_pipeline/text/sha256.h"
+#include "common/sha256.h"
 #include "trainer/export/checkpoint_model.h"
 #include "trainer/export/hf_bert.h"
 #include "trainer/safetensors.h"
@@ -93,7 +93,7 @@ ExportResult export_checkpoint(const ExportOptions& options) {
   result.vocab = pick_vocab(options, ckpt);
   if (!result.vocab.empty()) {
     const std::string& saved = ckpt.contents.state.vocab_sha256;
-    const std::string actual = data::file_sha256_hex(result.vocab.string());
+    const std::string actual = file_sha256_hex(result.vocab.string());
     TUPE_CHECK(saved.empty() || saved == actual, result.vocab.string() << ": vocabulary sha256 " << actual
                                                      << " differs from the checkpoint's " << saved << " (" << where << ")");
     if (result.vocab.extension() == ".txt") {

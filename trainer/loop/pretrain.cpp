@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstring>
 #include <optional>
 #include <sstream>
 
@@ -216,27 +217,45 @@ PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cf
   state.config = cfg.effective;
   state.vocab_sha256 = info.vocab_sha256;
   state.world_size = world;
-  std::optional<std::filesystem::path> from;
+  std::optional<LoadedCheckpoint> loaded;
   if (resume == "auto") {
-    from = CheckpointStore::latest(cfg.checkpoint.dir);
-    if (!from) progress.message("resume auto: no whole checkpoint under " + cfg.checkpoint.dir + ": starting fresh");
+    std::vector<std::string> skipped;
+    loaded = CheckpointStore::load_latest(cfg.checkpoint.dir, &skipped);
+    for (const auto& why : skipped) progress.message("resume auto: skipping a damaged checkpoint: " + why);
+    if (!loaded) progress.message("resume auto: no whole checkpoint under " + cfg.checkpoint.dir + ": starting fresh");
   } else if (resume != "none" && !resume.empty()) {
-    from = std::filesystem::path(resume);
+    loaded = LoadedCheckpoint{resume, CheckpointStore::load(resume)};
   }
-  if (from) {
-    CheckpointContents ck = CheckpointStore::load(*from);
-    check_config_compatible(ck.state.compat_kv(), state.compat_kv(), resume_must_match_keys(), from->string());
-    copy_named_tensors(named, ck.model, (*from / "model.safetensors").string());
+  // Every rank read the checkpoint itself: they must have taken the same one.
+  {
+    const int64_t mine = loaded ? loaded->contents.state.step : -1;
+    std::vector<uint8_t> bytes(sizeof(mine)), all;
+    std::memcpy(bytes.data(), &mine, sizeof(mine));
+    comm.all_gather_host(bytes, all, "resume step check")->wait();
+    for (int r = 0; r < world; ++r) {
+      int64_t theirs = 0;
+      std::memcpy(&theirs, all.data() + r * sizeof(theirs), sizeof(theirs));
+      TUPE_CHECK(theirs == mine, "resume: rank " << rank << " resumes at step " << mine << " but rank " << r
+                                                 << " at step " << theirs << " (-1: fresh start); is the checkpoint "
+                                                    "folder the same on every node?");
+    }
+  }
+  if (loaded) {
+    const std::filesystem::path from = loaded->dir;
+    CheckpointContents& ck = loaded->contents;
+    check_config_compatible(ck.state.compat_kv(), state.compat_kv(), resume_must_match_keys(), from.string());
+    copy_named_tensors(named, ck.model, (from / "model.safetensors").string());
     optimizer->load_state_dict(ck.optimizer);
     scaler.load_state(ck.state.loss_scaler);
     state.step = ck.state.step;
     state.scheduler_step = ck.state.scheduler_step;
     state.data = ck.state.data;
     std::ostringstream msg;
-    msg << "resumed from " << from->string() << " at step " << state.step << " (epoch " << state.data.epoch
+    msg << "resumed from " << from.string() << " at step " << state.step << " (epoch " << state.data.epoch
         << ", consumed samples " << state.data.consumed_samples << ", saved by " << ck.state.world_size
         << " ranks, now " << world << ")";
     progress.message(msg.str());
+    loaded.reset();  // the host copy of weights and optimizer state is not needed any more
   }
 
   dist::DistributedDataParallel ddp(comm, params, cfg.dist);

@@ -1,4 +1,4 @@
-#include "data_pipeline/text/sha256.h"
+#include "common/sha256.h"
 
 #include <openssl/evp.h>
 
@@ -10,7 +10,7 @@
 
 #include "common/error.h"
 
-namespace tupe::data {
+namespace tupe {
 
 namespace {
 
@@ -64,4 +64,4 @@ std::string file_sha256_hex(const std::string& path) {
   return h.hex();
 }
 
-}  // namespace tupe::data
+}  // namespace tupe
