@@ -4,9 +4,9 @@
 #include <c10/core/GradMode.h>
 
 #include <cmath>
-#include <map>
 
 #include "common/error.h"
+#include "trainer/grad_clip.h"
 
 namespace tupe::trainer {
 
@@ -20,22 +20,22 @@ at::Tensor DynamicLossScaler::scale_loss(const at::Tensor& loss) const {
   return scaling_enabled_ ? loss * state_.scale : loss;
 }
 
-bool DynamicLossScaler::unscale_and_check(const std::vector<at::Tensor>& grads) const {
-  if (grads.empty()) return true;
+DynamicLossScaler::GradCheck DynamicLossScaler::unscale_clip_and_check(const std::vector<at::Tensor>& grads,
+                                                                      double max_norm) const {
+  GradCheck out;
+  const double scaled_norm = global_grad_norm(grads);  // the one host sync
+  out.norm = scaled_norm / state_.scale;
+  out.finite = std::isfinite(scaled_norm);
+  if (!out.finite) return out;
+  const bool clip = max_norm > 0 && out.norm > max_norm;
+  if (!clip && state_.scale == 1.0) return out;
+  const double factor = (clip ? max_norm / (out.norm + 1e-6) : 1.0) / state_.scale;
   c10::NoGradGuard no_grad;
-  // The fused kernel wants one device per call.
-  std::map<std::string, std::vector<at::Tensor>> by_device;
-  for (const at::Tensor& g : grads) by_device[g.device().str()].push_back(g);
-  at::Tensor found_total;
-  for (auto& [device, group] : by_device) {
-    const auto opts = at::TensorOptions().dtype(at::kFloat).device(group.front().device());
-    at::Tensor found_inf = at::zeros({1}, opts);
-    const at::Tensor inv_scale = at::full({1}, 1.0 / state_.scale, opts);
-    at::_amp_foreach_non_finite_check_and_unscale_(group, found_inf, inv_scale);
-    found_inf = found_inf.to(at::kCPU);
-    found_total = found_total.defined() ? found_total + found_inf : found_inf;
+  for (const at::Tensor& g : grads) {
+    at::Tensor grad = g;
+    grad.mul_(factor);
   }
-  return found_total.item<float>() == 0.0f;
+  return out;
 }
 
 bool DynamicLossScaler::update(bool grads_finite, int64_t step) {

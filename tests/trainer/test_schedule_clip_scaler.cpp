@@ -120,7 +120,7 @@ PrecisionOptions fp16_options() {
 /// One training step as the pre-training loop does it: unscale + check, then either the
 /// optimizer update or a skip. Returns whether the update was applied.
 bool train_step(DynamicLossScaler& scaler, Optimizer& opt, const NamedTensors& params, int64_t step) {
-  const bool finite = scaler.unscale_and_check(gradients_of(params));
+  const bool finite = scaler.unscale_clip_and_check(gradients_of(params), 0.0).finite;
   if (!scaler.update(finite, step)) return false;
   opt.step(1e-3);
   return true;
@@ -159,10 +159,39 @@ TEST(TrainerLossScaler, InfGradientsSkipTheStepAndHalveTheScale) {
   // fp16 grads work too (the check runs over every grad, any float dtype).
   std::vector<at::Tensor> half = {at::full({4}, 2.0, at::kHalf), at::full({2}, 65504.0, at::kHalf)};
   DynamicLossScaler s2(fp16_options());
-  EXPECT_TRUE(s2.unscale_and_check(half));
+  EXPECT_TRUE(s2.unscale_clip_and_check(half, 0.0).finite);
   EXPECT_EQ(half[0][0].item<float>(), 2.0f / 65536.0f);
   half[1][0] = std::numeric_limits<float>::infinity();
-  EXPECT_FALSE(s2.unscale_and_check(half));
+  const auto bad = s2.unscale_clip_and_check(half, 0.0);
+  EXPECT_FALSE(bad.finite);
+  EXPECT_TRUE(std::isinf(bad.norm));
+  EXPECT_EQ(half[0][0].item<float>(), 2.0f / 65536.0f);  // a skipped step leaves the grads alone
+}
+
+TEST(TrainerLossScaler, OneMultiplyEqualsUnscaleThenClipBitForBit) {
+  // The reference is the two-pass procedure: g / S, then torch's clip rule on the result.
+  DynamicLossScaler scaler(fp16_options());  // S = 65536
+  const double S = scaler.scale();
+  for (double max_norm : {1.0, 1e6, 0.0}) {  // clipping active; inactive; off
+    auto fused = random_grads(S * 3.0);
+    std::vector<at::Tensor> unscaled;
+    for (const auto& g : fused) unscaled.push_back(g * static_cast<float>(1.0 / S));
+    const double expected_norm = float64_norm(unscaled);
+    const double reference_norm = clip_grad_norm(unscaled, max_norm);
+    const auto checked = scaler.unscale_clip_and_check(fused, max_norm);
+    EXPECT_TRUE(checked.finite);
+    EXPECT_EQ(checked.norm, reference_norm) << max_norm;
+    EXPECT_NEAR(checked.norm, expected_norm, 1e-6 * expected_norm);
+    for (size_t i = 0; i < fused.size(); ++i) EXPECT_TRUE(testing::bitwise_equal(fused[i], unscaled[i])) << max_norm;
+  }
+  // S = 1 (bf16/fp32) below the threshold: nothing is written.
+  PrecisionOptions o;
+  o.precision = Precision::kBf16;
+  DynamicLossScaler one(o);
+  auto grads = random_grads(1.0);
+  const at::Tensor before = grads[0].clone();
+  EXPECT_NEAR(one.unscale_clip_and_check(grads, 1e6).norm, float64_norm(grads), 1e-6 * float64_norm(grads));
+  EXPECT_TRUE(testing::bitwise_equal(grads[0], before));
 }
 
 TEST(TrainerLossScaler, GrowsAfterTheIntervalAndResetsOnOverflow) {
@@ -209,7 +238,7 @@ TEST(TrainerLossScaler, Bf16KeepsScaleOneButStillSkipsAndStateRoundTrips) {
   EXPECT_FALSE(bf16.update(false, 1));
   EXPECT_EQ(bf16.scale(), 1.0);
   std::vector<at::Tensor> g = {at::full({2}, 3.0)};
-  EXPECT_TRUE(bf16.unscale_and_check(g));
+  EXPECT_TRUE(bf16.unscale_clip_and_check(g, 0.0).finite);
   EXPECT_EQ(g[0][0].item<float>(), 3.0f);
 
   DynamicLossScaler a(fp16_options()), b(fp16_options());

@@ -184,8 +184,7 @@ RunRecord run_finetuning(const RunEnvironment& env, const TaskData& data, double
       }
       ddp.finish_grad_sync();
       const std::vector<at::Tensor> grads = trainer::gradients_of(params);
-      const bool finite = scaler.unscale_and_check(grads);
-      if (finite) trainer::clip_grad_norm(grads, cfg.clip_grad_norm);
+      const bool finite = scaler.unscale_clip_and_check(grads, cfg.clip_grad_norm).finite;
       lr_now = schedule.lr(step);
       if (scaler.update(finite, step)) optimizer.step(lr_now);
       else ++rec.skipped_steps;

@@ -328,8 +328,9 @@ PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cf
     }
     ddp.finish_grad_sync();
     const auto grads = gradients_of(named);
-    const bool finite = scaler.unscale_and_check(grads);
-    const double grad_norm = finite ? clip_grad_norm(grads, cfg.optimizer.clip_grad_norm) : INFINITY;
+    const auto checked = scaler.unscale_clip_and_check(grads, cfg.optimizer.clip_grad_norm);
+    const bool finite = checked.finite;
+    const double grad_norm = finite ? checked.norm : INFINITY;
     const double lr = schedule.lr(state.scheduler_step + 1);
     if (scaler.update(finite, step)) {
       optimizer->step(lr);
@@ -340,7 +341,7 @@ PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cf
     window_tokens += batch.input_ids.numel() * world;
 
     if (step % cfg.train.log_every == 0 || step == max_steps) {
-      const double local_loss_sum = loss_sum.item<double>();  // the only host sync of a log step
+      const double local_loss_sum = loss_sum.item<double>();  // a log step's one extra host sync
       const double global_loss = all_reduce_sum(comm, {local_loss_sum}, device, "loss")[0] / global_masked;
       const double dt = seconds_since(window_start);
       ProgressLine p;

@@ -10,7 +10,8 @@
 //      accumulation split: ARCHITECTURE.md "Data parallel is exact"), backward of L_m * S
 //      (S = fp16 loss scale); the buckets all-reduce (SUM) during the last micro-step's
 //      backward only;
-//   3. unscale and inf/NaN check; global gradient-norm clipping; the loss scaler decides
+//   3. one pass over the grads: their global norm (inf/NaN iff some grad is; the step's
+//      one host sync), then unscale and clip with one multiply; the loss scaler decides
 //      whether to apply; AdamW/LAMB at lr(scheduler step + 1); fp32 master weights;
 //   4. every train.log_every steps the global loss (one all-reduce), a progress line and a
 //      metrics record; validation every train.eval_every; a checkpoint every
