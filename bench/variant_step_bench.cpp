@@ -1,6 +1,7 @@
 // Step time of the four model variants, interleaved in ONE process (run by hand, not a test).
 //   variant_step_bench --shards DIR [--hidden 256] [--layers 4] [--seq 128] [--batch 16]
 //                      [--rounds 40] [--warmup 3] [--threads 1] [--precision fp32|bf16]
+//                      [--device cpu|cuda]
 //
 // Each round draws one batch from the loader (real shards, dynamic masks) and runs one full
 // pre-training step with it on every variant in turn: forward at the masked positions,
@@ -9,8 +10,10 @@
 // Interleaving puts every variant under the same machine load, so the per-round ratio
 // t(variant) / t(BERT-A) is far less noisy than comparing separate runs. Reports, per variant,
 // the median of the wall-clock and of the thread-CPU step time, and the median of the
-// per-round ratios to BERT-A.
+// per-round ratios to BERT-A. On --device cuda each step ends with a device synchronize
+// (the CPU-time column then means little).
 #include <ATen/ATen.h>
+#include <torch/cuda.h>
 #include <time.h>
 
 #include <algorithm>
@@ -56,7 +59,7 @@ struct Variant {
 
 int main(int argc, char** argv) {
   const bool malloc_kept = keep_freed_host_memory();  // as `tupe` does (TUPE_HOST_MALLOC=default: glibc's policy)
-  std::string shards, precision;
+  std::string shards, precision, device_name;
   int64_t hidden = 256, layers = 4, seq = 128, batch = 16, rounds = 40, warmup = 3, threads = 1;
   po::options_description desc("variant_step_bench options");
   desc.add_options()("help", "this help")("shards", po::value(&shards)->required(), "training shard file or folder")(
@@ -67,7 +70,8 @@ int main(int argc, char** argv) {
       "rounds", po::value(&rounds)->default_value(40), "timed rounds (one step of every variant each)")(
       "warmup", po::value(&warmup)->default_value(3), "untimed rounds first")(
       "threads", po::value(&threads)->default_value(1), "intra-op threads")(
-      "precision", po::value(&precision)->default_value("fp32"), "fp32 | bf16 (CPU autocast)");
+      "precision", po::value(&precision)->default_value("fp32"), "fp32 | bf16 (autocast)")(
+      "device", po::value(&device_name)->default_value("cpu"), "cpu | cuda");
   try {
     po::variables_map vm;
     po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -77,6 +81,12 @@ int main(int argc, char** argv) {
     }
     po::notify(vm);
     TUPE_CHECK(precision == "fp32" || precision == "bf16", "--precision: '" << precision << "' is not fp32 or bf16");
+    TUPE_CHECK(device_name == "cpu" || device_name == "cuda", "--device: '" << device_name << "' is not cpu or cuda");
+    TUPE_CHECK(device_name == "cpu" || torch::cuda::is_available(), "--device: cuda requested but no GPU is visible");
+    const c10::Device device(device_name == "cuda" ? c10::kCUDA : c10::kCPU);
+    const auto sync = [&] {
+      if (device.is_cuda()) torch::cuda::synchronize();
+    };
     at::set_num_threads(static_cast<int>(threads));
 
     data::LoaderConfig lc;
@@ -101,36 +111,44 @@ int main(int argc, char** argv) {
       Variant var;
       var.name = v;
       var.net = model::TupeBert(mc);
+      var.net->to(device);
       var.net->train();
       for (auto& p : var.net->named_parameters()) var.named.emplace_back(p.key(), p.value());
       var.optimizer = trainer::make_optimizer(var.named, oo);
       variants.push_back(std::move(var));
     }
     const auto amp = precision == "bf16" ? at::kBFloat16 : at::kFloat;
-    std::printf("d %lld, layers %lld, seq %lld, batch %lld, threads %lld, %s; %lld rounds after %lld warm-up; host "
+    std::printf("%s, d %lld, layers %lld, seq %lld, batch %lld, threads %lld, %s; %lld rounds after %lld warm-up; host "
                 "malloc: %s\n",
-                static_cast<long long>(hidden), static_cast<long long>(layers), static_cast<long long>(seq),
+                device_name.c_str(), static_cast<long long>(hidden), static_cast<long long>(layers), static_cast<long long>(seq),
                 static_cast<long long>(batch), static_cast<long long>(threads), precision.c_str(),
                 static_cast<long long>(rounds), static_cast<long long>(warmup),
                 malloc_kept ? "freed memory kept" : "glibc default");
 
     for (int64_t r = 0; r < warmup + rounds; ++r) {
-      const data::Batch b = loader.next();
+      data::Batch b = loader.next();
+      b.input_ids = b.input_ids.to(device);
+      b.attention_mask = b.attention_mask.to(device);
+      if (b.segment_ids.defined()) b.segment_ids = b.segment_ids.to(device);
+      b.masked_positions = b.masked_positions.to(device);
+      b.masked_labels = b.masked_labels.to(device);
       const double masked = static_cast<double>(b.masked_positions.numel());
       for (auto& v : variants) {
         at::manual_seed(static_cast<uint64_t>(1000 + r));
+        sync();
         const auto t0 = std::chrono::steady_clock::now();
         const double c0 = thread_cpu_s();
         v.optimizer->zero_grad();
         at::Tensor logits;
         {
-          trainer::AutocastScope autocast(at::kCPU, amp);
+          trainer::AutocastScope autocast(device.type(), amp);
           logits = v.net->mlm_logits(b.input_ids, b.attention_mask, b.segment_ids, b.masked_positions);
         }
         at::Tensor loss = at::cross_entropy_loss(logits.to(at::kFloat), b.masked_labels, {}, at::Reduction::Sum) / masked;
         loss.backward();
         trainer::clip_grad_norm(trainer::gradients_of(v.named), 1.0);
         v.optimizer->step(1e-4);
+        sync();
         const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         const double cpu = thread_cpu_s() - c0;
         if (r >= warmup) {

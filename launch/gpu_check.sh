@@ -6,6 +6,8 @@
 #   2. a short bf16 pre-training of a small TUPE-R on the GPU (NCCL, world size 1);
 #   3. the NCCL all-reduce benchmark (algbw / busbw);
 #   4. pre-training throughput, TUPE-R vs BERT-A (tokens/s and MFU);
+#   5. the four variants interleaved step by step at BERT-Base size, bf16
+#      (variant_step_bench: the TUPE-R / BERT-A step-time ratio without run-to-run noise);
 # and print a short table. Full logs go to $OUT (or ./gpu-logs).
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -51,6 +53,8 @@ run_pretrain() {  # $1 name, $2 position encoding, $3 untie, $4 steps
 run_pretrain tupe-r tupe-relative true 200; pre=$?
 run_pretrain bert-a bert-absolute false 200
 "$build/dist/allreduce_bench" --device cuda > "$out/allreduce.log" 2>&1 || true
+"$build/trainer/loop/variant_step_bench" --shards "$shards" --device cuda --precision bf16 --hidden 768 \
+  --layers 12 --batch 64 --rounds 30 > "$out/variant_step.log" 2>&1 || true
 
 python3 - "$out" "$unit" "$pre" <<'PY'
 import json, sys, os
@@ -74,3 +78,4 @@ print(text)
 open(os.path.join(out, "summary.txt"), "w").write(text + "\n")
 PY
 grep -E "bytes|busbw|GB/s" "$out/allreduce.log" | tail -8
+tail -6 "$out/variant_step.log"
