@@ -3,6 +3,8 @@
 #include <ATen/ATen.h>
 #include <torch/nn/init.h>
 
+#include "model/dropout.h"
+
 namespace tupe::model {
 
 SelfAttentionImpl::SelfAttentionImpl(const ModelConfig& c) : config(c) {
@@ -33,9 +35,28 @@ at::Tensor SelfAttentionImpl::forward(const at::Tensor& x, const at::Tensor& bia
   // SDPA wants the mask in the query's dtype (autocast lowers q, k, v but a bias built
   // outside the autocast region stays fp32).
   at::Tensor mask = bias.defined() ? bias.to(q.scalar_type()) : bias;
-  at::Tensor ctx = at::scaled_dot_product_attention(q, k, v, mask, p, /*is_causal=*/false,
-                                                    /*scale=*/config.attention_scale());  // (B, H, L, d_h)
+  at::Tensor ctx;  // (B, H, L, d_h)
+  if (x.device().is_cpu() && is_training() && (p > 0.0 || (mask.defined() && mask.requires_grad()))) {
+    ctx = explicit_attention(q, k, v, mask, p);
+  } else {
+    ctx = at::scaled_dot_product_attention(q, k, v, mask, p, /*is_causal=*/false, /*scale=*/config.attention_scale());
+  }
   return output(ctx.transpose(1, 2).reshape({B, L, config.hidden_size}));
+}
+
+at::Tensor SelfAttentionImpl::explicit_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                                 const at::Tensor& mask, double p) const {
+  const int64_t B = q.size(0), H = q.size(1), L = q.size(2), dh = q.size(3);
+  const at::Tensor q3 = q.reshape({B * H, L, dh}), k3 = k.reshape({B * H, L, dh}), v3 = v.reshape({B * H, L, dh});
+  at::Tensor scores;  // (B*H, L, L) = mask + scale * q k^T in one GEMM (beta = 1, alpha = scale)
+  if (mask.defined()) {
+    const at::Tensor mask3 = mask.expand({B, H, L, L}).reshape({B * H, L, L});  // a view when already (B, H, L, L)
+    scores = at::baddbmm(mask3, q3, k3.transpose(1, 2), /*beta=*/1.0, /*alpha=*/config.attention_scale());
+  } else {
+    scores = at::bmm(q3, k3.transpose(1, 2)).mul_(config.attention_scale());
+  }
+  const at::Tensor probs = model::dropout(at::softmax(scores, -1), p, /*training=*/true);
+  return at::bmm(probs, v3).view({B, H, L, dh});
 }
 
 at::Tensor SelfAttentionImpl::logits(const at::Tensor& x, const at::Tensor& bias) {

@@ -1,5 +1,9 @@
 // Multi-head self-attention with an additive logit bias (the positional term plus the
-// padding mask), through at::scaled_dot_product_attention so fused kernels serve on GPU.
+// padding mask), through at::scaled_dot_product_attention so fused kernels serve on GPU and
+// in CPU inference. CPU training with attention dropout or a bias that needs a gradient
+// (where CPU SDPA falls back to its unfused math path anyway) takes explicit_attention:
+// the bias add and the scale folded into one GEMM (baddbmm), softmax, model/dropout.h's
+// dropout, a second GEMM.
 // Shape legend: B batch, L sequence length, d model width, H heads, d_h = d / H.
 //   q = x W^Q + b^Q, k = x W^K + b^K, v = x W^V + b^V          each (B, H, L, d_h)
 //   logits = q k^T * scale + bias       scale = 1/sqrt(d_h) (BERT), 1/sqrt(2 d_h) (TUPE Eq. 10)
@@ -31,6 +35,10 @@ class SelfAttentionImpl : public torch::nn::Module {
   torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr}, output{nullptr};  ///< each d -> d
 
  private:
+  /// q, k, v: (B, H, L, d_h); mask: broadcastable to (B, H, L, L) or undefined; p: dropout on
+  /// the probabilities. Returns softmax(q k^T * scale + mask) v with dropout: (B, H, L, d_h).
+  at::Tensor explicit_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask,
+                                double p) const;
   /// (B, L, d) -> (B, H, L, d_h)
   at::Tensor split_heads(const at::Tensor& t) const;
 };

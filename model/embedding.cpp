@@ -14,7 +14,7 @@ EmbeddingsImpl::EmbeddingsImpl(const ModelConfig& c) : config(c) {
     position = register_module("position", torch::nn::Embedding(c.max_positions, d));
   if (c.type_vocab_size > 0) segment = register_module("segment", torch::nn::Embedding(c.type_vocab_size, d));
   norm = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(c.layer_norm_eps)));
-  dropout = register_module("dropout", torch::nn::Dropout(c.hidden_dropout));
+  dropout = register_module("dropout", Dropout(c.hidden_dropout));
   reset_parameters();
 }
 

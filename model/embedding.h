@@ -5,12 +5,12 @@
 #pragma once
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
-#include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/normalization.h>
 #include <torch/nn/pimpl.h>
 
 #include "model/config.h"
+#include "model/dropout.h"
 
 namespace tupe::model {
 
@@ -29,7 +29,7 @@ class EmbeddingsImpl : public torch::nn::Module {
   torch::nn::Embedding position{nullptr};  ///< (max_positions, d), BERT-A/R only
   torch::nn::Embedding segment{nullptr};   ///< (type_vocab_size, d) when type_vocab_size > 0
   torch::nn::LayerNorm norm{nullptr};      ///< LN over d
-  torch::nn::Dropout dropout{nullptr};
+  Dropout dropout{nullptr};  ///< model/dropout.h (fast CPU path)
 };
 TORCH_MODULE(Embeddings);
 

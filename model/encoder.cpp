@@ -13,7 +13,7 @@ EncoderLayerImpl::EncoderLayerImpl(const ModelConfig& c) : config(c) {
   ffn_in = register_module("ffn_in", torch::nn::Linear(c.hidden_size, c.ffn_size));
   ffn_out = register_module("ffn_out", torch::nn::Linear(c.ffn_size, c.hidden_size));
   ffn_norm = register_module("ffn_norm", torch::nn::LayerNorm(ln));
-  dropout = register_module("dropout", torch::nn::Dropout(c.hidden_dropout));
+  dropout = register_module("dropout", Dropout(c.hidden_dropout));
   reset_parameters();
 }
 

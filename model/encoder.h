@@ -8,7 +8,6 @@
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
-#include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
 #include <torch/nn/pimpl.h>
@@ -16,6 +15,7 @@
 
 #include "model/attention.h"
 #include "model/config.h"
+#include "model/dropout.h"
 #include "model/embedding.h"
 #include "model/positional.h"
 
@@ -33,7 +33,7 @@ class EncoderLayerImpl : public torch::nn::Module {
   torch::nn::LayerNorm attention_norm{nullptr}, ffn_norm{nullptr};
   torch::nn::Linear ffn_in{nullptr};   ///< d -> F
   torch::nn::Linear ffn_out{nullptr};  ///< F -> d
-  torch::nn::Dropout dropout{nullptr};
+  Dropout dropout{nullptr};  ///< model/dropout.h (fast CPU path)
 };
 TORCH_MODULE(EncoderLayer);
 

@@ -35,7 +35,7 @@ SentenceHeadImpl::SentenceHeadImpl(const ModelConfig& c, int64_t labels) : confi
   TUPE_CHECK(labels >= 1, "sentence head: num_labels must be >= 1, got " << labels);
   dense = register_module("dense", torch::nn::Linear(c.hidden_size, c.hidden_size));
   out = register_module("out", torch::nn::Linear(c.hidden_size, labels));
-  dropout = register_module("dropout", torch::nn::Dropout(c.hidden_dropout));
+  dropout = register_module("dropout", Dropout(c.hidden_dropout));
   reset_parameters();
 }
 

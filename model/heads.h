@@ -6,12 +6,12 @@
 #pragma once
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
-#include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
 #include <torch/nn/pimpl.h>
 
 #include "model/config.h"
+#include "model/dropout.h"
 
 namespace tupe::model {
 
@@ -45,7 +45,7 @@ class SentenceHeadImpl : public torch::nn::Module {
   int64_t num_labels;
   torch::nn::Linear dense{nullptr};  ///< d -> d
   torch::nn::Linear out{nullptr};    ///< d -> num_labels
-  torch::nn::Dropout dropout{nullptr};
+  Dropout dropout{nullptr};  ///< model/dropout.h (fast CPU path)
 };
 TORCH_MODULE(SentenceHead);
 

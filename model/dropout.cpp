@@ -1,0 +1,141 @@
+#include "model/dropout.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Dispatch.h>
+#include <ATen/OpMathType.h>
+#include <ATen/Parallel.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <cmath>
+#include <mutex>
+
+#include "common/error.h"
+
+namespace tupe::model {
+
+namespace {
+
+constexpr int64_t kGrain = 1 << 15;  // elements per parallel task
+
+/// Keep threshold t = round(p * 2^32) (as 64 bits: p close to 1 must not wrap).
+uint64_t keep_threshold(double p) { return static_cast<uint64_t>(std::llround(p * 4294967296.0)); }
+
+/// u_i = fmix32(lo ^ (i * 0x9E3779B9 + hi)) for i in [begin, end): a Weyl sequence keyed by
+/// the seed's high half, xor the low half, through MurmurHash3's 32-bit finaliser (a
+/// bijection with full avalanche). mask[i - begin] = (u_i >= t). A loop of 32-bit integer
+/// operations the compiler vectorises; cloned for AVX2 where the CPU has it.
+__attribute__((target_clones("avx2", "default"))) void keep_mask_kernel(uint8_t* mask, int64_t begin, int64_t end,
+                                                                         uint64_t seed, uint64_t threshold) {
+  const uint32_t lo = static_cast<uint32_t>(seed), hi = static_cast<uint32_t>(seed >> 32);
+  // Index i >= 2^32 folds its high bits into the key (tensors that large are not expected).
+  const uint32_t fold = static_cast<uint32_t>(static_cast<uint64_t>(begin) >> 32) * 0x85EBCA77u;
+  const uint32_t start = static_cast<uint32_t>(begin);
+  const int64_t n = end - begin;
+  if (threshold > 0xFFFFFFFFull) {  // p rounds to 1: nothing is kept
+    for (int64_t j = 0; j < n; ++j) mask[j] = 0;
+    return;
+  }
+  const uint32_t t = static_cast<uint32_t>(threshold);
+  for (int64_t j = 0; j < n; ++j) {
+    uint32_t h = (lo ^ fold) ^ ((start + static_cast<uint32_t>(j)) * 0x9E3779B9u + hi);
+    h ^= h >> 16;
+    h *= 0x85EBCA6Bu;
+    h ^= h >> 13;
+    h *= 0xC2B2AE35u;
+    h ^= h >> 16;
+    mask[j] = static_cast<uint8_t>(h >= t);
+  }
+}
+
+void fill_keep_mask(uint8_t* mask, int64_t numel, uint64_t seed, uint64_t threshold) {
+  // Tasks never straddle a 2^32 boundary, so `fold` is constant inside each.
+  at::parallel_for(0, numel, kGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end;) {
+      const int64_t boundary = ((b >> 32) + 1) << 32;
+      const int64_t e = std::min(end, boundary);
+      keep_mask_kernel(mask + b, b, e, seed, threshold);
+      b = e;
+    }
+  });
+}
+
+/// y[i] = x[i] * (m[i] * s) for i in [0, n): branch-free so it vectorises (a dropped NaN
+/// stays NaN, as with at::dropout's x * noise); cloned for AVX2.
+template <class scalar_t, class acc_t>
+__attribute__((target_clones("avx2", "default"))) void masked_scale_kernel(const scalar_t* x, const uint8_t* m,
+                                                                            acc_t s, scalar_t* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = static_cast<scalar_t>(static_cast<acc_t>(x[i]) * (static_cast<acc_t>(m[i]) * s));
+}
+
+/// out = in * mask * scale (scale applied in float for reduced precisions).
+void apply_mask(const at::Tensor& in, const at::Tensor& mask, double scale, at::Tensor& out) {
+  const int64_t n = in.numel();
+  const uint8_t* m = mask.data_ptr<uint8_t>();
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, in.scalar_type(), "tupe_dropout", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    const scalar_t* x = in.const_data_ptr<scalar_t>();
+    scalar_t* y = out.data_ptr<scalar_t>();
+    const acc_t s = static_cast<acc_t>(scale);
+    at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
+      masked_scale_kernel<scalar_t, acc_t>(x + begin, m + begin, s, y + begin, end - begin);
+    });
+  });
+}
+
+uint64_t draw_seed() {
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get<at::CPUGeneratorImpl>()->random64();
+}
+
+/// The CPU dropout as an autograd function: saves the 1-byte mask, not a float noise tensor.
+struct CpuDropout : public torch::autograd::Function<CpuDropout> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, double p) {
+    const at::Tensor in = x.contiguous();
+    at::Tensor mask = dropout_keep_mask(in.numel(), p, draw_seed()).view(in.sizes());
+    at::Tensor out = at::empty_like(in);
+    const double scale = 1.0 / (1.0 - p);
+    apply_mask(in, mask, scale, out);
+    ctx->saved_data["mask"] = mask;
+    ctx->saved_data["scale"] = scale;
+    return out;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const at::Tensor mask = ctx->saved_data["mask"].toTensor();
+    const double scale = ctx->saved_data["scale"].toDouble();
+    const at::Tensor g = grads[0].contiguous();
+    at::Tensor gx = at::empty_like(g);
+    apply_mask(g, mask, scale, gx);
+    return {gx, at::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor dropout_keep_mask(int64_t numel, double p, uint64_t seed) {
+  TUPE_CHECK(p >= 0.0 && p < 1.0, "dropout: probability " << p << " is outside [0, 1)");
+  at::Tensor mask = at::empty({numel}, at::TensorOptions().dtype(at::kByte));
+  fill_keep_mask(mask.data_ptr<uint8_t>(), numel, seed, keep_threshold(p));
+  return mask;
+}
+
+at::Tensor dropout(const at::Tensor& x, double p, bool training) {
+  TUPE_CHECK(p >= 0.0 && p < 1.0, "dropout: probability " << p << " is outside [0, 1)");
+  if (!training || p == 0.0) return x;
+  const auto t = x.scalar_type();
+  const bool cpu_kernel = t == at::kFloat || t == at::kDouble || t == at::kBFloat16 || t == at::kHalf;
+  if (!x.device().is_cpu() || !cpu_kernel) return at::dropout(x, p, /*train=*/true);
+  return CpuDropout::apply(x, p);
+}
+
+DropoutImpl::DropoutImpl(double p_) : p(p_) {
+  TUPE_CHECK(p >= 0.0 && p < 1.0, "dropout: probability " << p << " is outside [0, 1)");
+}
+
+at::Tensor DropoutImpl::forward(const at::Tensor& x) { return model::dropout(x, p, is_training()); }
+
+}  // namespace tupe::model
