@@ -27,7 +27,9 @@ bool ConfigCli::parse(int argc, char** argv) {
   po::options_description all;
   all.add(own_options_).add(config_options_);
   try {
-    po::store(po::command_line_parser(argc, argv).options(all).run(), vm_);
+    // No positional arguments: a stray word is an error, not silently dropped.
+    const po::positional_options_description none;
+    po::store(po::command_line_parser(argc, argv).options(all).positional(none).run(), vm_);
     po::notify(vm_);
   } catch (const po::error& e) {
     TUPE_FAIL(e.what() << " (see tupe " << command_ << " --help)");

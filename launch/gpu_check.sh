@@ -43,6 +43,7 @@ shards=/tmp/tupe-shards
   --output "$shards" --overwrite --quiet > "$out/preprocess.log" 2>&1 || { tail "$out/preprocess.log"; exit 1; }
 
 run_pretrain() {  # $1 name, $2 position encoding, $3 untie, $4 steps
+  rm -rf "/tmp/ck-$1"  # --resume none refuses a folder that holds checkpoints
   "$tupe" pretrain --config configs/small.ini --resume none --train.device cuda --precision.precision bf16 \
     --model.position_encoding "$2" --model.untie_cls "$3" --data.train_shards "$shards" \
     --data.validation_shards "$shards" --data.global_batch_size 128 --train.micro_batch_size 128 \

@@ -125,6 +125,8 @@ void verify_contents(const fs::path& checkpoint, const Manifest& manifest) {
   }
 }
 
+std::vector<std::pair<int64_t, fs::path>> checkpoint_candidates(const fs::path& dir);
+
 bool is_whole(const fs::path& checkpoint) {
   try {
     validate_manifest(checkpoint);
@@ -236,6 +238,17 @@ fs::path CheckpointStore::save(const CheckpointContents& contents) {
 }
 
 CheckpointContents CheckpointStore::load(const fs::path& checkpoint_dir) {
+  std::error_code ec;
+  TUPE_CHECK(fs::is_directory(checkpoint_dir, ec),
+             checkpoint_dir.string() << ": " << (fs::exists(checkpoint_dir, ec) ? "not a folder" : "no such folder")
+                                     << " (a checkpoint is a step_<N> folder)");
+  if (!fs::exists(checkpoint_dir / kManifestFile, ec)) {
+    const auto inside = checkpoint_candidates(checkpoint_dir);
+    TUPE_CHECK(inside.empty(), checkpoint_dir.string()
+                                   << ": holds checkpoint folders (newest " << inside.front().second.filename().string()
+                                   << ") but is not one itself: pass one of them, or this folder as checkpoint.dir "
+                                      "with --resume auto");
+  }
   const Manifest manifest = validate_manifest(checkpoint_dir);
   verify_contents(checkpoint_dir, manifest);
   const int64_t step = manifest.step;
@@ -287,8 +300,9 @@ std::optional<fs::path> CheckpointStore::latest(const fs::path& dir) {
 }
 
 std::optional<LoadedCheckpoint> CheckpointStore::load_latest(const fs::path& dir, std::vector<std::string>* skipped) {
+  // A save renames a whole .tmp- folder into place, so a step_<N> folder that is not whole
+  // was damaged afterwards: it is reported like any other load failure.
   for (const auto& [step, path] : checkpoint_candidates(dir)) {
-    if (!is_whole(path)) continue;  // an interrupted save: not a checkpoint, nothing to report
     try {
       return LoadedCheckpoint{path, load(path)};
     } catch (const Error& e) {

@@ -63,16 +63,19 @@ class CheckpointStore {
 
   /// Reads a checkpoint folder; validates the manifest and the files (sizes, SHA-256 of
   /// every file, safetensors structure, JSON keys) and that the step agrees. Tensors come
-  /// back on the CPU. Throws ONE-line tupe::Error naming the file and the cause.
+  /// back on the CPU. Throws ONE-line tupe::Error naming the file and the cause (also for
+  /// a path that is no folder, or a checkpoint.dir given in place of a checkpoint).
   static CheckpointContents load(const std::filesystem::path& checkpoint_dir);
 
   /// The newest whole checkpoint folder under `dir`, or nullopt (no folder, or none whole).
   /// "Whole": a valid manifest and files of the listed sizes (contents are not read).
   static std::optional<std::filesystem::path> latest(const std::filesystem::path& dir);
 
-  /// load() of the newest whole checkpoint under `dir` that loads without error, trying
-  /// older ones after a failure (a damaged file); nullopt when none loads. Each skipped
-  /// checkpoint's one-line error is appended to `skipped` (may be null).
+  /// load() of the newest step_<N> folder under `dir` that loads without error, trying
+  /// older ones after a failure; nullopt when none loads (or there is none). Saves are
+  /// atomic, so every step_<N> folder that fails (manifest, sizes, SHA-256, contents) was
+  /// damaged after its save: each one's one-line error is appended to `skipped` (may be
+  /// null).
   static std::optional<LoadedCheckpoint> load_latest(const std::filesystem::path& dir,
                                                      std::vector<std::string>* skipped);
 

@@ -9,7 +9,9 @@ Usage: pretrain_checks.py CHECK WORKDIR
   exactness   2 ranks x micro-batch b == 1 rank x 2b == 1 rank x b with 2 accumulation steps
   resume      10 steps + resume + 10 == 20 straight, bitwise; 2 ranks -> resume on 1 rank
   crash       a checkpoint write killed midway leaves the previous one for --resume auto;
-              a file damaged later is refused by --resume PATH and skipped by --resume auto
+              a file damaged later is refused by --resume PATH and skipped, with a message, by
+              --resume auto, which refuses to start fresh over damaged checkpoints;
+              --resume none refuses a folder holding checkpoints
   signal      SIGUSR1 checkpoints and stops; --resume auto continues
   watchdog    a stalled rank ends the whole job with the watchdog's message
   learns      tiny TUPE-R under mpirun -np 2 lowers its MLM loss clearly
@@ -177,7 +179,29 @@ def check_crash(work):
     whole = sorted(d for d in os.listdir(ck) if d.startswith("step_"))
     if whole != ["step_00000010", "step_00000020", "step_00000030"]:
         sys.exit(f"FAILED: after the fallback run the checkpoints are {whole}")
-    print("crash OK: previous checkpoint taken after a crash and after a damaged file, run completed to", whole)
+    # A truncated file is reported too; with every checkpoint damaged, auto refuses to start
+    # fresh over them; --resume none refuses a folder that holds checkpoints; "" is refused.
+    os.truncate(os.path.join(ck, "step_00000030", "optimizer.safetensors"), 100)
+    p = mpirun(1, pretrain_args(work, ck, **{"train.max_steps": 30}) + ["--resume", "auto"])
+    if "skipping a damaged checkpoint" not in p.stdout or "optimizer.safetensors: 100 bytes" not in p.stdout:
+        sys.exit(f"FAILED: a truncated checkpoint was skipped without a word:\n{p.stdout[-2000:]}")
+    for step in (10, 20, 30):
+        os.remove(os.path.join(ck, f"step_{step:08d}", "manifest.json"))
+    for resume, expected in (("auto", "resume auto: none of the 3 checkpoint(s)"), ("", "--resume: empty"),
+                             ("none", None)):
+        p = mpirun(1, pretrain_args(work, ck, **{"train.max_steps": 40}) + ["--resume", resume], check=False)
+        err = [line for line in p.stderr.splitlines() if line.startswith("tupe pretrain: error: ")]
+        if expected is None:  # no whole checkpoint left: a fresh start is allowed ...
+            if p.returncode != 0:
+                sys.exit(f"FAILED: --resume none in a folder without whole checkpoints:\n{p.stderr[-1500:]}")
+            p = mpirun(1, pretrain_args(work, ck, **{"train.max_steps": 40}) + ["--resume", "none"], check=False)
+            err = [line for line in p.stderr.splitlines() if line.startswith("tupe pretrain: error: ")]
+            expected = "already holds 4 checkpoint(s) (newest step 40)"  # ... but not a second one over it
+        if p.returncode == 0 or len(err) != 1 or expected not in err[0]:
+            sys.exit(f"FAILED: --resume '{resume}' was not refused with '{expected}':\n{p.stdout[-1000:]}\n"
+                     f"{p.stderr[-1500:]}")
+    print("crash OK: previous checkpoint taken after a crash and after a damaged file; damaged folders reported;"
+          " unsafe fresh starts refused")
 
 
 def check_signal(work):

@@ -304,11 +304,28 @@ TEST(TrainerCheckpoint, ChangedByteIsRefusedAndLoadLatestFallsBack) {
   EXPECT_NE(skipped[0].find("step_00000005/model.safetensors: SHA-256"), std::string::npos) << skipped[0];
   EXPECT_NE(skipped[1].find("step_00000004/optimizer.safetensors: SHA-256"), std::string::npos) << skipped[1];
 
+  // A folder that fails the cheap check too (a truncated file, no manifest) is reported,
+  // not passed over in silence: saves are atomic, so it was damaged after its save.
+  store.save(make_contents(6));
+  fs::resize_file(dir / "step_00000006" / "model.safetensors", 10);
+  skipped.clear();
+  EXPECT_EQ(CheckpointStore::load_latest(dir.path(), &skipped)->dir, dir / "step_00000003");
+  ASSERT_EQ(skipped.size(), 3u);
+  EXPECT_NE(skipped[0].find("step_00000006/model.safetensors: 10 bytes, the manifest says"), std::string::npos)
+      << skipped[0];
+
   flip_byte(dir / "step_00000003" / "trainer_state.json", 5);
   skipped.clear();
   EXPECT_FALSE(CheckpointStore::load_latest(dir.path(), &skipped).has_value());
-  EXPECT_EQ(skipped.size(), 3u);
+  EXPECT_EQ(skipped.size(), 4u);
   EXPECT_FALSE(CheckpointStore::load_latest(dir.path() / "absent", nullptr).has_value());
+
+  // Paths that are no checkpoint say what they are.
+  EXPECT_NE(load_error(dir / "absent").find("absent: no such folder"), std::string::npos) << load_error(dir / "absent");
+  EXPECT_NE(load_error(dir / "step_00000003" / "manifest.json").find("manifest.json: not a folder"), std::string::npos);
+  const std::string parent = load_error(dir.path());
+  EXPECT_NE(parent.find("holds checkpoint folders (newest step_00000006) but is not one itself"), std::string::npos)
+      << parent;
 }
 
 TEST(TrainerCheckpoint, Version1ManifestWithSizesOnlyStillLoads) {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <sstream>
 
@@ -218,12 +219,28 @@ PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cf
   state.vocab_sha256 = info.vocab_sha256;
   state.world_size = world;
   std::optional<LoadedCheckpoint> loaded;
+  std::string resumed_state_file;  // trainer_state.json of the checkpoint resumed from ("" = fresh)
+  TUPE_CHECK(!resume.empty(), "--resume: empty; give auto, none or a checkpoint folder");
   if (resume == "auto") {
     std::vector<std::string> skipped;
     loaded = CheckpointStore::load_latest(cfg.checkpoint.dir, &skipped);
     for (const auto& why : skipped) progress.message("resume auto: skipping a damaged checkpoint: " + why);
-    if (!loaded) progress.message("resume auto: no whole checkpoint under " + cfg.checkpoint.dir + ": starting fresh");
-  } else if (resume != "none" && !resume.empty()) {
+    // Starting fresh would overwrite the damaged checkpoints: the user decides.
+    TUPE_CHECK(loaded || skipped.empty(),
+               "resume auto: none of the " << skipped.size() << " checkpoint(s) under " << cfg.checkpoint.dir
+                                           << " loads (newest: " << skipped.front()
+                                           << "); move them away to start fresh, or pass --resume PATH");
+    if (!loaded) progress.message("resume auto: no checkpoint under " + cfg.checkpoint.dir + ": starting fresh");
+  } else if (resume == "none") {
+    // A fresh run in a folder holding another run's checkpoints would mix the two (retention
+    // would delete this run's saves, --resume auto would continue the other run).
+    const auto existing = CheckpointStore::whole_steps(cfg.checkpoint.dir);
+    TUPE_CHECK(existing.empty(), "--resume none: checkpoint.dir " << cfg.checkpoint.dir << " already holds "
+                                                                   << existing.size() << " checkpoint(s) (newest step "
+                                                                   << existing.back()
+                                                                   << "); use --resume auto to continue that run, "
+                                                                      "or another checkpoint.dir");
+  } else {
     loaded = LoadedCheckpoint{resume, CheckpointStore::load(resume)};
   }
   // Every rank read the checkpoint itself: they must have taken the same one.
@@ -242,11 +259,20 @@ PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cf
   }
   if (loaded) {
     const std::filesystem::path from = loaded->dir;
+    resumed_state_file = (from / "trainer_state.json").string();
     CheckpointContents& ck = loaded->contents;
     check_config_compatible(ck.state.compat_kv(), state.compat_kv(), resume_must_match_keys(), from.string());
     copy_named_tensors(named, ck.model, (from / "model.safetensors").string());
-    optimizer->load_state_dict(ck.optimizer);
-    scaler.load_state(ck.state.loss_scaler);
+    try {
+      optimizer->load_state_dict(ck.optimizer);
+    } catch (const Error& e) {
+      TUPE_FAIL((from / "optimizer.safetensors").string() << ": " << e.what());
+    }
+    try {
+      scaler.load_state(ck.state.loss_scaler);
+    } catch (const Error& e) {
+      TUPE_FAIL((from / "trainer_state.json").string() << ": " << e.what());
+    }
     state.step = ck.state.step;
     state.scheduler_step = ck.state.scheduler_step;
     state.data = ck.state.data;
@@ -259,7 +285,14 @@ PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cf
   }
 
   dist::DistributedDataParallel ddp(comm, params, cfg.dist);
-  data::Loader loader(train_ds, cfg.data, rank, world, data::LoaderState{state.data.epoch, state.data.consumed_samples});
+  std::unique_ptr<data::Loader> loader;
+  try {
+    loader = std::make_unique<data::Loader>(train_ds, cfg.data, rank, world,
+                                            data::LoaderState{state.data.epoch, state.data.consumed_samples});
+  } catch (const Error& e) {
+    if (resumed_state_file.empty()) throw;
+    TUPE_FAIL(resumed_state_file << ": its data position does not fit these shards: " << e.what());
+  }
   MetricsLog metrics(cfg.train.metrics_dir.empty() ? cfg.checkpoint.dir + "/metrics" : cfg.train.metrics_dir, rank);
   const auto amp = amp_dtype(cfg.precision.precision);
   const int64_t n_params = model::count_parameters(*net);
@@ -268,7 +301,7 @@ PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cf
     msg << "pre-training " << model::to_string(cfg.model.position_encoding) << " (" << n_params << " parameters) on "
         << world << " rank(s), " << (use_cuda ? "GPU" : "CPU") << ", " << comm.backend_name() << " all-reduce in "
         << ddp.num_buckets() << " bucket(s); global batch " << cfg.data.global_batch_size << " = " << world << " x "
-        << accumulation << " x " << cfg.train.micro_batch_size << "; " << loader.steps_per_epoch()
+        << accumulation << " x " << cfg.train.micro_batch_size << "; " << loader->steps_per_epoch()
         << " steps per epoch; precision " << to_string(cfg.precision.precision);
     progress.message(msg.str());
   }
@@ -277,7 +310,7 @@ PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cf
   auto save_checkpoint = [&]() {
     state.loss_scaler = scaler.state();
     state.rng = capture_rng_states();
-    const auto pos = loader.state();
+    const auto pos = loader->state();
     state.data = DataPosition{pos.epoch, pos.consumed_samples};
     std::string error;
     std::filesystem::path where;
@@ -313,7 +346,7 @@ PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cf
     }
     at::manual_seed(step_seed(cfg.train.seed, step, rank));
     ddp.zero_grad_buffer();
-    data::Batch batch = to_device(loader.next(), device);
+    data::Batch batch = to_device(loader->next(), device);
     const double global_masked = static_cast<double>(batch.global_masked_count);
     TUPE_CHECK(global_masked > 0, "step " << step << ": the global batch has no masked tokens");
     at::Tensor loss_sum = at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(device));
@@ -360,7 +393,7 @@ PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cf
         p.mfu = flops_per_token * p.tokens_per_s / (cfg.train.peak_tflops * 1e12 * world);
       }
       progress.update(p);
-      const auto pos = loader.state();
+      const auto pos = loader->state();
       metrics.write({{"step", step},
                      {"epoch", pos.epoch},
                      {"consumed_samples", pos.consumed_samples},
