@@ -42,7 +42,9 @@ int run_pretrain(int argc, char** argv) {
     const auto result = trainer::run_pretraining(env, cfg, resume);
     if (env.rank() == 0) {
       std::cout << "pre-training " << (result.stopped_by_signal ? "stopped by signal" : "finished") << " at step "
-                << result.final_step << "; last loss " << result.last_loss;
+                << result.final_step;
+      if (result.last_logged_step > 0)
+        std::cout << "; loss " << result.last_loss << " at step " << result.last_logged_step;
       if (result.validation_loss >= 0) std::cout << ", validation loss " << result.validation_loss;
       if (!result.last_checkpoint.empty()) std::cout << "; checkpoint " << result.last_checkpoint.string();
       std::cout << std::endl;

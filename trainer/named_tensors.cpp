@@ -38,6 +38,9 @@ void copy_named_tensors(const NamedTensors& targets, const NamedTensors& source,
     } else if (it->second->sizes() != target.sizes()) {
       problems.push_back("shape of " + name + ": saved " + shape_text(it->second->sizes()) + " vs current " +
                          shape_text(target.sizes()));
+    } else if (at::isFloatingType(target.scalar_type()) && !at::isFloatingType(it->second->scalar_type())) {
+      problems.push_back("dtype of " + name + ": saved " + std::string(c10::toString(it->second->scalar_type())) +
+                         " vs current " + c10::toString(target.scalar_type()) + " (integers into a float tensor)");
     }
   }
   for (const auto& [name, t] : source)
@@ -45,7 +48,7 @@ void copy_named_tensors(const NamedTensors& targets, const NamedTensors& source,
   if (!problems.empty()) {
     std::ostringstream os;
     for (size_t i = 0; i < problems.size(); ++i) os << (i ? "; " : "") << problems[i];
-    TUPE_FAIL(where << ": " << problems.size() << " tensor name/shape mismatch(es): " << os.str());
+    TUPE_FAIL(where << ": " << problems.size() << " tensor name/shape/dtype mismatch(es): " << os.str());
   }
   c10::NoGradGuard no_grad;
   for (const auto& [name, target] : targets) {

@@ -16,9 +16,11 @@ using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 at::Tensor find_tensor(const NamedTensors& tensors, const std::string& name);
 
 /// Copies `source` into `targets` (in place, under NoGradGuard, converting dtype/device as
-/// the target's): every target name must be in `source` and vice versa, with equal shapes.
-/// Throws ONE tupe::Error "<where>: ..." listing every missing, unexpected and mis-shaped
-/// name (e.g. "missing: encoder.0.weight; shape of x: saved [3] vs current [4]").
+/// the target's): every target name must be in `source` and vice versa, with equal shapes,
+/// and a floating-point target takes floating-point data only (an integer or bool tensor
+/// there is damage, not a conversion). Throws ONE tupe::Error "<where>: ..." listing every
+/// missing, unexpected, mis-shaped and mis-typed name (e.g. "missing: encoder.0.weight;
+/// shape of x: saved [3] vs current [4]").
 void copy_named_tensors(const NamedTensors& targets, const NamedTensors& source, const std::string& where);
 
 /// "[2, 3]" for sizes {2, 3}.

@@ -65,7 +65,7 @@ TEST(GluePretrained, RenamedTensorIsRefusedByName) {
   const PretrainedEncoder enc = load_pretrained_encoder(dir.path());
   model::TupeBert net(enc.config, 2);
   const std::string err = error_of([&] { load_encoder_strict(*net, enc.encoder, "ckpt/model.safetensors"); });
-  EXPECT_NE(err.find("ckpt/model.safetensors: 2 tensor name/shape mismatch(es)"), std::string::npos) << err;
+  EXPECT_NE(err.find("ckpt/model.safetensors: 2 tensor name/shape/dtype mismatch(es)"), std::string::npos) << err;
   EXPECT_NE(err.find("missing: encoder.layers.1.ffn_in.weight"), std::string::npos) << err;
   EXPECT_NE(err.find("unexpected: encoder.layers.1.ffn_input.weight"), std::string::npos) << err;
 }
@@ -99,7 +99,7 @@ TEST(GluePretrained, OtherVariantMisShapedAndExtraTensorsAreListed) {
   enc = load_pretrained_encoder(dir2.path());
   model::TupeBert net2(enc.config, 2);
   err = error_of([&] { load_encoder_strict(*net2, enc.encoder, "ckpt"); });
-  EXPECT_NE(err.find("2 tensor name/shape mismatch(es)"), std::string::npos) << err;
+  EXPECT_NE(err.find("2 tensor name/shape/dtype mismatch(es)"), std::string::npos) << err;
   EXPECT_NE(err.find("shape of encoder.layers.0.attention.query.bias: saved [31] vs current [32]"), std::string::npos)
       << err;
   EXPECT_NE(err.find("unexpected: sentence_head.out.bias"), std::string::npos) << err;

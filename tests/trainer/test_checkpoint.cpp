@@ -141,6 +141,18 @@ TEST(TrainerCheckpoint, SaveLoadRoundTripIsBitwise) {
   copy_named_tensors(model_targets, loaded.model, "model");
   expect_same(saved.model, model_targets);
   EXPECT_EQ(CheckpointStore::latest(dir.path()), path);
+  // Integers where the model holds floats are damage, not a dtype conversion.
+  NamedTensors as_ints = loaded.model;
+  for (auto& [name, t] : as_ints)
+    if (name == "encoder.embeddings.word.weight") t = t.to(at::kInt);
+  try {
+    copy_named_tensors(model_targets, as_ints, "model");
+    ADD_FAILURE() << "int tensor copied into a float parameter";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("dtype of encoder.embeddings.word.weight: saved Int vs current Float"),
+              std::string::npos)
+        << e.what();
+  }
 
   // An invalid state is refused before anything is written.
   CheckpointContents bad = make_contents(1600);

@@ -46,7 +46,7 @@ PretrainedEncoder load_pretrained_encoder(const std::filesystem::path& path);
 void check_vocabulary(const std::string& checkpoint_sha256, const data::Tokenizer& tokenizer, const std::string& where);
 
 /// Copies `tensors` into the model's encoder.* parameters, strictly (copy_named_tensors):
-/// ONE tupe::Error "<where>: N tensor name/shape mismatch(es): missing: ...; unexpected: ...".
+/// ONE tupe::Error "<where>: N tensor name/shape/dtype mismatch(es): missing: ...; unexpected: ...".
 void load_encoder_strict(model::TupeBertImpl& model, const trainer::NamedTensors& tensors, const std::string& where);
 
 /// The parameters fine-tuning trains: every parameter except mlm_head.* (unused by the

@@ -263,6 +263,9 @@ PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cf
     CheckpointContents& ck = loaded->contents;
     check_config_compatible(ck.state.compat_kv(), state.compat_kv(), resume_must_match_keys(), from.string());
     copy_named_tensors(named, ck.model, (from / "model.safetensors").string());
+    for (const auto& [name, t] : named)  // a run never saves inf/NaN weights: steps with them are skipped
+      TUPE_CHECK(at::isfinite(t).all().item<bool>(),
+                 (from / "model.safetensors").string() << ": tensor '" << name << "' holds inf/NaN values");
     try {
       optimizer->load_state_dict(ck.optimizer);
     } catch (const Error& e) {
@@ -406,6 +409,7 @@ PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cf
                      {"step_time_s", dt / window_steps},
                      {"skipped_steps", p.skipped}});
       result.last_loss = global_loss;
+      result.last_logged_step = step;
       window_start = Clock::now();
       window_steps = window_tokens = 0;
     }

@@ -51,6 +51,7 @@ struct PretrainResult {
   int64_t final_step = 0;
   bool stopped_by_signal = false;
   double last_loss = 0;                   ///< global MLM loss of the last logged step
+  int64_t last_logged_step = 0;           ///< that step (0: no step was logged in this run)
   double validation_loss = -1;            ///< last validation loss (-1: none)
   std::filesystem::path last_checkpoint;  ///< "" when none was written
 };
