@@ -159,6 +159,21 @@ CheckpointStore::CheckpointStore(CheckpointOptions options) : options_(std::move
   }
 }
 
+void CheckpointStore::check_writable() const {
+  const fs::path dir = options_.dir;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  TUPE_CHECK(!ec, dir.string() << ": cannot create the checkpoint folder: " << ec.message());
+  // A .tmp- name: if a crash leaves it behind, the next save removes it with the other leftovers.
+  const fs::path probe = dir / (std::string(kTempPrefix) + "probe");
+  try {
+    write_file_atomic(probe, "probe\n");
+  } catch (const Error& e) {
+    TUPE_FAIL(dir.string() << ": cannot write in the checkpoint folder: " << e.what());
+  }
+  fs::remove(probe, ec);
+}
+
 bool CheckpointStore::due(int64_t step) const { return options_.every_steps > 0 && step % options_.every_steps == 0; }
 
 fs::path CheckpointStore::checkpoint_path(const fs::path& dir, int64_t step) {

@@ -53,6 +53,11 @@ class CheckpointStore {
   /// the rename, before retention). Throws tupe::Error on invalid options.
   explicit CheckpointStore(CheckpointOptions options);
 
+  /// Creates options().dir if needed and writes then removes a probe file in it, so that
+  /// an unwritable folder is found at the start of a run, not at its first save. Throws
+  /// tupe::Error "<dir>: cannot create the checkpoint folder / cannot write in it: <reason>".
+  void check_writable() const;
+
   /// Whether step `step` is a save point (every_steps > 0 and step % every_steps == 0).
   bool due(int64_t step) const;
 

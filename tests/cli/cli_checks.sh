@@ -32,6 +32,7 @@ check_error "unknown section [modle]" "$TUPE_BIN" info --config "$bad"
 rm -f "$bad"
 check_error "train.micro_batch_size" "$TUPE_BIN" pretrain --config "$cfg" --train.micro_batch_size 0
 check_error "unknown subcommand" "$TUPE_BIN" pretrian
+check_error "too many positional options" "$TUPE_BIN" info --config "$cfg" stray_word
 for sub in info preprocess pretrain finetune evaluate export analyze vocab; do
   help="$("$TUPE_BIN" "$sub" --help 2>&1)" || { echo "FAILED: tupe $sub --help exited non-zero"; fail=1; }
   grep -q -- "(default: " <<<"$help" || { echo "FAILED: tupe $sub --help lists no defaults"; fail=1; }

@@ -200,6 +200,17 @@ def check_crash(work):
         if p.returncode == 0 or len(err) != 1 or expected not in err[0]:
             sys.exit(f"FAILED: --resume '{resume}' was not refused with '{expected}':\n{p.stdout[-1000:]}\n"
                      f"{p.stderr[-1500:]}")
+    # An unusable checkpoint.dir is found before step 1, not at the first save.
+    blocker, metrics_dir = os.path.join(work, "a_file"), os.path.join(work, "blocked_metrics")
+    open(blocker, "w").close()
+    shutil.rmtree(metrics_dir, ignore_errors=True)
+    p = mpirun(2, pretrain_args(work, os.path.join(blocker, "ck"),
+                                **{"train.max_steps": 10, "train.metrics_dir": metrics_dir}) + ["--resume", "none"],
+               check=False)
+    metrics = os.path.join(metrics_dir, "rank_0.jsonl")
+    trained = os.path.exists(metrics) and os.path.getsize(metrics) > 0
+    if p.returncode == 0 or "cannot create the checkpoint folder" not in p.stderr or trained:
+        sys.exit(f"FAILED: an unusable checkpoint.dir was not refused before step 1:\n{p.stderr[-1500:]}")
     print("crash OK: previous checkpoint taken after a crash and after a damaged file; damaged folders reported;"
           " unsafe fresh starts refused")
 

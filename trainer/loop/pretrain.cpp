@@ -212,6 +212,7 @@ PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cf
   const LrSchedule schedule(cfg.optimizer);
   DynamicLossScaler scaler(cfg.precision);
   CheckpointStore store(cfg.checkpoint);
+  if (rank == 0) store.check_writable();  // now, not at the first save hours later
 
   // ---- Resume ----------------------------------------------------------------------------
   TrainerState state;
