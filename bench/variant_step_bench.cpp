@@ -5,7 +5,7 @@
 //
 // Each round draws one batch from the loader (real shards, dynamic masks) and runs one full
 // pre-training step with it on every variant in turn: forward at the masked positions,
-// cross-entropy / masked tokens, backward, global-norm clipping, AdamW (what one rank of
+// cross-entropy / masked tokens, backward, the norm check and clipping, AdamW (what one rank of
 // `tupe pretrain` does per step, without the collectives). Dropout is on (model defaults).
 // Interleaving puts every variant under the same machine load, so the per-round ratio
 // t(variant) / t(BERT-A) is far less noisy than comparing separate runs. Reports, per variant,
@@ -28,6 +28,7 @@
 #include "model/tupe_bert.h"
 #include "trainer/grad_clip.h"
 #include "trainer/loop/autocast.h"
+#include "trainer/loss_scaler.h"
 #include "trainer/optimizer.h"
 
 namespace po = boost::program_options;
@@ -96,6 +97,9 @@ int main(int argc, char** argv) {
     data::Loader loader(ds, lc, 0, 1);
 
     trainer::OptimizerOptions oo;
+    trainer::PrecisionOptions po;
+    po.precision = precision == "bf16" ? trainer::Precision::kBf16 : trainer::Precision::kFp32;
+    const trainer::DynamicLossScaler scaler(po);  // S = 1: only the norm check and clipping
     std::vector<Variant> variants;
     for (const char* v : {"bert-absolute", "tupe-absolute", "bert-relative", "tupe-relative"}) {
       model::ModelConfig mc;
@@ -146,7 +150,7 @@ int main(int argc, char** argv) {
         }
         at::Tensor loss = at::cross_entropy_loss(logits.to(at::kFloat), b.masked_labels, {}, at::Reduction::Sum) / masked;
         loss.backward();
-        trainer::clip_grad_norm(trainer::gradients_of(v.named), 1.0);
+        scaler.unscale_clip_and_check(trainer::gradients_of(v.named), 1.0);  // as the loop: one pass, one sync
         v.optimizer->step(1e-4);
         sync();
         const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -50,7 +50,10 @@ at::Tensor SelfAttentionImpl::explicit_attention(const at::Tensor& q, const at::
   const at::Tensor q3 = q.reshape({B * H, L, dh}), k3 = k.reshape({B * H, L, dh}), v3 = v.reshape({B * H, L, dh});
   at::Tensor scores;  // (B*H, L, L) = mask + scale * q k^T in one GEMM (beta = 1, alpha = scale)
   if (mask.defined()) {
-    const at::Tensor mask3 = mask.expand({B, H, L, L}).reshape({B * H, L, L});  // a view when already (B, H, L, L)
+    // (B, H, Lq, L) with Lq = L or 1: a view for TUPE's full bias; BERT-A's (B, 1, 1, L)
+    // padding mask becomes (B*H, 1, L), which baddbmm broadcasts over the query rows.
+    const int64_t Lq = mask.size(-2);
+    const at::Tensor mask3 = mask.expand({B, H, Lq, L}).reshape({B * H, Lq, L});
     scores = at::baddbmm(mask3, q3, k3.transpose(1, 2), /*beta=*/1.0, /*alpha=*/config.attention_scale());
   } else {
     scores = at::bmm(q3, k3.transpose(1, 2)).mul_(config.attention_scale());

@@ -125,7 +125,18 @@ void verify_contents(const fs::path& checkpoint, const Manifest& manifest) {
   }
 }
 
-std::vector<std::pair<int64_t, fs::path>> checkpoint_candidates(const fs::path& dir);
+/// Folders under `dir` named like checkpoints, newest step first (nothing validated).
+std::vector<std::pair<int64_t, fs::path>> checkpoint_candidates(const fs::path& dir) {
+  std::vector<std::pair<int64_t, fs::path>> candidates;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return candidates;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const int64_t step = parse_step_name(entry.path().filename().string());
+    if (step >= 0 && entry.is_directory(ec)) candidates.emplace_back(step, entry.path());
+  }
+  std::sort(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  return candidates;
+}
 
 bool is_whole(const fs::path& checkpoint) {
   try {
@@ -281,32 +292,11 @@ CheckpointContents CheckpointStore::load(const fs::path& checkpoint_dir) {
 
 std::vector<int64_t> CheckpointStore::whole_steps(const fs::path& dir) {
   std::vector<int64_t> steps;
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return steps;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const int64_t step = parse_step_name(entry.path().filename().string());
-    if (step >= 0 && entry.is_directory(ec) && is_whole(entry.path())) steps.push_back(step);
-  }
-  std::sort(steps.begin(), steps.end());
+  for (const auto& [step, path] : checkpoint_candidates(dir))
+    if (is_whole(path)) steps.push_back(step);
+  std::reverse(steps.begin(), steps.end());  // ascending
   return steps;
 }
-
-namespace {
-
-/// Folders under `dir` named like checkpoints, newest step first (nothing validated).
-std::vector<std::pair<int64_t, fs::path>> checkpoint_candidates(const fs::path& dir) {
-  std::vector<std::pair<int64_t, fs::path>> candidates;
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return candidates;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const int64_t step = parse_step_name(entry.path().filename().string());
-    if (step >= 0 && entry.is_directory(ec)) candidates.emplace_back(step, entry.path());
-  }
-  std::sort(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-  return candidates;
-}
-
-}  // namespace
 
 std::optional<fs::path> CheckpointStore::latest(const fs::path& dir) {
   for (const auto& [step, path] : checkpoint_candidates(dir))  // validate only until the first whole one

@@ -89,6 +89,10 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view bytes
     file.write(bytes.data(), bytes.size());
     file.commit();
   }
+  commit_temp_file(temp, path);
+}
+
+void commit_temp_file(const std::filesystem::path& temp, const std::filesystem::path& path) {
   try {
     durable_rename(temp, path);
   } catch (...) {

@@ -44,6 +44,10 @@ void fsync_directory(const std::filesystem::path& dir);
 /// Throws tupe::Error naming both paths.
 void durable_rename(const std::filesystem::path& from, const std::filesystem::path& to);
 
+/// durable_rename(temp, path); on failure removes `temp` and rethrows (the last step of
+/// every atomic file write: write_file_atomic, write_safetensors).
+void commit_temp_file(const std::filesystem::path& temp, const std::filesystem::path& path);
+
 /// Replaces `path` with `bytes` atomically: writes "<dir>/.<name>.tmp-<pid>", fsyncs it,
 /// renames it over `path`, fsyncs the folder. Throws tupe::Error naming the path.
 void write_file_atomic(const std::filesystem::path& path, std::string_view bytes);

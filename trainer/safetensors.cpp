@@ -260,13 +260,7 @@ void write_safetensors(const std::filesystem::path& path, const NamedTensors& te
     for (const Item& it : items) out.write(it.cpu.data_ptr(), static_cast<size_t>(it.cpu.numel()) * it.cpu.element_size());
     out.commit();
   }
-  try {
-    durable_rename(temp, path);
-  } catch (...) {
-    std::error_code ignored;
-    std::filesystem::remove(temp, ignored);
-    throw;
-  }
+  commit_temp_file(temp, path);
 }
 
 }  // namespace tupe::trainer

@@ -43,6 +43,11 @@ def mpirun(np_, args, check=True, env=None, timeout=600):
     return p
 
 
+def error_lines(p):
+    """The "tupe pretrain: error: ..." lines of a finished run (mpirun adds its own text)."""
+    return [line for line in p.stderr.splitlines() if line.startswith("tupe pretrain: error: ")]
+
+
 def pretrain_args(work, ckpt, **overrides):
     """A tiny TUPE-R on the test shards; dropout off unless overridden."""
     opts = {
@@ -169,7 +174,7 @@ def check_crash(work):
         f.write(bytes([b[0] ^ 0x40]))
     p = mpirun(1, pretrain_args(work, ck, **{"train.max_steps": 30}) + ["--resume", os.path.dirname(model)],
                check=False)
-    err = [line for line in p.stderr.splitlines() if line.startswith("tupe pretrain: error: ")]
+    err = error_lines(p)
     if p.returncode == 0 or len(err) != 1 or "model.safetensors: SHA-256" not in err[0] or "damaged checkpoint" not in err[0]:
         sys.exit(f"FAILED: --resume PATH took a damaged checkpoint or said nothing useful:\n{p.stdout[-1000:]}\n{p.stderr[-1000:]}")
     p = mpirun(2, pretrain_args(work, ck, **{"train.max_steps": 30}) + ["--resume", "auto"])
@@ -190,12 +195,12 @@ def check_crash(work):
     for resume, expected in (("auto", "resume auto: none of the 3 checkpoint(s)"), ("", "--resume: empty"),
                              ("none", None)):
         p = mpirun(1, pretrain_args(work, ck, **{"train.max_steps": 40}) + ["--resume", resume], check=False)
-        err = [line for line in p.stderr.splitlines() if line.startswith("tupe pretrain: error: ")]
+        err = error_lines(p)
         if expected is None:  # no whole checkpoint left: a fresh start is allowed ...
             if p.returncode != 0:
                 sys.exit(f"FAILED: --resume none in a folder without whole checkpoints:\n{p.stderr[-1500:]}")
             p = mpirun(1, pretrain_args(work, ck, **{"train.max_steps": 40}) + ["--resume", "none"], check=False)
-            err = [line for line in p.stderr.splitlines() if line.startswith("tupe pretrain: error: ")]
+            err = error_lines(p)
             expected = "already holds 4 checkpoint(s) (newest step 40)"  # ... but not a second one over it
         if p.returncode == 0 or len(err) != 1 or expected not in err[0]:
             sys.exit(f"FAILED: --resume '{resume}' was not refused with '{expected}':\n{p.stdout[-1000:]}\n"
