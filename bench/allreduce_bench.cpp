@@ -16,6 +16,7 @@
 
 #include "common/error.h"
 #include "dist/communicator.h"
+#include "dist/device.h"
 #include "dist/mpi_env.h"
 #include "dist/options.h"
 
@@ -100,7 +101,7 @@ int main(int argc, char** argv) {
     po::options_description desc("allreduce_bench options");
     desc.add_options()("help,h", "print this help")(
         "backend", po::value<std::string>()->default_value("auto"), "auto | mpi | nccl (auto: nccl with --device cuda)")(
-        "device", po::value<std::string>()->default_value("cpu"), "cpu | cuda (cuda:local_rank)")(
+        "device", po::value<std::string>()->default_value("cpu"), "cpu | cuda (cuda:<local rank mod visible GPUs>, dist/device.h)")(
         "dtype", po::value<std::string>()->default_value("fp32"), "fp32 | fp64 | bf16")(
         "min_bytes", po::value<std::string>()->default_value("1K"), "smallest message (bytes; K/M/G suffixes)")(
         "max_bytes", po::value<std::string>()->default_value("64M"), "largest message (bytes)")(
@@ -123,8 +124,8 @@ int main(int argc, char** argv) {
     options.timeout_s = 0;
     const std::string device_text = vm["device"].as<std::string>();
     TUPE_CHECK(device_text == "cpu" || device_text == "cuda", "--device: expected cpu or cuda, got '" << device_text << "'");
-    const at::Device device = device_text == "cpu" ? at::Device(at::kCPU)
-                                                   : at::Device(at::kCUDA, static_cast<int8_t>(env.device_index()));
+    const at::Device device = tupe::dist::resolve_device(env, tupe::dist::parse_device_request(device_text, "--device"),
+                                                         "--device");
     const at::ScalarType dtype = parse_dtype(vm["dtype"].as<std::string>());
     const int64_t min_bytes = parse_bytes("min_bytes", vm["min_bytes"].as<std::string>());
     const int64_t max_bytes = parse_bytes("max_bytes", vm["max_bytes"].as<std::string>());

@@ -6,7 +6,7 @@
 //       --tokenizer.vocab vocab.txt [--finetune.output_dir DIR] [--skip-bad-rows]
 // Writes <finetune.output_dir>/evaluation_<TASK>.json and submission/<X>.tsv.
 #include <ATen/Parallel.h>
-#include <torch/cuda.h>
+#include <c10/core/Device.h>
 
 #include <boost/program_options/options_description.hpp>
 #include <boost/program_options/value_semantic.hpp>
@@ -22,6 +22,7 @@
 #include "common/error.h"
 #include "data_pipeline/text/tokenizer_factory.h"
 #include "dist/context.h"
+#include "dist/device.h"
 #include "dist/mpi_env.h"
 #include "trainer/durable_io.h"
 #include "trainer/glue/evaluation.h"
@@ -73,11 +74,11 @@ int run_evaluate(int argc, char** argv) {
   model::TupeBert net(saved.config, task.num_outputs());
   trainer::copy_named_tensors(glue::finetuned_parameters(*net), saved.tensors,
                               (saved.dir / "model.safetensors").string());
-  const bool have_gpu = torch::cuda::is_available();
-  TUPE_CHECK(cfg.device != "cuda" || have_gpu, "finetune.device: cuda requested but no GPU is visible");
-  const bool use_cuda = cfg.device == "cuda" || (cfg.device == "auto" && have_gpu);
+  const c10::Device device =
+      dist::resolve_device(env, dist::parse_device_request(cfg.device, "finetune.device"), "finetune.device");
+  const bool use_cuda = device.is_cuda();
   const bool bf16 = cfg.precision == "bf16" || (cfg.precision == "auto" && use_cuda);
-  dist::DistContext dctx(env, dist_options, use_cuda);
+  dist::DistContext dctx(env, dist_options, device);
   net->to(dctx.device());
   net->eval();
 

@@ -7,7 +7,7 @@
 // Writes <finetune.output_dir>/results.json, results.md, submission/<TASK>.tsv and
 // models/<TASK>/step_<N>/ (the reported run's weights, for `tupe evaluate`).
 #include <ATen/Parallel.h>
-#include <torch/cuda.h>
+#include <c10/core/Device.h>
 
 #include <boost/program_options/options_description.hpp>
 #include <boost/program_options/value_semantic.hpp>
@@ -21,6 +21,7 @@
 #include "common/ini.h"
 #include "data_pipeline/text/tokenizer_factory.h"
 #include "dist/context.h"
+#include "dist/device.h"
 #include "dist/mpi_env.h"
 #include "trainer/glue/pretrained.h"
 #include "trainer/glue/protocol.h"
@@ -81,11 +82,11 @@ int run_finetune(int argc, char** argv) {
              "finetune.max_length: " << max_length << " exceeds the checkpoint's model.max_positions "
                                      << model_config.max_positions);
 
-  const bool have_gpu = torch::cuda::is_available();
-  TUPE_CHECK(cfg.device != "cuda" || have_gpu, "finetune.device: cuda requested but no GPU is visible");
-  const bool use_cuda = cfg.device == "cuda" || (cfg.device == "auto" && have_gpu);
+  const c10::Device device =
+      dist::resolve_device(env, dist::parse_device_request(cfg.device, "finetune.device"), "finetune.device");
+  const bool use_cuda = device.is_cuda();
   const bool bf16 = cfg.precision == "bf16" || (cfg.precision == "auto" && use_cuda);
-  dist::DistContext dctx(env, dist_options, use_cuda);
+  dist::DistContext dctx(env, dist_options, device);
 
   glue::RunEnvironment renv;
   renv.dist = &dctx;

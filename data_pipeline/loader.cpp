@@ -1,5 +1,7 @@
 #include "data_pipeline/loader.h"
 
+#include <cstdio>
+
 #include "common/error.h"
 
 namespace tupe::data {
@@ -14,7 +16,7 @@ void check_rank(int64_t rank, int64_t world_size) {
 }  // namespace
 
 Loader::Loader(std::shared_ptr<const PretrainDataset> dataset, const LoaderConfig& config, int64_t rank,
-               int64_t world_size, LoaderState start)
+               int64_t world_size, LoaderState start, std::function<void()> on_thread_start)
     : sampler_(dataset->size(), config.global_batch_size, static_cast<uint64_t>(config.seed)),
       builder_(dataset, config, static_cast<uint64_t>(config.seed)),
       rank_(rank),
@@ -22,7 +24,15 @@ Loader::Loader(std::shared_ptr<const PretrainDataset> dataset, const LoaderConfi
       prefetch_(config.prefetch_batches) {
   rows_ = sampler_.rank_rows(rank, world_size);
   start_ = sampler_.normalize(start);
-  for (int64_t t = 0; t < config.num_threads; ++t) threads_.emplace_back([this] { worker(); });
+  for (int64_t t = 0; t < config.num_threads; ++t)
+    threads_.emplace_back([this, on_thread_start] {
+      try {
+        if (on_thread_start) on_thread_start();
+      } catch (const std::exception& e) {  // a worker thread must not end the process
+        std::fprintf(stderr, "tupe: loader thread: start-up hook failed: %s\n", e.what());
+      }
+      worker();
+    });
 }
 
 Loader::~Loader() {

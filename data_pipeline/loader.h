@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -27,8 +28,11 @@ class Loader {
   /// Starts the worker threads at `start` (any position of any earlier run, whatever its
   /// world size). Throws tupe::Error for a bad config, rank/world size, a global batch not
   /// divisible by the world size, or a dataset smaller than one global batch.
+  /// `on_thread_start` (may be empty) runs first in every worker thread: the trainer makes
+  /// its CUDA device current there, so that pinned-memory allocations do not open a
+  /// context on device 0.
   Loader(std::shared_ptr<const PretrainDataset> dataset, const LoaderConfig& config, int64_t rank, int64_t world_size,
-         LoaderState start = {});
+         LoaderState start = {}, std::function<void()> on_thread_start = {});
   ~Loader();
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;

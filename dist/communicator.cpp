@@ -82,7 +82,7 @@ WorkPtr Communicator::track(WorkPtr work, const std::string& name) {
 
 WorkPtr Communicator::all_reduce(const std::vector<at::Tensor>& tensors, const std::string& name) {
   maybe_stall(name);
-  WorkPtr work = launch_all_reduce(tensors);
+  WorkPtr work = launch_all_reduce(tensors, name);
   ++n_all_reduce_;
   return track(std::move(work), name);
 }
@@ -92,7 +92,7 @@ WorkPtr Communicator::broadcast(const std::vector<at::Tensor>& tensors, int root
              backend_name() << " backend: broadcast '" << name << "': root " << root << " is not a rank of "
                             << world_size());
   maybe_stall(name);
-  WorkPtr work = launch_broadcast(tensors, root);
+  WorkPtr work = launch_broadcast(tensors, root, name);
   ++n_broadcast_;
   return track(std::move(work), name);
 }
@@ -134,7 +134,7 @@ WorkPtr Communicator::barrier(const std::string& name) {
 // ---- Factory ---------------------------------------------------------------------------
 
 #ifndef TUPE_HAVE_NCCL
-std::unique_ptr<Communicator> make_nccl_communicator(const MpiEnv&, const DistOptions&, Watchdog*) {
+std::unique_ptr<Communicator> make_nccl_communicator(const MpiEnv&, const DistOptions&, Watchdog*, int) {
   TUPE_FAIL("nccl backend: not compiled in this build (CUDA or NCCL was not found at configure time; "
             "see the 'tupe: CUDA' line of the CMake output)");
 }
@@ -159,7 +159,9 @@ std::unique_ptr<Communicator> make_communicator(const MpiEnv& env, const DistOpt
   }
   TUPE_CHECK(tensor_device.is_cuda(), "dist.backend: the nccl backend reduces CUDA tensors; the tensors are on "
                                           << tensor_device << " (use backend mpi or auto)");
-  return make_nccl_communicator(env, options, watchdog);
+  TUPE_CHECK(tensor_device.has_index(), "dist.backend: the nccl backend needs a device index (got " << tensor_device
+                                                                                                  << ")");
+  return make_nccl_communicator(env, options, watchdog, tensor_device.index());
 }
 
 }  // namespace tupe::dist

@@ -98,10 +98,16 @@ class Communicator {
 
   CollectiveCounts counts() const;
 
+  /// Tears down the backend's device-side state at once, from any thread, without waiting
+  /// for peers (NCCL: ncclCommAbort, so kernels stuck on a lost peer end). Called by the
+  /// watchdog just before it ends the job; the communicator is unusable afterwards.
+  virtual void abort_backend() noexcept {}
+
  protected:
-  /// Backend part of all_reduce/broadcast: validate, launch, return the handle.
-  virtual WorkPtr launch_all_reduce(const std::vector<at::Tensor>& tensors) = 0;
-  virtual WorkPtr launch_broadcast(const std::vector<at::Tensor>& tensors, int root) = 0;
+  /// Backend part of all_reduce/broadcast: validate, launch, return the handle. `name` is
+  /// the collective's label (for errors and timeouts).
+  virtual WorkPtr launch_all_reduce(const std::vector<at::Tensor>& tensors, const std::string& name) = 0;
+  virtual WorkPtr launch_broadcast(const std::vector<at::Tensor>& tensors, int root, const std::string& name) = 0;
   /// This communicator's own duplicate of MPI_COMM_WORLD (MPI_ERRORS_RETURN).
   MPI_Comm host_comm() const { return host_comm_; }
 
@@ -122,8 +128,9 @@ class Communicator {
 bool nccl_compiled();
 
 /// Creates the backend options.backend names; kAuto picks NCCL when `tensor_device` is
-/// CUDA, MPI when it is CPU. Throws tupe::Error when the choice cannot work (NCCL for CPU
-/// tensors, NCCL in a build without it, MPI for CUDA tensors).
+/// CUDA (the NCCL communicator then runs on that device), MPI when it is CPU. Throws
+/// tupe::Error when the choice cannot work (NCCL for CPU tensors, NCCL in a build without
+/// it, MPI for CUDA tensors).
 std::unique_ptr<Communicator> make_communicator(const MpiEnv& env, const DistOptions& options, Watchdog* watchdog,
                                                 const at::Device& tensor_device);
 

@@ -2,23 +2,24 @@
 
 namespace tupe::dist {
 
-namespace {
-c10::Device device_of(const MpiEnv& env, bool use_cuda) {
-  if (!use_cuda) return c10::Device(c10::kCPU);
-  return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(env.device_index()));
-}
-}  // namespace
-
-DistContext::DistContext(const MpiEnv& env, const DistOptions& options, bool use_cuda)
-    : env_(env), options_(options), device_(device_of(env, use_cuda)) {
+DistContext::DistContext(const MpiEnv& env, const DistOptions& options, const c10::Device& device)
+    : env_(env), options_(options), device_(device) {
   options_.validate();
   if (options_.timeout_s > 0)
-    watchdog_ = std::make_unique<Watchdog>(env.rank(), options_.timeout_s,
-                                           [&env](const std::string& message) { env.abort(message); });
+    watchdog_ = std::make_unique<Watchdog>(env.rank(), options_.timeout_s, [this](const std::string& message) {
+      // The watchdog thread: print the message, abort the communicator (an NCCL kernel
+      // waiting on a lost peer would otherwise spin on), then end the job.
+      Communicator* comm = abort_target_.load();
+      env_.abort(message, 1, [comm] {
+        if (comm != nullptr) comm->abort_backend();
+      });
+    }, std::chrono::milliseconds(0), device_);
   comm_ = make_communicator(env, options_, watchdog_.get(), device_);
+  abort_target_.store(comm_.get());
 }
 
 DistContext::~DistContext() {
+  abort_target_.store(nullptr);
   comm_.reset();
   watchdog_.reset();
 }

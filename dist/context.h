@@ -3,11 +3,13 @@
 // trainer holds; DistributedDataParallel objects built on comm() must be destroyed first.
 //
 //   tupe::dist::MpiEnv env(&argc, &argv);                       // once, in main()
-//   tupe::dist::DistContext dist(env, options, /*use_cuda=*/true);
+//   const c10::Device device = tupe::dist::resolve_device(env, request, "train.device");
+//   tupe::dist::DistContext dist(env, options, device);
 //   dist.comm().set_step(step);                                 // each step (watchdog, logs)
 #pragma once
 #include <c10/core/Device.h>
 
+#include <atomic>
 #include <memory>
 
 #include "dist/communicator.h"
@@ -19,17 +21,18 @@ namespace tupe::dist {
 
 class DistContext {
  public:
-  /// Validates `options`, starts the watchdog (aborting through env.abort) unless
-  /// options.timeout_s == 0, and creates the communicator for device(): cuda:local_rank when
-  /// `use_cuda`, else CPU. Collective: every rank constructs it. Throws tupe::Error.
-  DistContext(const MpiEnv& env, const DistOptions& options, bool use_cuda);
+  /// Validates `options`, starts the watchdog unless options.timeout_s == 0 (a timed-out
+  /// collective aborts the communicator, then the job, through env.abort) and creates the
+  /// communicator for `device` (from dist::resolve_device: cuda:<index> or cpu).
+  /// Collective: every rank constructs it. Throws tupe::Error.
+  DistContext(const MpiEnv& env, const DistOptions& options, const c10::Device& device);
   ~DistContext();
   DistContext(const DistContext&) = delete;
   DistContext& operator=(const DistContext&) = delete;
 
   const MpiEnv& env() const { return env_; }
   const DistOptions& options() const { return options_; }
-  /// The device of this rank's tensors: cuda:<local rank> or cpu.
+  /// The device of this rank's tensors: cuda:<index> or cpu.
   const c10::Device& device() const { return device_; }
   Communicator& comm() { return *comm_; }
   /// Null when the watchdog is off (timeout_s == 0).
@@ -41,6 +44,7 @@ class DistContext {
   const c10::Device device_;
   std::unique_ptr<Watchdog> watchdog_;  ///< declared before comm_: outlives it
   std::unique_ptr<Communicator> comm_;
+  std::atomic<Communicator*> abort_target_{nullptr};  ///< comm_ as the watchdog thread may see it
 };
 
 }  // namespace tupe::dist

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <sstream>
+#include <utility>
 
 #include "common/error.h"
 
@@ -30,6 +31,24 @@ class DistributedDataParallel::ReadyHook final : public torch::autograd::Functio
   size_t param_;
 };
 
+// A leaf holds its AccumulateGrad node weakly; the hook set keeps each one alive. Its
+// pointer type is whatever grad_accumulator() returns (std::shared_ptr<Node> in LibTorch
+// 2.11, c10::intrusive_ptr<Node> later), so one code path compiles against both.
+struct DistributedDataParallel::Hooks {
+  using AccumulatorPtr = decltype(torch::autograd::impl::grad_accumulator(std::declval<const at::Tensor&>()));
+  struct Hook {
+    AccumulatorPtr accumulator;  ///< kept alive so the hook survives
+    uintptr_t key = 0;           ///< del_post_hook key
+  };
+  std::vector<Hook> hooks;
+
+  /// Removes every hook (the destructor and a failed constructor).
+  void remove_all() noexcept {
+    for (auto& h : hooks) h.accumulator->del_post_hook(h.key);
+    hooks.clear();
+  }
+};
+
 DistributedDataParallel::DistributedDataParallel(Communicator& comm, std::vector<NamedParameter> params,
                                                  const DistOptions& options)
     : comm_(comm), options_(options), params_(std::move(params)), buffer_(params_, options.bucket_size_bytes) {
@@ -40,23 +59,24 @@ DistributedDataParallel::DistributedDataParallel(Communicator& comm, std::vector
   if (options_.grad_reduce == GradReduce::kAverage) scale_factor_ /= comm_.world_size();
   ready_.assign(params_.size(), 0);
   buffer_.attach(params_);
-  hooks_.reserve(params_.size());
+  hooks_ = std::make_unique<Hooks>();
+  hooks_->hooks.reserve(params_.size());
   try {
     for (size_t p = 0; p < params_.size(); ++p) {
-      Hook h;
+      Hooks::Hook h;
       h.accumulator = torch::autograd::impl::grad_accumulator(params_[p].tensor);
       TUPE_CHECK(h.accumulator, "ddp: parameter '" << params_[p].name << "' has no gradient accumulator");
       h.key = h.accumulator->add_post_hook(std::make_unique<ReadyHook>(this, p));
-      hooks_.push_back(std::move(h));
+      hooks_->hooks.push_back(std::move(h));
     }
   } catch (...) {
-    for (auto& h : hooks_) h.accumulator->del_post_hook(h.key);  // no hook may outlive a failed constructor
+    hooks_->remove_all();  // no hook may outlive a failed constructor
     throw;
   }
 }
 
 DistributedDataParallel::~DistributedDataParallel() {
-  for (auto& h : hooks_) h.accumulator->del_post_hook(h.key);
+  hooks_->remove_all();
   std::lock_guard<std::mutex> lk(mutex_);
   try {
     finish_launched_buckets();

@@ -30,10 +30,6 @@
 #include "dist/grad_buffer.h"
 #include "dist/options.h"
 
-namespace torch::autograd {
-struct Node;
-}
-
 namespace tupe::dist {
 
 class DistributedDataParallel {
@@ -73,10 +69,9 @@ class DistributedDataParallel {
   int64_t buckets_launched() const;
 
  private:
-  struct Hook {
-    c10::intrusive_ptr<torch::autograd::Node> accumulator;  ///< kept alive so the hook survives
-    uintptr_t key = 0;                                      ///< del_post_hook key
-  };
+  /// The hooks on the parameters' AccumulateGrad nodes (defined in ddp.cpp, so the
+  /// autograd headers and the pointer type they use stay out of this header).
+  struct Hooks;
   class ReadyHook;
 
   /// Called by the hook of parameter `p` after its gradient was accumulated.
@@ -94,7 +89,7 @@ class DistributedDataParallel {
   GradBuffer buffer_;
   std::vector<Bucket> buckets_;  ///< in launch order
   double scale_factor_ = 1.0;
-  std::vector<Hook> hooks_;
+  std::unique_ptr<Hooks> hooks_;
 
   mutable std::mutex mutex_;  ///< guards the state below (hooks may run on autograd threads)
   bool is_last_microbatch_ = true;

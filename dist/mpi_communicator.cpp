@@ -51,7 +51,7 @@ MpiCommunicator::~MpiCommunicator() {
   }
 }
 
-WorkPtr MpiCommunicator::launch_all_reduce(const std::vector<at::Tensor>& tensors) {
+WorkPtr MpiCommunicator::launch_all_reduce(const std::vector<at::Tensor>& tensors, const std::string& /*name*/) {
   check_cpu_contiguous(tensors, "all_reduce");
   std::vector<std::pair<MPI_Datatype, MPI_Op>> types;
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -82,7 +82,8 @@ WorkPtr MpiCommunicator::launch_all_reduce(const std::vector<at::Tensor>& tensor
   return work;
 }
 
-WorkPtr MpiCommunicator::launch_broadcast(const std::vector<at::Tensor>& tensors, int root) {
+WorkPtr MpiCommunicator::launch_broadcast(const std::vector<at::Tensor>& tensors, int root,
+                                          const std::string& /*name*/) {
   check_cpu_contiguous(tensors, "broadcast");
   auto work = std::make_shared<MpiWork>(env(), tensors);
   auto mpi = env().lock();

@@ -24,8 +24,8 @@ class MpiCommunicator final : public Communicator {
   const char* backend_name() const override { return "mpi"; }
 
  protected:
-  WorkPtr launch_all_reduce(const std::vector<at::Tensor>& tensors) override;
-  WorkPtr launch_broadcast(const std::vector<at::Tensor>& tensors, int root) override;
+  WorkPtr launch_all_reduce(const std::vector<at::Tensor>& tensors, const std::string& name) override;
+  WorkPtr launch_broadcast(const std::vector<at::Tensor>& tensors, int root, const std::string& name) override;
 
  private:
   MPI_Op bf16_sum_ = MPI_OP_NULL;  ///< sum of bf16 pairs computed in float32

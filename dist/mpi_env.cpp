@@ -52,9 +52,16 @@ std::unique_lock<std::mutex> MpiEnv::lock() const {
   return std::unique_lock<std::mutex>(mpi_mutex_);
 }
 
-void MpiEnv::abort(const std::string& message, int exit_code) const {
+void MpiEnv::abort(const std::string& message, int exit_code, const std::function<void()>& before_exit) const {
   std::fprintf(stderr, "tupe: %s\n", message.c_str());
   std::fflush(stderr);
+  if (before_exit) {
+    try {
+      before_exit();
+    } catch (...) {
+      // Ending the job matters more than a failed clean-up.
+    }
+  }
   // Under MPI_THREAD_SERIALIZED, take the MPI lock if it frees up within ~1 s (tupe never
   // blocks while holding it); abort regardless after that -- a hang is worse.
   std::unique_lock<std::mutex> mpi(mpi_mutex_, std::defer_lock);

@@ -1,7 +1,7 @@
 // The MPI environment of one process: RAII MPI_Init_thread / MPI_Finalize, and who this
-// process is (rank, world size, local rank and local world size on its node). One GPU per
-// local rank: the CUDA device index is the local rank. A context object the CLI and the
-// tests create once in main() and pass down; there are no globals.
+// process is (rank, world size, local rank and local world size on its node). Which GPU a
+// rank uses is decided by dist/device.h from these. A context object the CLI and the tests
+// create once in main() and pass down; there are no globals.
 //
 // Threads: MPI_THREAD_MULTIPLE is requested. If the library grants only
 // MPI_THREAD_SERIALIZED, every MPI call tupe makes holds lock() (below); a lower level is
@@ -9,6 +9,7 @@
 #pragma once
 #include <mpi.h>
 
+#include <functional>
 #include <mutex>
 #include <string>
 
@@ -31,7 +32,6 @@ class MpiEnv {
   /// launcher variables.
   int local_rank() const { return local_rank_; }
   int local_world_size() const { return local_world_size_; }  ///< ranks on this node
-  int device_index() const { return local_rank_; }            ///< CUDA device of this rank
   const std::string& host_name() const { return host_name_; }
   /// MPI_THREAD_SERIALIZED or MPI_THREAD_MULTIPLE.
   int thread_level() const { return thread_level_; }
@@ -41,10 +41,12 @@ class MpiEnv {
   /// empty (unlocked) lock under MPI_THREAD_MULTIPLE.
   std::unique_lock<std::mutex> lock() const;
 
-  /// Prints "tupe: <message>" as one line to stderr (the message names the rank) and ends
-  /// the whole job with MPI_Abort(MPI_COMM_WORLD, exit_code). Callable from any thread (the
-  /// watchdog).
-  [[noreturn]] void abort(const std::string& message, int exit_code = 1) const;
+  /// Prints "tupe: <message>" as one line to stderr (the message names the rank), runs
+  /// `before_exit` (if set; e.g. aborting an NCCL communicator so no kernel keeps waiting on
+  /// a peer) and ends the whole job with MPI_Abort(MPI_COMM_WORLD, exit_code). Callable from
+  /// any thread (the watchdog).
+  [[noreturn]] void abort(const std::string& message, int exit_code = 1,
+                          const std::function<void()>& before_exit = {}) const;
 
  private:
   int rank_ = 0, world_size_ = 1, local_rank_ = 0, local_world_size_ = 1;

@@ -5,7 +5,10 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include <atomic>
+#include <chrono>
 #include <optional>
+#include <thread>
 #include <sstream>
 
 #include "dist/check.h"
@@ -36,6 +39,9 @@ class CudaEvent {
   cudaEvent_t event_ = nullptr;
 };
 
+/// True for the results a non-blocking communicator gives while an operation is under way.
+bool accepted(ncclResult_t rc) { return rc == ncclSuccess || rc == ncclInProgress; }
+
 class NcclWork final : public Work {
  public:
   NcclWork(ncclComm_t comm, int device, std::shared_ptr<CudaEvent> done, std::vector<at::Tensor> tensors)
@@ -52,6 +58,7 @@ class NcclWork final : public Work {
     return done_->done();
   }
   std::function<bool()> make_probe() override {
+    // Runs on the watchdog thread, which made this rank's device current when it started.
     return [done = done_] {
       try {
         return done->done();
@@ -65,7 +72,7 @@ class NcclWork final : public Work {
   void check_async_error() const {
     ncclResult_t async = ncclSuccess;
     TUPE_NCCL_CHECK(ncclCommGetAsyncError(comm_, &async));
-    TUPE_CHECK(async == ncclSuccess, "nccl backend: asynchronous NCCL error: " << ncclGetErrorString(async));
+    TUPE_CHECK(accepted(async), "nccl backend: asynchronous NCCL error: " << ncclGetErrorString(async));
   }
 
   ncclComm_t comm_;  ///< owned by the communicator, which outlives its work handles
@@ -76,19 +83,19 @@ class NcclWork final : public Work {
 
 class NcclCommunicator final : public Communicator {
  public:
-  NcclCommunicator(const MpiEnv& env, const DistOptions& options, Watchdog* watchdog)
-      : Communicator(env, options, watchdog), device_(env.device_index()) {
+  NcclCommunicator(const MpiEnv& env, const DistOptions& options, Watchdog* watchdog, int device)
+      : Communicator(env, options, watchdog), device_(device) {
     // Every rank checks its device; all ranks agree before anyone waits on a broadcast.
     int device_count = 0;
     const cudaError_t count_rc = cudaGetDeviceCount(&device_count);
-    int local_ok = (count_rc == cudaSuccess && device_ < device_count) ? 1 : 0;
+    int local_ok = (count_rc == cudaSuccess && device_ >= 0 && device_ < device_count) ? 1 : 0;
     int all_ok = 0;
     {
       auto mpi = env.lock();
       TUPE_MPI_CHECK(MPI_Allreduce(&local_ok, &all_ok, 1, MPI_INT, MPI_MIN, host_comm()));
     }
     TUPE_CHECK(all_ok, "nccl backend: not every rank has its CUDA device (this rank "
-                           << env.rank() << ": local rank " << device_ << ", "
+                           << env.rank() << ": cuda:" << device_ << ", "
                            << (count_rc == cudaSuccess ? std::to_string(device_count) + " device(s) visible"
                                                        : std::string(cudaGetErrorString(count_rc)))
                            << ")");
@@ -105,44 +112,126 @@ class NcclCommunicator final : public Communicator {
     }
     TUPE_CHECK(boot.status == ncclSuccess, "nccl backend: ncclGetUniqueId failed on rank 0: "
                                                << ncclGetErrorString(static_cast<ncclResult_t>(boot.status)));
-    TUPE_NCCL_CHECK(ncclCommInitRank(&comm_, env.world_size(), boot.id, env.rank()));
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;  // every wait below is bounded by dist.timeout_s
+    ncclComm_t comm = nullptr;
+    const ncclResult_t rc = ncclCommInitRankConfig(&comm, env.world_size(), boot.id, env.rank(), &config);
+    comm_.store(comm);
+    await(rc, "communicator set-up (ncclCommInitRankConfig)");
     stream_.emplace(c10::cuda::getStreamFromPool(/*isHighPriority=*/true, static_cast<c10::DeviceIndex>(device_)));
   }
 
   ~NcclCommunicator() override {
-    if (comm_ != nullptr) ncclCommDestroy(comm_);
+    ncclComm_t comm = comm_.exchange(nullptr);
+    if (comm == nullptr) return;
+    // Finalize (flushes outstanding work; non-blocking here, so polled, bounded), then free.
+    bool finalized = false;
+    if (accepted(ncclCommFinalize(comm))) {
+      const auto start = std::chrono::steady_clock::now();
+      for (;;) {
+        ncclResult_t state = ncclSuccess;
+        if (ncclCommGetAsyncError(comm, &state) != ncclSuccess) break;
+        if (state == ncclSuccess) {
+          finalized = true;
+          break;
+        }
+        if (state != ncclInProgress || seconds_since(start) > finalize_limit_s()) break;
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
+    }
+    if (finalized)
+      ncclCommDestroy(comm);
+    else
+      ncclCommAbort(comm);
   }
 
   const char* backend_name() const override { return "nccl"; }
 
+  void abort_backend() noexcept override {
+    ncclComm_t comm = comm_.exchange(nullptr);
+    if (comm != nullptr) ncclCommAbort(comm);
+  }
+
  protected:
-  WorkPtr launch_all_reduce(const std::vector<at::Tensor>& tensors) override {
+  WorkPtr launch_all_reduce(const std::vector<at::Tensor>& tensors, const std::string& name) override {
     std::vector<ncclDataType_t> types;
     for (size_t i = 0; i < tensors.size(); ++i) {
       check_tensor(tensors[i], i, "all_reduce");
       types.push_back(nccl_type(tensors[i], i));
     }
-    return launch(tensors, [&](ncclComm_t comm, cudaStream_t stream) {
+    return launch(tensors, "all_reduce '" + name + "'", [&](ncclComm_t comm, cudaStream_t stream) {
       for (size_t i = 0; i < tensors.size(); ++i) {
         if (tensors[i].numel() == 0) continue;
         void* p = tensors[i].data_ptr();
-        TUPE_NCCL_CHECK(ncclAllReduce(p, p, static_cast<size_t>(tensors[i].numel()), types[i], ncclSum, comm, stream));
+        check_enqueued(ncclAllReduce(p, p, static_cast<size_t>(tensors[i].numel()), types[i], ncclSum, comm, stream),
+                       "ncclAllReduce");
       }
     });
   }
 
-  WorkPtr launch_broadcast(const std::vector<at::Tensor>& tensors, int root) override {
+  WorkPtr launch_broadcast(const std::vector<at::Tensor>& tensors, int root, const std::string& name) override {
     for (size_t i = 0; i < tensors.size(); ++i) check_tensor(tensors[i], i, "broadcast");
-    return launch(tensors, [&](ncclComm_t comm, cudaStream_t stream) {
+    return launch(tensors, "broadcast '" + name + "'", [&](ncclComm_t comm, cudaStream_t stream) {
       for (const at::Tensor& t : tensors) {
         if (t.numel() == 0) continue;
         void* p = t.data_ptr();
-        TUPE_NCCL_CHECK(ncclBroadcast(p, p, static_cast<size_t>(t.nbytes()), ncclUint8, root, comm, stream));
+        check_enqueued(ncclBroadcast(p, p, static_cast<size_t>(t.nbytes()), ncclUint8, root, comm, stream),
+                       "ncclBroadcast");
       }
     });
   }
 
  private:
+  static double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  /// How long the destructor waits for ncclCommFinalize before aborting instead (seconds).
+  double finalize_limit_s() const { return options().timeout_s > 0 ? options().timeout_s : 60.0; }
+
+  void check_enqueued(ncclResult_t rc, const char* call) const {
+    TUPE_CHECK(accepted(rc), "nccl backend: rank " << rank() << ": " << call << " failed at step " << step() << ": "
+                                                   << ncclGetErrorString(rc));
+  }
+
+  /// Polls the non-blocking communicator until the operation that returned `rc` is done.
+  /// Past dist.timeout_s (> 0), or on an NCCL error, aborts the communicator and throws
+  /// tupe::Error naming the rank, the step and `what`.
+  void await(ncclResult_t rc, const std::string& what) {
+    ncclComm_t comm = comm_.load();
+    TUPE_CHECK(comm != nullptr, "nccl backend: rank " << rank() << ": " << what << ": the communicator was aborted");
+    if (!accepted(rc)) {
+      const std::string detail = ncclGetLastError(comm);
+      abort_backend();
+      TUPE_FAIL("nccl backend: rank " << rank() << ": " << what << " failed at step " << step() << ": "
+                                      << ncclGetErrorString(rc) << " (" << detail << ")");
+    }
+    const double limit_s = options().timeout_s;
+    const auto start = std::chrono::steady_clock::now();
+    for (int polls = 0;; ++polls) {
+      ncclResult_t state = ncclSuccess;
+      const ncclResult_t q = ncclCommGetAsyncError(comm, &state);
+      if (q == ncclSuccess && state == ncclSuccess) return;
+      if (q != ncclSuccess || state != ncclInProgress) {
+        const std::string detail = ncclGetLastError(comm);
+        abort_backend();
+        TUPE_FAIL("nccl backend: rank " << rank() << ": " << what << " failed at step " << step() << ": "
+                                        << ncclGetErrorString(q != ncclSuccess ? q : state) << " (" << detail
+                                        << ")");
+      }
+      if (limit_s > 0 && seconds_since(start) > limit_s) {
+        abort_backend();
+        TUPE_FAIL("nccl backend: rank " << rank() << ": " << what << " did not finish within " << limit_s
+                                        << " s (dist.timeout_s) at step " << step()
+                                        << "; the communicator was aborted (are all ranks running, and can the "
+                                           "nodes reach each other? NCCL_DEBUG=INFO tells more)");
+      }
+      if (polls < 1000)
+        std::this_thread::yield();
+      else
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
+
   void check_tensor(const at::Tensor& t, size_t i, const char* op) const {
     TUPE_CHECK(t.defined(), "nccl backend: " << op << " tensor " << i << " is undefined");
     TUPE_CHECK(t.is_cuda() && t.device().index() == device_,
@@ -167,10 +256,13 @@ class NcclCommunicator final : public Communicator {
     }
   }
 
-  /// Orders `enqueue` on the NCCL stream after the current compute stream's work, records
-  /// the completion event, and hands out the handle.
+  /// Orders `enqueue` on the NCCL stream after the current compute stream's work, waits
+  /// (bounded) until NCCL has taken it, records the completion event, and hands out the
+  /// handle.
   template <class Enqueue>
-  WorkPtr launch(const std::vector<at::Tensor>& tensors, Enqueue enqueue) {
+  WorkPtr launch(const std::vector<at::Tensor>& tensors, const std::string& what, Enqueue enqueue) {
+    ncclComm_t comm = comm_.load();
+    TUPE_CHECK(comm != nullptr, "nccl backend: rank " << rank() << ": " << what << ": the communicator was aborted");
     const auto device = static_cast<c10::DeviceIndex>(device_);
     c10::cuda::CUDAGuard guard(device);
     const cudaStream_t compute = c10::cuda::getCurrentCUDAStream(device).stream();
@@ -178,31 +270,31 @@ class NcclCommunicator final : public Communicator {
     CudaEvent inputs_ready;
     TUPE_CUDA_CHECK(cudaEventRecord(inputs_ready.get(), compute));
     TUPE_CUDA_CHECK(cudaStreamWaitEvent(nccl, inputs_ready.get(), 0));
-    TUPE_NCCL_CHECK(ncclGroupStart());
+    check_enqueued(ncclGroupStart(), "ncclGroupStart");
     try {
-      enqueue(comm_, nccl);
+      enqueue(comm, nccl);
     } catch (...) {
       ncclGroupEnd();
       throw;
     }
-    TUPE_NCCL_CHECK(ncclGroupEnd());
+    await(ncclGroupEnd(), what);
     for (const at::Tensor& t : tensors)
       if (t.numel() > 0) c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), *stream_);
     auto done = std::make_shared<CudaEvent>();
     TUPE_CUDA_CHECK(cudaEventRecord(done->get(), nccl));
-    return std::make_shared<NcclWork>(comm_, device_, std::move(done), tensors);
+    return std::make_shared<NcclWork>(comm, device_, std::move(done), tensors);
   }
 
   int device_;
-  ncclComm_t comm_ = nullptr;
+  std::atomic<ncclComm_t> comm_{nullptr};  ///< null once aborted or destroyed
   std::optional<c10::cuda::CUDAStream> stream_;  ///< the dedicated NCCL stream
 };
 
 }  // namespace
 
 std::unique_ptr<Communicator> make_nccl_communicator(const MpiEnv& env, const DistOptions& options,
-                                                     Watchdog* watchdog) {
-  return std::make_unique<NcclCommunicator>(env, options, watchdog);
+                                                     Watchdog* watchdog, int device_index) {
+  return std::make_unique<NcclCommunicator>(env, options, watchdog, device_index);
 }
 
 }  // namespace tupe::dist

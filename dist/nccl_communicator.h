@@ -1,7 +1,14 @@
 // NCCL backend of the communicator (CUDA tensors), compiled only with TUPE_HAVE_NCCL.
 // Bootstrap over MPI, data over NCCL (llm.c's zero.cuh split): rank 0 creates the
-// ncclUniqueId, MPI broadcasts it, every rank calls ncclCommInitRank on CUDA device
-// local_rank. Collectives run on a dedicated high-priority CUDA stream ordered with events,
+// ncclUniqueId, MPI broadcasts it, every rank initialises its communicator on its CUDA
+// device (dist/device.h chose it).
+//
+// Bounded waits: the communicator is non-blocking (ncclConfig_t.blocking = 0), so
+// initialisation and each enqueue return at once and are polled until done; past
+// dist.timeout_s the communicator is aborted (ncclCommAbort) and tupe::Error names the
+// rank, the step and the operation. A collective that was enqueued but never completes
+// on the GPU is the watchdog's (dist/watchdog.h), which calls abort_backend() and ends
+// the job. Collectives run on a dedicated high-priority CUDA stream ordered with events,
 // never a host sync: the NCCL stream waits on an event recorded on the caller's current
 // (compute) stream; Work::wait() makes the caller's current stream wait on the NCCL
 // completion event. Tensors are recorded on the NCCL stream with the caching allocator
@@ -17,10 +24,12 @@
 
 namespace tupe::dist {
 
-/// Creates the NCCL communicator. Collective over all ranks (MPI + NCCL init); when any
-/// rank lacks its CUDA device every rank throws the same tupe::Error. In a build without
-/// TUPE_HAVE_NCCL it throws "nccl backend: ... not compiled".
+/// Creates the NCCL communicator on CUDA device `device_index`. Collective over all ranks
+/// (MPI + NCCL init); when any rank lacks its CUDA device every rank throws the same
+/// tupe::Error; an initialisation that does not finish within options.timeout_s (> 0)
+/// throws after aborting. In a build without TUPE_HAVE_NCCL it throws "nccl backend: ...
+/// not compiled".
 std::unique_ptr<Communicator> make_nccl_communicator(const MpiEnv& env, const DistOptions& options,
-                                                     Watchdog* watchdog);
+                                                     Watchdog* watchdog, int device_index);
 
 }  // namespace tupe::dist

@@ -1,12 +1,14 @@
 #include "dist/watchdog.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <utility>
 #include <sstream>
 #include <vector>
 
 #include "common/config_fields.h"
 #include "common/error.h"
+#include "dist/device.h"
 
 namespace tupe::dist {
 
@@ -17,11 +19,12 @@ std::chrono::milliseconds default_poll(double timeout_s) {
 }
 }  // namespace
 
-Watchdog::Watchdog(int rank, double timeout_s, AbortFn abort, std::chrono::milliseconds poll)
+Watchdog::Watchdog(int rank, double timeout_s, AbortFn abort, std::chrono::milliseconds poll, c10::Device device)
     : rank_(rank),
       timeout_s_(timeout_s),
       abort_(std::move(abort)),
       poll_(poll.count() > 0 ? poll : default_poll(timeout_s)),
+      device_(device),
       thread_() {
   TUPE_CHECK(timeout_s > 0, "Watchdog: timeout must be positive (seconds), got " << timeout_s);
   TUPE_CHECK(static_cast<bool>(abort_), "Watchdog: no abort function given");
@@ -63,6 +66,11 @@ int64_t Watchdog::fired() const {
 }
 
 void Watchdog::run() {
+  try {
+    set_current_device(device_);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tupe: rank %d: watchdog: cannot select %s: %s\n", rank_, device_.str().c_str(), e.what());
+  }
   std::unique_lock<std::mutex> lk(mutex_);
   while (!stop_) {
     wake_.wait_for(lk, poll_, [this] { return stop_; });

@@ -8,6 +8,8 @@
 // NCCL handles that were only stream-waited do not pile up). Probes run on the watchdog
 // thread and must be thread-safe and non-blocking.
 #pragma once
+#include <c10/core/Device.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -26,9 +28,12 @@ class Watchdog {
   using AbortFn = std::function<void(const std::string& message)>;
 
   /// Starts the thread. `timeout_s` > 0 (seconds) is the limit per collective; the deadline
-  /// check runs every `poll` (default: timeout / 20, between 10 ms and 1 s).
+  /// check runs every `poll` (default: timeout / 20, between 10 ms and 1 s). `device` is the
+  /// rank's device: on a GPU the thread makes it current first, so that its completion
+  /// probes (CUDA event queries) do not open a context on device 0.
   Watchdog(int rank, double timeout_s, AbortFn abort,
-           std::chrono::milliseconds poll = std::chrono::milliseconds(0));
+           std::chrono::milliseconds poll = std::chrono::milliseconds(0),
+           c10::Device device = c10::Device(c10::kCPU));
   /// Stops and joins the thread.
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;
@@ -58,6 +63,7 @@ class Watchdog {
   const double timeout_s_;
   const AbortFn abort_;
   const std::chrono::milliseconds poll_;
+  const c10::Device device_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::map<uint64_t, Entry> entries_;  ///< id -> in-flight collective (guarded by mutex_)

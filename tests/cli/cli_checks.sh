@@ -30,7 +30,7 @@ check_error "unknown key 'bogus_key'" "$TUPE_BIN" info --config "$bad"
 printf '[modle]\nhidden_size = 64\n' > "$bad"
 check_error "unknown section [modle]" "$TUPE_BIN" info --config "$bad"
 rm -f "$bad"
-check_error "train.micro_batch_size" "$TUPE_BIN" pretrain --config "$cfg" --train.micro_batch_size 0
+check_error "train.micro_batch_size" "$TUPE_BIN" pretrain --config "$cfg" --train.micro_batch_size -1
 check_error "unknown subcommand" "$TUPE_BIN" pretrian
 check_error "too many positional options" "$TUPE_BIN" info --config "$cfg" stray_word
 for sub in info preprocess pretrain finetune evaluate export analyze vocab; do

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "dist/communicator.h"
+#include "dist/device.h"
 #include "dist/nccl_communicator.h"
 #include "tests/dist/mpi_test_env.h"
 
@@ -150,12 +151,12 @@ TEST(NcclBackend, AllReducesOnGpusOrFailsOnEveryRankWithout) {
   if (!gpus) {
     // No GPU per local rank (this CPU machine): every rank learns that together (no rank is
     // left waiting for the unique id); without NCCL compiled the build says so.
-    expect_error([&] { make_nccl_communicator(env(), DistOptions{}, nullptr); }, "nccl backend");
+    expect_error([&] { make_nccl_communicator(env(), DistOptions{}, nullptr, env().local_rank()); }, "nccl backend");
     EXPECT_EQ(sum_over_ranks(int64_t{1}), env().world_size());  // every rank got here
     return;
   }
-  auto comm = make_nccl_communicator(env(), DistOptions{}, &mpitest::watchdog());
-  const at::Device device(at::kCUDA, static_cast<int8_t>(env().device_index()));
+  const at::Device device = resolve_device(env(), DeviceRequest::kCuda, "test device");
+  auto comm = make_nccl_communicator(env(), DistOptions{}, &mpitest::watchdog(), device.index());
   int64_t wrong = 0;
   for (at::ScalarType dtype : {at::kFloat, at::kDouble, at::kBFloat16}) {
     at::Tensor x = pattern(100003, 9, comm->rank(), 0).to(dtype).to(device);

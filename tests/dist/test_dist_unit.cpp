@@ -1,5 +1,6 @@
 // Single-process tests of dist/: bucket assignment at the edges, the gradient buffer
-// layout, DistOptions parsing/validation, and the watchdog with a recording abort.
+// layout, DistOptions parsing/validation, the watchdog with a recording abort, and the
+// device plan (which GPU each rank takes) for cluster layouts described as data.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -10,6 +11,7 @@
 #include <thread>
 
 #include "dist/bucket.h"
+#include "dist/device.h"
 #include "dist/grad_buffer.h"
 #include "dist/options.h"
 #include "dist/watchdog.h"
@@ -255,6 +257,97 @@ TEST(DistWatchdog, FinishedOrCompletedCollectivesDoNotFire) {
 TEST(DistWatchdog, RejectsNonPositiveTimeout) {
   AbortRecorder rec;
   EXPECT_THROW(Watchdog(0, 0.0, rec.fn()), Error);
+}
+
+// ---- Device plan (dist/device.h) ------------------------------------------------------------
+
+/// The records `nodes` nodes of `ranks_per_node` ranks would gather when each process
+/// sees `visible` GPUs: `per_task_gpus` means each rank sees only its own one (srun
+/// --gpus-per-task=1: distinct UUIDs at index 0), otherwise all ranks of a node see the
+/// same `visible` GPUs and take local_rank mod visible.
+std::vector<RankDevice> cluster(int nodes, int ranks_per_node, int visible, bool per_task_gpus, bool use_cuda = true) {
+  std::vector<RankDevice> out;
+  for (int n = 0; n < nodes; ++n)
+    for (int l = 0; l < ranks_per_node; ++l) {
+      RankDevice d;
+      d.rank = n * ranks_per_node + l;
+      d.host = "node-" + std::to_string(n);
+      d.local_rank = l;
+      d.local_world_size = ranks_per_node;
+      d.visible_devices = visible;
+      d.use_cuda = use_cuda && visible > 0;
+      if (d.use_cuda) {
+        d.device_index = cuda_device_for_local_rank(l, visible);
+        const int physical = per_task_gpus ? l : d.device_index;
+        d.gpu_uuid = "GPU-" + d.host + "-" + std::to_string(physical);
+      }
+      out.push_back(d);
+    }
+  return out;
+}
+
+TEST(DistDevicePlan, LocalRankModuloVisibleDevices) {
+  EXPECT_EQ(cuda_device_for_local_rank(0, 8), 0);
+  EXPECT_EQ(cuda_device_for_local_rank(7, 8), 7);
+  EXPECT_EQ(cuda_device_for_local_rank(5, 1), 0);   // srun --gpus-per-task=1: its one GPU
+  EXPECT_EQ(cuda_device_for_local_rank(9, 4), 1);
+  EXPECT_THROW(cuda_device_for_local_rank(0, 0), Error);
+  EXPECT_THROW(cuda_device_for_local_rank(-1, 2), Error);
+}
+
+TEST(DistDevicePlan, SoundLayoutsPass) {
+  // mpirun, 2 nodes x 8 GPUs, every process sees all 8.
+  EXPECT_EQ(check_device_plan(cluster(2, 8, 8, false), DeviceRequest::kCuda, "train.device"), "");
+  // srun --gpus-per-task=1: 8 ranks per node, each sees one GPU (its own).
+  EXPECT_EQ(check_device_plan(cluster(2, 8, 1, true), DeviceRequest::kAuto, "train.device"), "");
+  // Fewer ranks than GPUs is fine (some GPUs idle).
+  EXPECT_EQ(check_device_plan(cluster(1, 2, 8, false), DeviceRequest::kAuto, "train.device"), "");
+  // CPU-only job: auto on machines without GPUs, or cpu requested anywhere.
+  EXPECT_EQ(check_device_plan(cluster(2, 3, 0, false), DeviceRequest::kAuto, "train.device"), "");
+  EXPECT_EQ(check_device_plan(cluster(1, 4, 8, false, false), DeviceRequest::kCpu, "train.device"), "");
+}
+
+TEST(DistDevicePlan, RanksSharingAGpuByAccidentAreRefused) {
+  // 8 ranks on a node whose processes all see the same 4 GPUs: ranks 0 and 4 on cuda:0.
+  const std::string e = check_device_plan(cluster(1, 8, 4, false), DeviceRequest::kCuda, "train.device");
+  EXPECT_NE(e.find("train.device: ranks 0 and 4 on host node-0 would share one GPU"), std::string::npos) << e;
+  EXPECT_NE(e.find("8 ranks on this node but 4 GPU(s) visible"), std::string::npos) << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos);
+  // The same on the second node of two is named with its host and ranks.
+  auto two = cluster(2, 2, 2, false);
+  two[3].device_index = 0;  // rank 3 (node-1, local 1) on its node's GPU 0, like rank 2
+  two[3].gpu_uuid = two[2].gpu_uuid;
+  const std::string e2 = check_device_plan(two, DeviceRequest::kAuto, "finetune.device");
+  EXPECT_NE(e2.find("finetune.device: ranks 2 and 3 on host node-1"), std::string::npos) << e2;
+  // Without UUIDs the device index decides.
+  auto no_uuid = cluster(1, 3, 2, false);
+  for (auto& r : no_uuid) r.gpu_uuid.clear();
+  EXPECT_NE(check_device_plan(no_uuid, DeviceRequest::kCuda, "k").find("ranks 0 and 2"), std::string::npos);
+}
+
+TEST(DistDevicePlan, MissingOrMixedDevicesAreRefused) {
+  auto ranks = cluster(2, 2, 1, true);
+  ranks[3].visible_devices = 0;  // node-1's second rank sees no GPU
+  ranks[3].use_cuda = false;
+  ranks[3].device_index = -1;
+  const std::string cuda = check_device_plan(ranks, DeviceRequest::kCuda, "train.device");
+  EXPECT_NE(cuda.find("train.device: cuda requested, but rank 3 (host node-1) sees no CUDA device"), std::string::npos)
+      << cuda;
+  const std::string mixed = check_device_plan(ranks, DeviceRequest::kAuto, "train.device");
+  EXPECT_NE(mixed.find("train.device: ranks disagree on the device: rank 0"), std::string::npos) << mixed;
+  EXPECT_NE(mixed.find("rank 3 (host node-1, 0 visible) on the CPU"), std::string::npos) << mixed;
+}
+
+TEST(DistDevicePlan, RequestParsing) {
+  EXPECT_EQ(parse_device_request("auto", "k"), DeviceRequest::kAuto);
+  EXPECT_EQ(parse_device_request("cpu", "k"), DeviceRequest::kCpu);
+  EXPECT_EQ(parse_device_request("cuda", "k"), DeviceRequest::kCuda);
+  try {
+    parse_device_request("gpu", "train.device");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "train.device: expected auto, cpu or cuda, got 'gpu'");
+  }
 }
 
 }  // namespace

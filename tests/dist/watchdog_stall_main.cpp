@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
     DistOptions::fields().apply(options, kv, "watchdog_stall arguments");
     options.validate();
     TUPE_CHECK(options.timeout_s > 0, "watchdog_stall: needs timeout_s > 0");
-    DistContext dist(env, options, /*use_cuda=*/false);
+    DistContext dist(env, options, c10::Device(c10::kCPU));
     Communicator& comm = dist.comm();
     for (int64_t step = 0; step < 6; ++step) {
       comm.set_step(step);

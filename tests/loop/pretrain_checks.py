@@ -7,6 +7,8 @@ expectations come from outside the C++ code.
 Usage: pretrain_checks.py CHECK WORKDIR
   shards      preprocess WikiText-2 into WORKDIR/shards (fixture for the others)
   exactness   2 ranks x micro-batch b == 1 rank x 2b == 1 rank x b with 2 accumulation steps
+  exactness_cuda  the same on one GPU: 1 rank x 2b == 1 rank x b x 2 accumulation steps
+              (exit 77, "skipped", when no CUDA device is visible)
   resume      10 steps + resume + 10 == 20 straight, bitwise; 2 ranks -> resume on 1 rank
   crash       a checkpoint write killed midway leaves the previous one for --resume auto;
               a file damaged later is refused by --resume PATH and skipped, with a message, by
@@ -111,6 +113,37 @@ def check_exactness(work):
         if d > 1e-6:
             sys.exit(f"FAILED: {name} differs from 1 rank x 2b by {d:.3e} (> 1e-6)")
     print("exactness OK")
+
+
+def cuda_visible():
+    """Whether a CUDA device is visible (asks the reference Python's torch, then nvidia-smi)."""
+    try:
+        import torch
+        return torch.cuda.is_available()
+    except ImportError:
+        return shutil.which("nvidia-smi") is not None and subprocess.run(
+            ["nvidia-smi", "-L"], capture_output=True).returncode == 0
+
+
+def check_exactness_cuda(work):
+    if not cuda_visible():
+        print("SKIPPED: no CUDA device visible (the GPU tier runs on a GPU host: launch/gpu_check.sh)")
+        sys.exit(77)
+    weights = {}
+    for name, micro in (("1 rank x 2b", 8), ("1 rank x b x 2 accumulation", 4)):
+        ck = os.path.join(work, name.replace(" ", "_"))
+        shutil.rmtree(ck, ignore_errors=True)
+        mpirun(1, pretrain_args(work, ck, **{"train.micro_batch_size": micro, "train.max_steps": 5,
+                                             "checkpoint.every_steps": 5, "optimizer.lr": 1e-4,
+                                             "train.device": "cuda"}))
+        weights[name] = checkpoint(ck, 5)[0]
+    d = max_rel_diff(weights["1 rank x b x 2 accumulation"], weights["1 rank x 2b"])
+    print(f"CUDA: 1 rank x b x 2 accumulation vs 1 rank x 2b after 5 steps: max relative difference {d:.3e}")
+    # GPU matmuls of different batch shapes may pick other kernels (other summation orders);
+    # a wrong loss normalisation would differ by O(1), not 1e-4.
+    if d > 1e-4:
+        sys.exit(f"FAILED: on CUDA the accumulated steps differ from one micro-batch by {d:.3e} (> 1e-4)")
+    print("exactness on CUDA OK")
 
 
 def check_resume(work):

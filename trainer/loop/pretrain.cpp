@@ -1,7 +1,6 @@
 #include "trainer/loop/pretrain.h"
 
 #include <ATen/ATen.h>
-#include <torch/cuda.h>
 
 #include <chrono>
 #include <cmath>
@@ -18,10 +17,12 @@
 #include "data_pipeline/loader.h"
 #include "dist/consistency.h"
 #include "dist/context.h"
+#include "dist/device.h"
 #include "dist/ddp.h"
 #include "model/tupe_bert.h"
 #include "trainer/checkpoint_store.h"
 #include "trainer/grad_clip.h"
+#include "trainer/loop/batch_plan.h"
 #include "trainer/loop/autocast.h"
 #include "trainer/loop/metrics.h"
 #include "trainer/loss_scaler.h"
@@ -161,12 +162,12 @@ PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cf
   const int64_t max_steps = cfg.train.max_steps > 0 ? cfg.train.max_steps : cfg.optimizer.total_steps;
 
   // ---- Device and communicator ----------------------------------------------------------
-  const bool have_gpu = torch::cuda::is_available();
-  TUPE_CHECK(cfg.train.device != "cuda" || have_gpu, "train.device: cuda requested but no GPU is visible");
-  const bool use_cuda = cfg.train.device == "cuda" || (cfg.train.device == "auto" && have_gpu);
+  const c10::Device chosen =
+      dist::resolve_device(env, dist::parse_device_request(cfg.train.device, "train.device"), "train.device");
+  const bool use_cuda = chosen.is_cuda();
   TUPE_CHECK(!(cfg.precision.precision == Precision::kFp16 && !use_cuda),
              "precision.precision: fp16 with loss scaling is for GPUs; use bf16 or fp32 on CPU");
-  dist::DistContext dctx(env, cfg.dist, use_cuda);
+  dist::DistContext dctx(env, cfg.dist, chosen);
   dist::Communicator& comm = dctx.comm();
   const c10::Device device = dctx.device();
   Progress progress(cfg.train.progress && rank == 0, rank == 0);
@@ -185,14 +186,9 @@ PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cf
   TUPE_CHECK(info.max_seq_len <= cfg.model.max_positions,
              "model.max_positions: " << cfg.model.max_positions << " is shorter than the shards' sequences ("
                                      << info.max_seq_len << " tokens)");
-  TUPE_CHECK(cfg.data.global_batch_size % world == 0,
-             "data.global_batch_size: " << cfg.data.global_batch_size << " is not divisible by the world size " << world);
-  const int64_t local_batch = cfg.data.global_batch_size / world;
-  TUPE_CHECK(local_batch % cfg.train.micro_batch_size == 0,
-             "train.micro_batch_size: " << cfg.train.micro_batch_size << " does not divide the per-rank batch "
-                                        << local_batch << " (global batch " << cfg.data.global_batch_size << " / "
-                                        << world << " ranks)");
-  const int64_t accumulation = local_batch / cfg.train.micro_batch_size;
+  const BatchPlan plan =
+      plan_batches(cfg.data.global_batch_size, world, cfg.train.micro_batch_size, cfg.train.max_micro_batch_size);
+  const int64_t accumulation = plan.accumulation, micro_batch = plan.micro_batch;
 
   // ---- Model, optimizer, scaler; rank 0's init everywhere --------------------------------
   at::manual_seed(static_cast<uint64_t>(cfg.train.seed));
@@ -292,7 +288,8 @@ PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cf
   std::unique_ptr<data::Loader> loader;
   try {
     loader = std::make_unique<data::Loader>(train_ds, cfg.data, rank, world,
-                                            data::LoaderState{state.data.epoch, state.data.consumed_samples});
+                                            data::LoaderState{state.data.epoch, state.data.consumed_samples},
+                                            [device] { dist::set_current_device(device); });
   } catch (const Error& e) {
     if (resumed_state_file.empty()) throw;
     TUPE_FAIL(resumed_state_file << ": its data position does not fit these shards: " << e.what());
@@ -305,7 +302,7 @@ PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cf
     msg << "pre-training " << model::to_string(cfg.model.position_encoding) << " (" << n_params << " parameters) on "
         << world << " rank(s), " << (use_cuda ? "GPU" : "CPU") << ", " << comm.backend_name() << " all-reduce in "
         << ddp.num_buckets() << " bucket(s); global batch " << cfg.data.global_batch_size << " = " << world << " x "
-        << accumulation << " x " << cfg.train.micro_batch_size << "; " << loader->steps_per_epoch()
+        << accumulation << " x " << micro_batch << "; " << loader->steps_per_epoch()
         << " steps per epoch; precision " << to_string(cfg.precision.precision);
     progress.message(msg.str());
   }
@@ -356,9 +353,8 @@ PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cf
     at::Tensor loss_sum = at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(device));
     for (int64_t m = 0; m < accumulation; ++m) {
       ddp.set_is_last_microbatch(m == accumulation - 1);
-      data::Batch mb = accumulation == 1 ? batch
-                                          : data::slice_rows(batch, m * cfg.train.micro_batch_size,
-                                                             (m + 1) * cfg.train.micro_batch_size);
+      data::Batch mb =
+          accumulation == 1 ? batch : data::slice_rows(batch, m * micro_batch, (m + 1) * micro_batch);
       at::Tensor ls = masked_lm_loss_sum(*net, mb, amp, device);
       scaler.scale_loss(ls / global_masked).backward();
       loss_sum += ls.detach();

@@ -8,14 +8,15 @@
 namespace tupe::trainer {
 
 struct TrainOptions {
-  int64_t micro_batch_size = 32;  ///< sequences per rank per forward/backward; accumulation steps =
-                                  ///< global batch / (world size x micro-batch)
+  int64_t micro_batch_size = 32;      ///< sequences per rank per forward/backward; 0 = derive it
+                                      ///< (trainer/loop/batch_plan.h); accumulation = B / (W x this)
+  int64_t max_micro_batch_size = 32;  ///< cap of a derived micro-batch (sequences; memory bound)
   int64_t max_steps = 0;          ///< stop after this optimizer step (0 = optimizer.total_steps)
   int64_t log_every = 10;         ///< progress line and metrics record every this many steps
   int64_t eval_every = 1000;      ///< validation MLM loss every this many steps (0 = only at the end)
   int64_t eval_batches = 0;       ///< validation global batches per evaluation (0 = the whole split)
   int64_t seed = 1;               ///< model init (rank 0's weights are broadcast) and per-step dropout seeds
-  std::string device = "auto";    ///< auto | cpu | cuda (auto: cuda:<local rank> when a GPU is present)
+  std::string device = "auto";    ///< auto | cpu | cuda (dist/device.h: cuda:<local rank mod visible GPUs>)
   int64_t threads = 0;            ///< intra-op CPU threads per rank (0 = LibTorch's default)
   std::string metrics_dir;        ///< per-rank JSONL metrics; "" = <checkpoint.dir>/metrics
   double peak_tflops = 989.0;     ///< accelerator peak (dense bf16/fp16 TFLOP/s) for MFU; H100/H200 SXM: 989
