@@ -23,6 +23,7 @@
 #include "trainer/checkpoint_store.h"
 #include "trainer/grad_clip.h"
 #include "trainer/loop/batch_plan.h"
+#include "trainer/loop/step.h"
 #include "trainer/loop/autocast.h"
 #include "trainer/loop/metrics.h"
 #include "trainer/loss_scaler.h"
@@ -51,38 +52,6 @@ uint64_t step_seed(int64_t seed, int64_t step, int rank) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
   return z ^ (z >> 31);
-}
-
-at::ScalarType amp_dtype(Precision p) {
-  switch (p) {
-    case Precision::kBf16: return at::kBFloat16;
-    case Precision::kFp16: return at::kHalf;
-    case Precision::kFp32: return at::kFloat;
-  }
-  return at::kFloat;
-}
-
-data::Batch to_device(const data::Batch& b, const c10::Device& device) {
-  if (device.is_cpu()) return b;
-  data::Batch out = b;
-  const bool nb = true;  // pinned batches copy asynchronously
-  out.input_ids = b.input_ids.to(device, nb);
-  out.attention_mask = b.attention_mask.to(device, nb);
-  if (b.segment_ids.defined()) out.segment_ids = b.segment_ids.to(device, nb);
-  out.masked_positions = b.masked_positions.to(device, nb);
-  out.masked_labels = b.masked_labels.to(device, nb);
-  return out;
-}
-
-/// Sum of the cross-entropy over the masked tokens of `b` (fp32 scalar tensor).
-at::Tensor masked_lm_loss_sum(model::TupeBertImpl& net, const data::Batch& b, at::ScalarType amp,
-                              const c10::Device& device) {
-  at::Tensor logits;
-  {
-    AutocastScope autocast(device.type(), amp);
-    logits = net.mlm_logits(b.input_ids, b.attention_mask, b.segment_ids, b.masked_positions);  // (M, V)
-  }
-  return at::cross_entropy_loss(logits.to(at::kFloat), b.masked_labels, /*weight=*/{}, at::Reduction::Sum);
 }
 
 /// Sums `values` over all ranks (a small host/device tensor through the communicator).
@@ -196,17 +165,14 @@ PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cf
   net->to(device);
   net->train();
   std::vector<dist::NamedParameter> params;
-  NamedTensors named;
-  for (auto& item : net->named_parameters()) {
-    params.push_back({item.key(), item.value()});
-    named.emplace_back(item.key(), item.value());
-  }
+  for (auto& item : net->named_parameters()) params.push_back({item.key(), item.value()});
   dist::check_same_config(comm, format_ini(cfg.effective));
   dist::check_same_parameters(comm, params);
   dist::broadcast_tensors(comm, params, 0);
-  auto optimizer = make_optimizer(named, cfg.optimizer);
-  const LrSchedule schedule(cfg.optimizer);
-  DynamicLossScaler scaler(cfg.precision);
+  StepRunner runner(*net, dctx, cfg, accumulation, micro_batch);
+  const NamedTensors& named = runner.parameters();
+  Optimizer* optimizer = &runner.optimizer();
+  DynamicLossScaler& scaler = runner.scaler();
   CheckpointStore store(cfg.checkpoint);
   if (rank == 0) store.check_writable();  // now, not at the first save hours later
 
@@ -284,7 +250,6 @@ PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cf
     loaded.reset();  // the host copy of weights and optimizer state is not needed any more
   }
 
-  dist::DistributedDataParallel ddp(comm, params, cfg.dist);
   std::unique_ptr<data::Loader> loader;
   try {
     loader = std::make_unique<data::Loader>(train_ds, cfg.data, rank, world,
@@ -295,13 +260,12 @@ PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cf
     TUPE_FAIL(resumed_state_file << ": its data position does not fit these shards: " << e.what());
   }
   MetricsLog metrics(cfg.train.metrics_dir.empty() ? cfg.checkpoint.dir + "/metrics" : cfg.train.metrics_dir, rank);
-  const auto amp = amp_dtype(cfg.precision.precision);
   const int64_t n_params = model::count_parameters(*net);
   {
     std::ostringstream msg;
     msg << "pre-training " << model::to_string(cfg.model.position_encoding) << " (" << n_params << " parameters) on "
-        << world << " rank(s), " << (use_cuda ? "GPU" : "CPU") << ", " << comm.backend_name() << " all-reduce in "
-        << ddp.num_buckets() << " bucket(s); global batch " << cfg.data.global_batch_size << " = " << world << " x "
+        << world << " rank(s), " << device.str() << ", " << comm.backend_name() << " all-reduce in "
+        << runner.ddp().num_buckets() << " bucket(s); global batch " << cfg.data.global_batch_size << " = " << world << " x "
         << accumulation << " x " << micro_batch << "; " << loader->steps_per_epoch()
         << " steps per epoch; precision " << to_string(cfg.precision.precision);
     progress.message(msg.str());
@@ -346,29 +310,11 @@ PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cf
       break;
     }
     at::manual_seed(step_seed(cfg.train.seed, step, rank));
-    ddp.zero_grad_buffer();
-    data::Batch batch = to_device(loader->next(), device);
+    const data::Batch batch = loader->next();
     const double global_masked = static_cast<double>(batch.global_masked_count);
-    TUPE_CHECK(global_masked > 0, "step " << step << ": the global batch has no masked tokens");
-    at::Tensor loss_sum = at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(device));
-    for (int64_t m = 0; m < accumulation; ++m) {
-      ddp.set_is_last_microbatch(m == accumulation - 1);
-      data::Batch mb =
-          accumulation == 1 ? batch : data::slice_rows(batch, m * micro_batch, (m + 1) * micro_batch);
-      at::Tensor ls = masked_lm_loss_sum(*net, mb, amp, device);
-      scaler.scale_loss(ls / global_masked).backward();
-      loss_sum += ls.detach();
-    }
-    ddp.finish_grad_sync();
-    const auto grads = gradients_of(named);
-    const auto checked = scaler.unscale_clip_and_check(grads, cfg.optimizer.clip_grad_norm);
-    const bool finite = checked.finite;
-    const double grad_norm = finite ? checked.norm : INFINITY;
-    const double lr = schedule.lr(state.scheduler_step + 1);
-    if (scaler.update(finite, step)) {
-      optimizer->step(lr);
-      state.scheduler_step += 1;
-    }
+    const StepResult out = runner.run(batch, step, state.scheduler_step);
+    const double grad_norm = out.grad_norm, lr = out.lr;
+    const at::Tensor& loss_sum = out.loss_sum;
     state.step = step;
     ++window_steps;
     window_tokens += batch.input_ids.numel() * world;

@@ -1,0 +1,91 @@
+// One pre-training step of one rank (what `tupe pretrain` runs per optimizer step, and what
+// bench/step_profile measures):
+//   for each of the k micro-batches m (rows [m b, (m + 1) b) of this rank's B / W rows):
+//     forward under autocast at the masked positions, loss
+//       L_m = sum over its masked tokens of CE / (masked tokens of the GLOBAL batch)
+//     backward of L_m * S (S = fp16 loss scale); the DDP buckets all-reduce (SUM) during
+//     the last micro-step's backward only;
+//   finish the gradient sync, then the shared optimizer step (trainer/optimizer_step.h).
+// The model, optimizer, loss scaler, LR schedule and DDP live here; the job (pretrain.cpp)
+// resumes them through the accessors and decides when to log and checkpoint.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "data_pipeline/batch.h"
+#include "dist/context.h"
+#include "dist/ddp.h"
+#include "model/tupe_bert.h"
+#include "trainer/loop/pretrain.h"
+#include "trainer/loss_scaler.h"
+#include "trainer/lr_schedule.h"
+#include "trainer/optimizer.h"
+
+namespace tupe::trainer {
+
+/// Wall time of a step's phases (seconds): "forward", "backward" (summed over micro-steps),
+/// "reduce" (finishing the gradient sync), "optimizer".
+struct StepTimes {
+  std::map<std::string, double> seconds;
+};
+
+/// Called at the end of each phase with its name (bench/step_profile counts ops per phase).
+using StepPhaseHook = std::function<void(const char* phase)>;
+
+/// What a step returns. Tensors stay on the device (reading them is a host sync: the job
+/// does so on log steps only).
+struct StepResult {
+  at::Tensor loss_sum;  ///< 0-dim fp32: this rank's summed CE over its masked tokens
+  double grad_norm = 0; ///< pre-clip global L2 norm of the unscaled grads (inf/NaN: skipped)
+  double lr = 0;        ///< the learning rate this step used
+  bool applied = true;  ///< false when the step was skipped (inf/NaN grads)
+};
+
+class StepRunner {
+ public:
+  /// `net` is on context.device(); its parameters must already hold rank 0's values on
+  /// every rank. Builds the optimizer (cfg.optimizer), the loss scaler (cfg.precision), the
+  /// LR schedule and the DDP wrapper (cfg.dist). Throws tupe::Error on bad options.
+  StepRunner(model::TupeBertImpl& net, dist::DistContext& context, const PretrainConfig& cfg, int64_t accumulation,
+             int64_t micro_batch);
+
+  /// Runs optimizer step `step` (1-based) on this rank's batch. `scheduler_step` is the
+  /// number of LR-schedule updates before it (the LR is lr(scheduler_step + 1)); on return
+  /// it counts this step if the step was applied. `times` and `hook` may be null/empty.
+  StepResult run(const data::Batch& batch, int64_t step, int64_t& scheduler_step, StepTimes* times = nullptr,
+                 const StepPhaseHook& hook = {});
+
+  Optimizer& optimizer() { return *optimizer_; }
+  DynamicLossScaler& scaler() { return scaler_; }
+  const NamedTensors& parameters() const { return named_; }
+  dist::DistributedDataParallel& ddp() { return *ddp_; }
+
+ private:
+  model::TupeBertImpl& net_;
+  const c10::Device device_;
+  const at::ScalarType amp_;
+  const int64_t accumulation_, micro_batch_;
+  const double clip_grad_norm_;
+  NamedTensors named_;
+  std::unique_ptr<Optimizer> optimizer_;
+  DynamicLossScaler scaler_;
+  LrSchedule schedule_;
+  std::unique_ptr<dist::DistributedDataParallel> ddp_;
+};
+
+/// The autocast dtype of a precision: bf16, fp16, or float (fp32: autocast off).
+at::ScalarType amp_dtype(Precision p);
+
+/// Sum of the cross-entropy over the masked tokens of `b` (0-dim fp32 tensor), the forward
+/// under autocast `amp` on b's device.
+at::Tensor masked_lm_loss_sum(model::TupeBertImpl& net, const data::Batch& b, at::ScalarType amp,
+                              const c10::Device& device);
+
+/// `b` with every tensor on `device` (non-blocking copies; pinned batches copy async).
+data::Batch to_device(const data::Batch& b, const c10::Device& device);
+
+}  // namespace tupe::trainer
