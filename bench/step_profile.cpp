@@ -7,8 +7,9 @@
 // micro-steps' forward and backward through DDP, the gradient sync, and the shared
 // optimizer step (norm/inf check, unscale and clip, scaler update, AdamW), exactly the
 // calls `tupe pretrain` makes on a non-log step. Counting uses a global RecordFunction
-// observer: an op counts when it starts at depth 0 on its thread (ops called from inside
-// other ops are not counted again; autograd's backward nodes are not ops). "Host syncs" are
+// observer: an ATen op ("aten::...") counts when it starts outside any other ATen op on its
+// thread (ops called from inside other ops are not counted again; autograd's backward nodes
+// are not ops, the ops they run are). "Host syncs" are
 // the ops that make the host wait for a device value: aten::_local_scalar_dense (what
 // .item() dispatches) and device-to-host copies; on the CPU they cost nothing, but each one
 // stalls a GPU's queue, so they are counted on the CPU too.
@@ -25,6 +26,8 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "common/error.h"
 #include "common/host_memory.h"
@@ -72,14 +75,26 @@ class OpObserver {
     thread_local int d = 0;
     return d;
   }
+  /// Per thread: for each record open now, whether it is an ATen op (autograd's
+  /// "evaluate_function" records wrap the ops of a backward node and are not ops).
+  static std::vector<char>& open_records() {
+    thread_local std::vector<char> v;
+    return v;
+  }
   static std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
-    if (depth()++ == 0) {
+    const bool op = std::string_view(fn.name()).rfind("aten::", 0) == 0;
+    open_records().push_back(op ? 1 : 0);
+    if (op && depth()++ == 0) {
       std::lock_guard<std::mutex> lock(mutex());
       ++counts()[fn.name()];
     }
     return nullptr;
   }
-  static void on_end(const at::RecordFunction&, at::ObserverContext*) { --depth(); }
+  static void on_end(const at::RecordFunction&, at::ObserverContext*) {
+    if (open_records().empty()) return;
+    if (open_records().back()) --depth();
+    open_records().pop_back();
+  }
 
   at::CallbackHandle handle_;
 };
@@ -102,7 +117,7 @@ int64_t host_syncs(const std::map<std::string, int64_t>& c) {
 int main(int argc, char** argv) {
   keep_freed_host_memory();
   std::string shards, device_name, variant, precision;
-  int64_t hidden = 768, layers = 12, batch = 8, micro = 4, steps = 3, threads = 0;
+  int64_t hidden = 768, layers = 12, batch = 8, micro = 4, steps = 3, threads = 0, top_n = 8;
   po::options_description desc("step_profile options");
   desc.add_options()("help", "this help")("shards", po::value(&shards)->required(), "training shard file or folder")(
       "device", po::value(&device_name)->default_value("cpu"), "cpu | cuda")(
@@ -113,7 +128,8 @@ int main(int argc, char** argv) {
       "micro", po::value(&micro)->default_value(4), "sequences per micro-step")(
       "steps", po::value(&steps)->default_value(3), "profiled steps (after one warm-up step)")(
       "threads", po::value(&threads)->default_value(0), "intra-op threads (0 = LibTorch default)")(
-      "precision", po::value(&precision)->default_value("fp32"), "fp32 | bf16");
+      "precision", po::value(&precision)->default_value("fp32"), "fp32 | bf16")(
+      "top", po::value(&top_n)->default_value(8), "most dispatched ops listed per phase");
   try {
     po::variables_map vm;
     po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -201,12 +217,14 @@ int main(int argc, char** argv) {
     }
     std::printf("%-10s %14.1f %12.1f %12.1f\n", "step", static_cast<double>(all_ops) / static_cast<double>(steps),
                 static_cast<double>(all_syncs) / static_cast<double>(steps), all_ms);
-    std::printf("\nmost dispatched ops in the optimizer phase (per step):\n");
-    std::vector<std::pair<int64_t, std::string>> top;
-    for (const auto& [name, k] : per_phase["optimizer"]) top.emplace_back(k, name);
-    std::sort(top.rbegin(), top.rend());
-    for (size_t i = 0; i < std::min<size_t>(8, top.size()); ++i)
-      std::printf("  %-40s %8.1f\n", top[i].second.c_str(), static_cast<double>(top[i].first) / static_cast<double>(steps));
+    for (const char* p : phases) {
+      std::printf("\nmost dispatched ops in the %s phase (per step):\n", p);
+      std::vector<std::pair<int64_t, std::string>> top;
+      for (const auto& [name, k] : per_phase[p]) top.emplace_back(k, name);
+      std::sort(top.rbegin(), top.rend());
+      for (size_t i = 0; i < std::min<size_t>(static_cast<size_t>(top_n), top.size()); ++i)
+        std::printf("  %-40s %8.1f\n", top[i].second.c_str(), static_cast<double>(top[i].first) / static_cast<double>(steps));
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "step_profile: error: %s\n", e.what());
     return 1;

@@ -5,8 +5,9 @@
 //
 // Each round draws one batch from the loader (real shards, dynamic masks) and runs one full
 // pre-training step with it on every variant in turn: forward at the masked positions,
-// cross-entropy / masked tokens, backward, the norm check and clipping, AdamW (what one rank of
-// `tupe pretrain` does per step, without the collectives). Dropout is on (model defaults).
+// cross-entropy / masked tokens, backward into a flat gradient buffer, and the shared
+// optimizer step (norm check, clipping, AdamW: trainer/optimizer_step.h), what one rank of
+// `tupe pretrain` does per step, without the collectives. Dropout is on (model defaults).
 // Interleaving puts every variant under the same machine load, so the per-round ratio
 // t(variant) / t(BERT-A) is far less noisy than comparing separate runs. Reports, per variant,
 // the median of the wall-clock and of the thread-CPU step time, and the median of the
@@ -26,10 +27,12 @@
 #include "common/host_memory.h"
 #include "data_pipeline/loader.h"
 #include "model/tupe_bert.h"
-#include "trainer/grad_clip.h"
+#include "dist/grad_buffer.h"
 #include "trainer/loop/autocast.h"
 #include "trainer/loss_scaler.h"
+#include "trainer/lr_schedule.h"
 #include "trainer/optimizer.h"
+#include "trainer/optimizer_step.h"
 
 namespace po = boost::program_options;
 using namespace tupe;
@@ -52,7 +55,10 @@ struct Variant {
   std::string name;
   model::TupeBert net{nullptr};
   trainer::NamedTensors named;
+  std::unique_ptr<dist::GradBuffer> grads;  ///< the flat gradient buffer, as DDP lays it out
   std::unique_ptr<trainer::Optimizer> optimizer;
+  std::unique_ptr<trainer::DynamicLossScaler> scaler;
+  std::unique_ptr<trainer::OptimizerStep> step;
   std::vector<double> wall_s, cpu_s, ratio;
 };
 
@@ -99,7 +105,7 @@ int main(int argc, char** argv) {
     trainer::OptimizerOptions oo;
     trainer::PrecisionOptions po;
     po.precision = precision == "bf16" ? trainer::Precision::kBf16 : trainer::Precision::kFp32;
-    const trainer::DynamicLossScaler scaler(po);  // S = 1: only the norm check and clipping
+    const trainer::LrSchedule schedule(oo);
     std::vector<Variant> variants;
     for (const char* v : {"bert-absolute", "tupe-absolute", "bert-relative", "tupe-relative"}) {
       model::ModelConfig mc;
@@ -117,8 +123,17 @@ int main(int argc, char** argv) {
       var.net = model::TupeBert(mc);
       var.net->to(device);
       var.net->train();
-      for (auto& p : var.net->named_parameters()) var.named.emplace_back(p.key(), p.value());
+      std::vector<dist::NamedParameter> params;
+      for (auto& p : var.net->named_parameters()) {
+        var.named.emplace_back(p.key(), p.value());
+        params.push_back({p.key(), p.value()});
+      }
+      var.grads = std::make_unique<dist::GradBuffer>(params, int64_t{25} << 20);
+      var.grads->attach(params);
       var.optimizer = trainer::make_optimizer(var.named, oo);
+      var.scaler = std::make_unique<trainer::DynamicLossScaler>(po);  // S = 1: the norm check and clipping
+      var.scaler->to(device);
+      var.step = std::make_unique<trainer::OptimizerStep>(*var.optimizer, *var.scaler, schedule, 1.0);
       variants.push_back(std::move(var));
     }
     const auto amp = precision == "bf16" ? at::kBFloat16 : at::kFloat;
@@ -142,7 +157,7 @@ int main(int argc, char** argv) {
         sync();
         const auto t0 = std::chrono::steady_clock::now();
         const double c0 = thread_cpu_s();
-        v.optimizer->zero_grad();
+        v.grads->zero();
         at::Tensor logits;
         {
           trainer::AutocastScope autocast(device.type(), amp);
@@ -150,8 +165,7 @@ int main(int argc, char** argv) {
         }
         at::Tensor loss = at::cross_entropy_loss(logits.to(at::kFloat), b.masked_labels, {}, at::Reduction::Sum) / masked;
         loss.backward();
-        scaler.unscale_clip_and_check(trainer::gradients_of(v.named), 1.0);  // as the loop: one pass, one sync
-        v.optimizer->step(1e-4);
+        v.step->apply(v.grads->data(), r + 1);  // the loop's optimizer step (no host sync)
         sync();
         const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         const double cpu = thread_cpu_s() - c0;

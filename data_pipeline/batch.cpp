@@ -35,7 +35,7 @@ BatchBuilder::BatchBuilder(std::shared_ptr<const PretrainDataset> dataset, const
       masker_(config.masking(), dataset_->info().special, dataset_->info().vocab_size, mask_seed),
       static_masks_(dataset_->info().has_static_masks && config.use_static_masks) {
   config_.validate();
-  TUPE_CHECK(!config_.pin_memory || at::hasCUDA(),
+  TUPE_CHECK(config_.pin_memory != PinMemory::kOn || at::hasCUDA(),
              "data.pin_memory: page-locked memory needs CUDA, which this process does not have");
 }
 
@@ -76,7 +76,7 @@ Batch BatchBuilder::build(int64_t epoch, const std::vector<int64_t>& step_indice
   const DatasetInfo& info = dataset_->info();
   const int64_t b = row_end - row_begin;
   const int64_t len = padded_length(step_indices);
-  const auto opts = at::TensorOptions().dtype(at::kLong).pinned_memory(config_.pin_memory);
+  const auto opts = at::TensorOptions().dtype(at::kLong).pinned_memory(config_.pin_memory == PinMemory::kOn);
 
   Batch batch;
   batch.epoch = epoch;

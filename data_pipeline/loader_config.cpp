@@ -4,6 +4,23 @@
 
 namespace tupe::data {
 
+std::string to_string(PinMemory p) {
+  switch (p) {
+    case PinMemory::kAuto: return "auto";
+    case PinMemory::kOn: return "true";
+    case PinMemory::kOff: return "false";
+  }
+  return "?";
+}
+
+PinMemory parse_pin_memory(const std::string& text) {
+  if (text == "auto") return PinMemory::kAuto;
+  if (text == "true" || text == "1" || text == "yes" || text == "on") return PinMemory::kOn;
+  if (text == "false" || text == "0" || text == "no" || text == "off") return PinMemory::kOff;
+  TUPE_FAIL("key 'pin_memory': expected auto, true or false, got '" << text << "'");
+}
+
+
 void LoaderConfig::validate() const {
   TUPE_CHECK(vocab_size >= 0, "data.vocab_size: must be >= 0, got " << vocab_size);
   TUPE_CHECK(global_batch_size >= 1, "data.global_batch_size: must be positive, got " << global_batch_size);
@@ -55,7 +72,10 @@ const FieldTable<LoaderConfig>& LoaderConfig::fields() {
         .boolean("pad_to_max_seq_len", &LoaderConfig::pad_to_max_seq_len, "pad every batch to max_seq_len tokens")
         .integer("num_threads", &LoaderConfig::num_threads, "background threads building batches (0 = in next())")
         .integer("prefetch_batches", &LoaderConfig::prefetch_batches, "batches built ahead at most")
-        .boolean("pin_memory", &LoaderConfig::pin_memory, "page-locked batch tensors for CUDA copies (needs CUDA)");
+        .custom(
+            "pin_memory", "auto | true | false: page-locked batch tensors for asynchronous CUDA copies (auto: on CUDA)",
+            [](const LoaderConfig& c) { return to_string(c.pin_memory); },
+            [](LoaderConfig& c, const std::string& v) { c.pin_memory = parse_pin_memory(v); });
     return t;
   }();
   return table;

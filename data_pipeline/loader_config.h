@@ -11,6 +11,16 @@
 
 namespace tupe::data {
 
+/// Page-locked (pinned) batch memory, for asynchronous host-to-GPU copies.
+enum class PinMemory {
+  kAuto,  ///< on when the trainer computes on CUDA, off on the CPU (resolved by the trainer)
+  kOn,    ///< always (needs CUDA in this process)
+  kOff,   ///< never
+};
+std::string to_string(PinMemory p);
+/// Throws tupe::Error "key 'pin_memory': expected auto, true or false, got '...'".
+PinMemory parse_pin_memory(const std::string& text);
+
 struct LoaderConfig {
   std::string train_shards;           ///< comma-separated shard files or folders (train split)
   std::string validation_shards;      ///< comma-separated shard files or folders (validation split); "" = none
@@ -27,8 +37,10 @@ struct LoaderConfig {
   bool pad_to_max_seq_len = false;    ///< pad every batch to the dataset's max_seq_len instead
   int64_t num_threads = 1;            ///< background threads building batches (0 = build in next())
   int64_t prefetch_batches = 4;       ///< batches built ahead at most (bounded queue)
-  bool pin_memory = false;            ///< page-locked batch tensors (needs CUDA; refused without it)
+  PinMemory pin_memory = PinMemory::kAuto;  ///< page-locked batch tensors (kOn needs CUDA; kAuto = on for CUDA)
 
+  /// Whether batches are pinned when the trainer computes on CUDA (`cuda`) or not.
+  bool pins(bool cuda) const { return pin_memory == PinMemory::kOn || (pin_memory == PinMemory::kAuto && cuda); }
   /// Throws tupe::Error "data.<key>: <cause>".
   void validate() const;
   MaskingConfig masking() const;

@@ -132,6 +132,17 @@ void set_current_device(const c10::Device& device) {
   c10::impl::getDeviceGuardImpl(c10::kCUDA)->setDevice(device);
 }
 
+std::string cuda_device_name(int index) {
+#ifdef TUPE_HAVE_NCCL
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, index) != cudaSuccess) return "";
+  return std::string(prop.name, strnlen(prop.name, sizeof(prop.name)));
+#else
+  (void)index;
+  return "";
+#endif
+}
+
 std::string cuda_device_uuid(int index) {
 #ifdef TUPE_HAVE_NCCL
   cudaDeviceProp prop{};

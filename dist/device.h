@@ -61,6 +61,10 @@ c10::Device resolve_device(const MpiEnv& env, DeviceRequest request, const std::
 /// watchdog), or CUDA opens a context on device 0 for that thread.
 void set_current_device(const c10::Device& device);
 
+/// The name of CUDA device `index` as CUDA reports it ("NVIDIA H200"); "" in builds without
+/// the CUDA runtime or when it cannot be read.
+std::string cuda_device_name(int index);
+
 /// The UUID of CUDA device `index` as text ("GPU-xxxxxxxx-..."), "" in builds without the
 /// CUDA runtime or when it cannot be read.
 std::string cuda_device_uuid(int index);

@@ -1,23 +1,28 @@
 // Dynamic loss scaling for fp16 training (Micikevicius et al. 2018; the rules of
-// torch.amp.GradScaler / fairseq's DynamicLossScaler):
-//   - the loss is multiplied by S before backward; after the gradient all-reduce one pass
-//     over the grads gives their global norm, which is inf/NaN exactly when some grad is;
-//     the grads are then unscaled and clipped with one multiply (unscale_clip_and_check);
-//   - a step with inf/NaN grads is skipped: S <- S * backoff_factor, the growth tracker
-//     resets, the consecutive-skip count grows; after max_consecutive_skips consecutive
-//     skips the run aborts with a tupe::Error naming the step and the count;
-//   - after growth_interval consecutive finite steps: S <- S * growth_factor.
+// torch.amp.GradScaler / fairseq's DynamicLossScaler), with its state on the device so a
+// step never waits for the host:
+//   - the loss is multiplied by S before backward (scale_loss: a device multiply);
+//   - after the gradient sync, trainer/optimizer_step.h finds inf/NaN grads (found_inf, a
+//     device flag), unscales and clips, and the optimizer skips the update on the device;
+//   - update(found_inf): a skipped step sets S <- S * backoff_factor and resets the growth
+//     tracker; growth_interval consecutive finite steps set S <- S * growth_factor
+//     (at::_amp_update_scale_, what torch.amp.GradScaler runs); the skip counters
+//     (consecutive, total, the longest run since the last check) are device tensors too;
+//   - check_divergence(step), on log steps (a host sync): when some run of consecutive
+//     skips reached max_consecutive_skips since the last check, the run aborts with a
+//     tupe::Error naming the steps and the count.
 // With bf16/fp32 (no scaling) S stays 1, but inf/NaN steps are still skipped and counted.
 #pragma once
-#include <cstdint>
-#include <vector>
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 
-#include "trainer/named_tensors.h"
+#include <cstdint>
+
 #include "trainer/options.h"
 
 namespace tupe::trainer {
 
-/// Checkpointed state of the loss scaler.
+/// Checkpointed state of the loss scaler (host values).
 struct LossScalerState {
   double scale = 1.0;             ///< S (factor)
   int64_t growth_tracker = 0;     ///< consecutive finite steps since the last scale change
@@ -28,47 +33,46 @@ struct LossScalerState {
 class DynamicLossScaler {
  public:
   /// Scaling is on for precision fp16 only (S starts at initial_scale); otherwise S = 1.
-  /// Throws tupe::Error (via validate) on bad options.
+  /// The state starts on the CPU; to() moves it. Throws tupe::Error on bad options.
   explicit DynamicLossScaler(const PrecisionOptions& options);
 
+  /// Moves the device-side state to `device` (the gradients' device).
+  void to(const c10::Device& device);
   bool scaling_enabled() const { return scaling_enabled_; }
-  double scale() const { return state_.scale; }
 
-  /// loss * S (any shape/dtype; differentiable).
+  /// loss * S (a device multiply when scaling; `loss` itself otherwise). Differentiable.
   at::Tensor scale_loss(const at::Tensor& loss) const;
+  /// S: a 1-element float32 tensor on the state's device.
+  const at::Tensor& scale_tensor() const { return scale_; }
 
-  /// What unscale_clip_and_check found.
-  struct GradCheck {
-    bool finite = true;  ///< every grad finite (else the step must be skipped)
-    double norm = 0;     ///< global L2 norm of the UNSCALED grads before clipping; inf/NaN when not finite
-  };
+  /// Records one optimizer step's outcome on the device. `found_inf`: 1-element float32
+  /// (1 = the grads held inf/NaN and the step was skipped, 0 = applied) on the state's
+  /// device. No host sync.
+  void update(const at::Tensor& found_inf);
 
-  /// The post-backward pass of a step, with ONE read of the grads and ONE host sync:
-  ///   N_s = global_grad_norm(grads) (of the scaled grads, fp32 accumulation); N = N_s / S.
-  ///   N_s inf/NaN <=> some grad is inf/NaN (or the sum of squares overflows fp32, taken as
-  ///   an overflow too): grads untouched, finite = false.
-  ///   Otherwise, when S != 1 or max_norm > 0 and N > max_norm, every grad is multiplied in
-  ///   place by c / S with c = max_norm / (N + 1e-6) if clipping, else 1 (torch's
-  ///   clip_grad_norm_ rule). With S a power of two (the scaler's factors are 2 and 0.5 by
-  ///   default) this equals unscaling then clipping bit for bit; grads are left as they
-  ///   are when there is nothing to do (bf16/fp32 below the clip threshold).
-  /// Grads: float16/bfloat16/float32/float64 on one device. max_norm <= 0: no clipping.
-  GradCheck unscale_clip_and_check(const std::vector<at::Tensor>& grads, double max_norm) const;
+  /// Throws tupe::Error "loss scaler: by step <step>: <k> consecutive steps ..." when a run
+  /// of at least max_consecutive_skips skipped steps happened since the previous call (or
+  /// the start), then starts a new window. Reads the device (a host sync): call it on log
+  /// steps.
+  void check_divergence(int64_t step);
 
-  /// Records the outcome of optimizer step `step` (for messages) and updates S. Returns
-  /// true when the update should be applied, false when it must be skipped. Throws
-  /// tupe::Error "loss scaler: step <step>: <k> consecutive steps ..." at the
-  /// max_consecutive_skips-th consecutive skip.
-  bool update(bool grads_finite, int64_t step);
-
-  const LossScalerState& state() const { return state_; }
+  /// S as a host value (a host sync).
+  double scale() const;
+  /// The state as host values (a host sync): for logs and checkpoints.
+  LossScalerState state() const;
   /// Restores a saved state; throws tupe::Error when it is invalid (scale <= 0, counts < 0).
   void load_state(const LossScalerState& state);
 
  private:
   PrecisionOptions options_;
   bool scaling_enabled_;
-  LossScalerState state_;
+  int64_t checked_until_ = 0;  ///< updates seen by the last check_divergence (for messages)
+  int64_t updates_ = 0;        ///< update() calls so far in this process
+  at::Tensor scale_;           ///< (1,) float32: S
+  at::Tensor growth_tracker_;  ///< (1,) int32: consecutive finite steps since the last change
+  at::Tensor consecutive_;     ///< (1,) float32: current run of skipped steps
+  at::Tensor total_;           ///< (1,) float32: skipped steps over the run
+  at::Tensor longest_;         ///< (1,) float32: longest run of skips since the last check
 };
 
 }  // namespace tupe::trainer

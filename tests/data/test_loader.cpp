@@ -292,7 +292,7 @@ TEST(DataLoader, BadSettingsAreRefused) {
   test::expect_error([&] { Loader(ds, c, 0, 1); }, {"data.replace_with_random", "<= 1"});
   if (!at::hasCUDA()) {
     c = config(16);
-    c.pin_memory = true;
+    c.pin_memory = PinMemory::kOn;
     test::expect_error([&] { Loader(ds, c, 0, 1); }, {"data.pin_memory", "CUDA"});
   }
 }

@@ -135,7 +135,7 @@ def check_exactness_cuda(work):
         shutil.rmtree(ck, ignore_errors=True)
         mpirun(1, pretrain_args(work, ck, **{"train.micro_batch_size": micro, "train.max_steps": 5,
                                              "checkpoint.every_steps": 5, "optimizer.lr": 1e-4,
-                                             "train.device": "cuda"}))
+                                             "train.device": "cuda", "train.tf32": "false"}))
         weights[name] = checkpoint(ck, 5)[0]
     d = max_rel_diff(weights["1 rank x b x 2 accumulation"], weights["1 rank x 2b"])
     print(f"CUDA: 1 rank x b x 2 accumulation vs 1 rank x 2b after 5 steps: max relative difference {d:.3e}")

@@ -1,5 +1,6 @@
 // LR schedules against their closed form, global gradient-norm clipping against a float64
-// norm, the dynamic loss scaler's skip/backoff/growth/abort rules, and the options structs.
+// norm, the dynamic loss scaler's skip/backoff/growth/divergence rules with the shared
+// optimizer step (trainer/optimizer_step.h), and the options structs.
 #include <cmath>
 #include <limits>
 
@@ -9,6 +10,7 @@
 #include "trainer/loss_scaler.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/optimizer.h"
+#include "trainer/optimizer_step.h"
 #include "trainer/options.h"
 
 namespace tupe::trainer {
@@ -106,7 +108,7 @@ TEST(TrainerGradClip, NonFiniteNormsPropagateAndFp16AccumulatesInFp32) {
   EXPECT_EQ(gradients_of({{"a", a}, {"b", b}}).size(), 1u);
 }
 
-// ---- Loss scaler ---------------------------------------------------------------------
+// ---- Loss scaler and the shared optimizer step ------------------------------------------
 
 PrecisionOptions fp16_options() {
   PrecisionOptions o;
@@ -117,117 +119,140 @@ PrecisionOptions fp16_options() {
   return o;
 }
 
-/// One training step as the pre-training loop does it: unscale + check, then either the
-/// optimizer update or a skip. Returns whether the update was applied.
-bool train_step(DynamicLossScaler& scaler, Optimizer& opt, const NamedTensors& params, int64_t step) {
-  const bool finite = scaler.unscale_clip_and_check(gradients_of(params), 0.0).finite;
-  if (!scaler.update(finite, step)) return false;
-  opt.step(1e-3);
-  return true;
-}
+at::Tensor flag(bool inf) { return at::full({1}, inf ? 1.0 : 0.0); }
 
-TEST(TrainerLossScaler, InfGradientsSkipTheStepAndHalveTheScale) {
+/// Parameters whose grads are views of one flat buffer, as DDP lays them out.
+struct FlatParams {
+  at::Tensor flat;
+  NamedTensors params;
+  explicit FlatParams(const std::vector<int64_t>& sizes) {
+    int64_t total = 0;
+    for (int64_t n : sizes) total += n;
+    flat = at::zeros({total});
+    int64_t offset = 0;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      at::Tensor p = at::ones({sizes[i]});
+      p.set_requires_grad(true);
+      p.mutable_grad() = flat.narrow(0, offset, sizes[i]);
+      offset += sizes[i];
+      params.emplace_back("w" + std::to_string(i), p);
+    }
+  }
+};
+
+TEST(TrainerLossScaler, InfGradientsSkipTheStepOnTheDeviceAndHalveTheScale) {
   DynamicLossScaler scaler(fp16_options());
   EXPECT_EQ(scaler.scale(), 65536.0);
   EXPECT_EQ(scaler.scale_loss(at::full({}, 0.5)).item<double>(), 32768.0);
-
-  at::Tensor w = at::ones({3});
-  w.set_requires_grad(true);
+  FlatParams fp({3});
   OptimizerOptions oo;
-  AdamW opt({{"w", w}}, oo);
+  oo.clip_grad_norm = 0;
+  AdamW opt(fp.params, oo);
+  const LrSchedule schedule(1e-3, 0, 100, ScheduleKind::kLinear);
+  OptimizerStep step(opt, scaler, schedule, 0.0);
 
   // Finite scaled grads are divided by the scale and applied.
-  w.mutable_grad() = at::full({3}, 65536.0 * 0.25);
-  EXPECT_TRUE(train_step(scaler, opt, {{"w", w}}, 1));
-  EXPECT_TRUE(at::equal(w.grad(), at::full({3}, 0.25)));
-  EXPECT_LT(w[0].item<double>(), 1.0);
+  fp.flat.fill_(65536.0 * 0.25);
+  StepOutcome out = step.apply(fp.flat, 1);
+  EXPECT_EQ(out.found_inf.item<float>(), 0.0f);
+  EXPECT_TRUE(at::equal(fp.flat, at::full({3}, 0.25)));
+  EXPECT_FLOAT_EQ(out.grad_norm.item<float>(), 0.25f * std::sqrt(3.0f));
+  EXPECT_LT(fp.params[0].second[0].item<double>(), 1.0);
 
-  // Injected inf (and NaN): the step is skipped, the weights stay, the scale halves.
+  // Injected inf (and NaN): the step is skipped, the weights and moments stay, the scale halves.
   for (float bad : {std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
-    const at::Tensor before = w.detach().clone();
+    const at::Tensor before = fp.params[0].second.detach().clone();
+    const auto moments_before = opt.state_dict();
     const double scale_before = scaler.scale();
-    w.mutable_grad() = at::full({3}, 1.0);
-    w.mutable_grad()[1] = bad;
-    EXPECT_FALSE(train_step(scaler, opt, {{"w", w}}, 2));
-    EXPECT_TRUE(testing::bitwise_equal(w.detach(), before));
+    fp.flat.fill_(1.0);
+    fp.flat[1] = bad;
+    out = step.apply(fp.flat, 2);
+    EXPECT_EQ(out.found_inf.item<float>(), 1.0f);
+    EXPECT_TRUE(testing::bitwise_equal(fp.params[0].second.detach(), before));
+    const auto moments_after = opt.state_dict();
+    for (size_t k = 0; k < moments_before.tensors.size(); ++k)
+      EXPECT_TRUE(testing::bitwise_equal(moments_after.tensors[k].second, moments_before.tensors[k].second))
+          << moments_before.tensors[k].first;
     EXPECT_EQ(scaler.scale(), scale_before * 0.5);
     EXPECT_EQ(scaler.state().growth_tracker, 0);
   }
   EXPECT_EQ(scaler.state().consecutive_skips, 2);
   EXPECT_EQ(scaler.state().total_skips, 2);
-
-  // fp16 grads work too (the check runs over every grad, any float dtype).
-  std::vector<at::Tensor> half = {at::full({4}, 2.0, at::kHalf), at::full({2}, 65504.0, at::kHalf)};
-  DynamicLossScaler s2(fp16_options());
-  EXPECT_TRUE(s2.unscale_clip_and_check(half, 0.0).finite);
-  EXPECT_EQ(half[0][0].item<float>(), 2.0f / 65536.0f);
-  half[1][0] = std::numeric_limits<float>::infinity();
-  const auto bad = s2.unscale_clip_and_check(half, 0.0);
-  EXPECT_FALSE(bad.finite);
-  EXPECT_TRUE(std::isinf(bad.norm));
-  EXPECT_EQ(half[0][0].item<float>(), 2.0f / 65536.0f);  // a skipped step leaves the grads alone
 }
 
-TEST(TrainerLossScaler, OneMultiplyEqualsUnscaleThenClipBitForBit) {
-  // The reference is the two-pass procedure: g / S, then torch's clip rule on the result.
-  DynamicLossScaler scaler(fp16_options());  // S = 65536
-  const double S = scaler.scale();
+TEST(TrainerLossScaler, OneMultiplyEqualsUnscaleThenClip) {
+  // The reference is the two-pass procedure in float64: g / S, then torch's clip rule.
   for (double max_norm : {1.0, 1e6, 0.0}) {  // clipping active; inactive; off
-    auto fused = random_grads(S * 3.0);
-    std::vector<at::Tensor> unscaled;
-    for (const auto& g : fused) unscaled.push_back(g * static_cast<float>(1.0 / S));
-    const double expected_norm = float64_norm(unscaled);
-    const double reference_norm = clip_grad_norm(unscaled, max_norm);
-    const auto checked = scaler.unscale_clip_and_check(fused, max_norm);
-    EXPECT_TRUE(checked.finite);
-    EXPECT_EQ(checked.norm, reference_norm) << max_norm;
-    EXPECT_NEAR(checked.norm, expected_norm, 1e-6 * expected_norm);
-    for (size_t i = 0; i < fused.size(); ++i) EXPECT_TRUE(testing::bitwise_equal(fused[i], unscaled[i])) << max_norm;
+    DynamicLossScaler scaler(fp16_options());  // S = 65536
+    const double S = scaler.scale();
+    FlatParams fp({210, 7, 27});
+    at::manual_seed(17);
+    fp.flat.copy_(at::randn({244}) * (S * 3.0));
+    const at::Tensor unscaled = fp.flat.to(at::kDouble) / S;
+    const double norm = unscaled.norm().item<double>();
+    const double c = max_norm > 0 && norm > max_norm ? max_norm / (norm + 1e-6) : 1.0;
+    OptimizerOptions oo;
+    AdamW opt(fp.params, oo);
+    const LrSchedule schedule(0.0 + 1e-9, 0, 100, ScheduleKind::kLinear);
+    OptimizerStep step(opt, scaler, schedule, max_norm);
+    const StepOutcome out = step.apply(fp.flat, 1);
+    EXPECT_NEAR(out.grad_norm.item<double>(), norm, 1e-6 * norm) << max_norm;
+    const double err = (fp.flat.to(at::kDouble) - unscaled * c).abs().max().item<double>() / (unscaled * c).abs().max().item<double>();
+    EXPECT_LE(err, 2e-7) << max_norm;  // float32 rounding of one product
   }
-  // S = 1 (bf16/fp32) below the threshold: nothing is written.
+  // S = 1 (bf16/fp32) and no clipping: nothing is written.
   PrecisionOptions o;
   o.precision = Precision::kBf16;
   DynamicLossScaler one(o);
-  auto grads = random_grads(1.0);
-  const at::Tensor before = grads[0].clone();
-  EXPECT_NEAR(one.unscale_clip_and_check(grads, 1e6).norm, float64_norm(grads), 1e-6 * float64_norm(grads));
-  EXPECT_TRUE(testing::bitwise_equal(grads[0], before));
+  FlatParams fp({5});
+  fp.flat.copy_(at::randn({5}));
+  const at::Tensor before = fp.flat.clone();
+  AdamW opt(fp.params, OptimizerOptions{});
+  const LrSchedule schedule(1e-3, 0, 100, ScheduleKind::kLinear);
+  OptimizerStep(opt, one, schedule, 0.0).apply(fp.flat, 1);
+  EXPECT_TRUE(testing::bitwise_equal(fp.flat, before));
 }
 
 TEST(TrainerLossScaler, GrowsAfterTheIntervalAndResetsOnOverflow) {
   DynamicLossScaler scaler(fp16_options());  // interval 3
-  EXPECT_TRUE(scaler.update(true, 1));
-  EXPECT_TRUE(scaler.update(true, 2));
+  scaler.update(flag(false));
+  scaler.update(flag(false));
   EXPECT_EQ(scaler.scale(), 65536.0);
-  EXPECT_TRUE(scaler.update(true, 3));
+  scaler.update(flag(false));
   EXPECT_EQ(scaler.scale(), 131072.0);
   EXPECT_EQ(scaler.state().growth_tracker, 0);
-  EXPECT_TRUE(scaler.update(true, 4));
-  EXPECT_TRUE(scaler.update(true, 5));
-  EXPECT_FALSE(scaler.update(false, 6));  // overflow resets the tracker
+  scaler.update(flag(false));
+  scaler.update(flag(false));
+  scaler.update(flag(true));  // overflow halves and resets the tracker
   EXPECT_EQ(scaler.scale(), 65536.0);
-  EXPECT_TRUE(scaler.update(true, 7));
-  EXPECT_TRUE(scaler.update(true, 8));
+  EXPECT_EQ(scaler.state().growth_tracker, 0);
+  scaler.update(flag(false));
+  scaler.update(flag(false));
   EXPECT_EQ(scaler.scale(), 65536.0);
-  EXPECT_TRUE(scaler.update(true, 9));
+  scaler.update(flag(false));
   EXPECT_EQ(scaler.scale(), 131072.0);
 }
 
-TEST(TrainerLossScaler, AbortsAfterMaxConsecutiveSkipsNamingStepAndCount) {
+TEST(TrainerLossScaler, DivergenceCheckNamesTheStepAndCount) {
   DynamicLossScaler scaler(fp16_options());  // max 4 consecutive skips
-  int64_t step = 0;
-  for (int i = 0; i < 3; ++i) EXPECT_FALSE(scaler.update(false, ++step));
-  EXPECT_TRUE(scaler.update(true, ++step));  // a finite step resets the count
-  for (int i = 0; i < 3; ++i) EXPECT_FALSE(scaler.update(false, ++step));
+  for (int i = 0; i < 3; ++i) scaler.update(flag(true));
+  scaler.update(flag(false));  // a finite step ends the run
+  for (int i = 0; i < 3; ++i) scaler.update(flag(true));
+  EXPECT_NO_THROW(scaler.check_divergence(7));  // runs of 3: below the limit
+  EXPECT_EQ(scaler.state().consecutive_skips, 3);
+  scaler.update(flag(true));                    // the run reaches 4
+  scaler.update(flag(false));                   // and recovers before the check: still caught
   try {
-    scaler.update(false, ++step);
+    scaler.check_divergence(9);
     FAIL() << "no abort after 4 consecutive skips";
   } catch (const Error& e) {
     const std::string msg = e.what();
-    EXPECT_NE(msg.find("step 8: 4 consecutive steps had inf/NaN gradients"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("by step 9: 4 consecutive steps had inf/NaN gradients"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("in the last 2 steps"), std::string::npos) << msg;
     EXPECT_NE(msg.find("max_consecutive_skips = 4"), std::string::npos) << msg;
     EXPECT_EQ(msg.find('\n'), std::string::npos);
   }
+  EXPECT_NO_THROW(scaler.check_divergence(10));  // a new window
 }
 
 TEST(TrainerLossScaler, Bf16KeepsScaleOneButStillSkipsAndStateRoundTrips) {
@@ -235,22 +260,35 @@ TEST(TrainerLossScaler, Bf16KeepsScaleOneButStillSkipsAndStateRoundTrips) {
   o.precision = Precision::kBf16;
   DynamicLossScaler bf16(o);
   EXPECT_FALSE(bf16.scaling_enabled());
-  EXPECT_FALSE(bf16.update(false, 1));
+  bf16.update(flag(true));
   EXPECT_EQ(bf16.scale(), 1.0);
-  std::vector<at::Tensor> g = {at::full({2}, 3.0)};
-  EXPECT_TRUE(bf16.unscale_clip_and_check(g, 0.0).finite);
-  EXPECT_EQ(g[0][0].item<float>(), 3.0f);
+  EXPECT_EQ(bf16.state().total_skips, 1);
+  EXPECT_EQ(bf16.scale_loss(at::full({}, 0.5)).item<double>(), 0.5);
 
   DynamicLossScaler a(fp16_options()), b(fp16_options());
-  a.update(false, 1);
-  a.update(true, 2);
+  a.update(flag(true));
+  a.update(flag(false));
   b.load_state(a.state());
   EXPECT_EQ(b.scale(), 32768.0);
   EXPECT_EQ(b.state().growth_tracker, 1);
   EXPECT_EQ(b.state().total_skips, 1);
+  EXPECT_EQ(b.state().consecutive_skips, 0);
   LossScalerState bad = a.state();
   bad.scale = 0;
   EXPECT_THROW(b.load_state(bad), Error);
+}
+
+TEST(TrainerOptimizerStep, LrCountsEveryStepAppliedOrSkipped) {
+  DynamicLossScaler scaler(fp16_options());
+  FlatParams fp({4});
+  AdamW opt(fp.params, OptimizerOptions{});
+  const LrSchedule schedule(1.0, 4, 8, ScheduleKind::kLinear);
+  OptimizerStep step(opt, scaler, schedule, 1.0);
+  for (int64_t t = 1; t <= 6; ++t) {
+    fp.flat.fill_(t == 3 ? std::numeric_limits<float>::infinity() : 1.0f);
+    EXPECT_DOUBLE_EQ(step.apply(fp.flat, t).lr, schedule.lr(t)) << t;  // step 3 skipped, the LR goes on
+  }
+  EXPECT_THROW(step.apply(fp.flat, 0), Error);
 }
 
 // ---- Options -------------------------------------------------------------------------

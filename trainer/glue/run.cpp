@@ -12,11 +12,11 @@
 #include "dist/consistency.h"
 #include "dist/ddp.h"
 #include "trainer/glue/pretrained.h"
-#include "trainer/grad_clip.h"
 #include "trainer/loop/autocast.h"
 #include "trainer/loss_scaler.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/optimizer.h"
+#include "trainer/optimizer_step.h"
 
 namespace tupe::glue {
 
@@ -135,6 +135,8 @@ RunRecord run_finetuning(const RunEnvironment& env, const TaskData& data, double
   precision.precision = env.inference.autocast_dtype == at::kBFloat16 ? trainer::Precision::kBf16
                                                                        : trainer::Precision::kFp32;
   trainer::DynamicLossScaler scaler(precision);
+  scaler.to(device);
+  trainer::OptimizerStep optimizer_step(optimizer, scaler, schedule, cfg.clip_grad_norm);
   const at::ScalarType autocast_dtype = env.inference.autocast_dtype;
   const bool classification = task.kind == TaskKind::kClassification;
   const bool need_weights = keep_weights || !data.test.empty();
@@ -146,7 +148,7 @@ RunRecord run_finetuning(const RunEnvironment& env, const TaskData& data, double
   for (int64_t epoch = 1; epoch <= epochs; ++epoch) {
     const std::vector<int64_t> order =
         permutation(n_train, mix_seed(static_cast<uint64_t>(seed), kOrderStream, static_cast<uint64_t>(epoch)));
-    double loss_sum = 0;
+    at::Tensor loss_sum = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(device));  // read once per epoch
     double lr_now = 0;
     for (int64_t k = 0; k < rec.steps_per_epoch; ++k) {
       ++step;
@@ -180,14 +182,10 @@ RunRecord run_finetuning(const RunEnvironment& env, const TaskData& data, double
                            : (out.squeeze(1) - batch.scores).pow(2).sum();
         const at::Tensor loss = example_loss_sum * ((dummy ? 0.0 : 1.0) / static_cast<double>(n_global));
         loss.backward();
-        if (!dummy) loss_sum += example_loss_sum.item<double>();
+        if (!dummy) loss_sum.add_(example_loss_sum.detach());
       }
       ddp.finish_grad_sync();
-      const std::vector<at::Tensor> grads = trainer::gradients_of(params);
-      const bool finite = scaler.unscale_clip_and_check(grads, cfg.clip_grad_norm).finite;
-      lr_now = schedule.lr(step);
-      if (scaler.update(finite, step)) optimizer.step(lr_now);
-      else ++rec.skipped_steps;
+      lr_now = optimizer_step.apply(ddp.buffer().data(), step).lr;  // shared with pre-training
       if (env.log && seconds_since(last_log) > 60.0) {
         last_log = Clock::now();
         char buf[160];
@@ -202,7 +200,9 @@ RunRecord run_finetuning(const RunEnvironment& env, const TaskData& data, double
     er.epoch = epoch;
     er.step = step;
     er.learning_rate = lr_now;
-    er.train_loss = sum_over_ranks(comm, device, {loss_sum}, "glue train loss")[0] / static_cast<double>(n_train);
+    scaler.check_divergence(step);
+    er.train_loss =
+        sum_over_ranks(comm, device, {loss_sum.item<double>()}, "glue train loss")[0] / static_cast<double>(n_train);
     for (const auto& split : data.dev) {
       const at::Tensor outputs = predict_outputs(*net, split, comm, env.inference);
       er.dev.push_back(score_predictions(task, to_predictions(task, outputs), split));
@@ -234,6 +234,7 @@ RunRecord run_finetuning(const RunEnvironment& env, const TaskData& data, double
   for (const auto& split : data.test)
     rec.test.push_back(to_predictions(task, predict_outputs(*net, split, comm, env.inference)));
   if (keep_weights) rec.weights = rec.selected_epoch != epochs ? std::move(best_weights) : snapshot(params);
+  rec.skipped_steps = scaler.state().total_skips;
   rec.seconds = seconds_since(t0);
   return rec;
 }

@@ -14,7 +14,8 @@
 //   so the update equals one rank's on the whole batch whatever W (ARCHITECTURE.md "Data
 //   parallel is exact"). A rank without examples in b_t back-propagates 0 x L of one example
 //   so that every rank joins every all-reduce. Dropout masks are seeded per (seed, t, rank).
-//   Non-finite gradients skip the step (loss_scaler.h); clipping to clip_grad_norm; AdamW.
+//   The optimizer step is pre-training's (trainer/optimizer_step.h): non-finite gradients
+//   skip the step on the device, clipping to clip_grad_norm, AdamW; the LR counts every step.
 // After every epoch: the dev metrics; the run reports the best (or last) epoch by the task's
 // primary metric on its first dev split.
 #pragma once

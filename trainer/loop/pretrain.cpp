@@ -23,6 +23,7 @@
 #include "trainer/checkpoint_store.h"
 #include "trainer/grad_clip.h"
 #include "trainer/loop/batch_plan.h"
+#include "trainer/loop/flops.h"
 #include "trainer/loop/step.h"
 #include "trainer/loop/autocast.h"
 #include "trainer/loop/metrics.h"
@@ -137,6 +138,13 @@ PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cf
   TUPE_CHECK(!(cfg.precision.precision == Precision::kFp16 && !use_cuda),
              "precision.precision: fp16 with loss scaling is for GPUs; use bf16 or fp32 on CPU");
   dist::DistContext dctx(env, cfg.dist, chosen);
+  if (use_cuda) {  // TF32 tensor cores for fp32 matmuls (train.tf32)
+    at::globalContext().setAllowTF32CuBLAS(cfg.train.tf32);
+    at::globalContext().setAllowTF32CuDNN(cfg.train.tf32);
+  }
+  // Pinned batches and non-blocking copies on CUDA unless data.pin_memory says otherwise.
+  data::LoaderConfig loader_config = cfg.data;
+  loader_config.pin_memory = cfg.data.pins(use_cuda) ? data::PinMemory::kOn : data::PinMemory::kOff;
   dist::Communicator& comm = dctx.comm();
   const c10::Device device = dctx.device();
   Progress progress(cfg.train.progress && rank == 0, rank == 0);
@@ -252,7 +260,7 @@ PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cf
 
   std::unique_ptr<data::Loader> loader;
   try {
-    loader = std::make_unique<data::Loader>(train_ds, cfg.data, rank, world,
+    loader = std::make_unique<data::Loader>(train_ds, loader_config, rank, world,
                                             data::LoaderState{state.data.epoch, state.data.consumed_samples},
                                             [device] { dist::set_current_device(device); });
   } catch (const Error& e) {
@@ -261,13 +269,25 @@ PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cf
   }
   MetricsLog metrics(cfg.train.metrics_dir.empty() ? cfg.checkpoint.dir + "/metrics" : cfg.train.metrics_dir, rank);
   const int64_t n_params = model::count_parameters(*net);
+  // The MFU's peak: train.peak_tflops, else the GPU's datasheet figure, else measured (CPU).
+  double peak_tflops = cfg.train.peak_tflops;
+  std::string peak_source = "train.peak_tflops";
+  if (peak_tflops <= 0 && use_cuda) {
+    const std::string name = dist::cuda_device_name(device.index());
+    peak_tflops = table_peak_tflops(name, cfg.precision.precision, cfg.train.tf32);
+    peak_source = peak_tflops > 0 ? name + " datasheet" : "unknown GPU '" + name + "': set train.peak_tflops for MFU";
+  } else if (peak_tflops <= 0) {
+    peak_tflops = measure_cpu_peak_tflops();
+    peak_source = "measured fp32 matmul rate of this rank";
+  }
   {
     std::ostringstream msg;
     msg << "pre-training " << model::to_string(cfg.model.position_encoding) << " (" << n_params << " parameters) on "
         << world << " rank(s), " << device.str() << ", " << comm.backend_name() << " all-reduce in "
         << runner.ddp().num_buckets() << " bucket(s); global batch " << cfg.data.global_batch_size << " = " << world << " x "
         << accumulation << " x " << micro_batch << "; " << loader->steps_per_epoch()
-        << " steps per epoch; precision " << to_string(cfg.precision.precision);
+        << " steps per epoch; precision " << to_string(cfg.precision.precision) << "; MFU peak "
+        << (peak_tflops > 0 ? format_double(peak_tflops) + " TFLOP/s (" + peak_source + ")" : peak_source);
     progress.message(msg.str());
   }
 
@@ -313,14 +333,16 @@ PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cf
     const data::Batch batch = loader->next();
     const double global_masked = static_cast<double>(batch.global_masked_count);
     const StepResult out = runner.run(batch, step, state.scheduler_step);
-    const double grad_norm = out.grad_norm, lr = out.lr;
-    const at::Tensor& loss_sum = out.loss_sum;
     state.step = step;
     ++window_steps;
     window_tokens += batch.input_ids.numel() * world;
 
     if (step % cfg.train.log_every == 0 || step == max_steps) {
-      const double local_loss_sum = loss_sum.item<double>();  // a log step's one extra host sync
+      // The log step is the only one that reads the device: loss, norm, skips, scale.
+      scaler.check_divergence(step);
+      const double local_loss_sum = out.loss_sum.item<double>();
+      const double grad_norm = out.found_inf.item<float>() > 0 ? INFINITY : out.grad_norm.item<double>();
+      const double lr = out.lr;
       const double global_loss = all_reduce_sum(comm, {local_loss_sum}, device, "loss")[0] / global_masked;
       const double dt = seconds_since(window_start);
       ProgressLine p;
@@ -333,11 +355,11 @@ PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cf
       p.tokens_per_s = window_tokens / dt;
       p.eta_s = dt / window_steps * static_cast<double>(max_steps - step);
       p.skipped = scaler.state().total_skips;
-      if (use_cuda) {  // 6 N flops per token (forward + backward) plus the attention matmuls
-        const double flops_per_token = 6.0 * n_params + 12.0 * cfg.model.num_layers * cfg.model.hidden_size *
-                                                            static_cast<double>(batch.input_ids.size(1));
-        p.mfu = flops_per_token * p.tokens_per_s / (cfg.train.peak_tflops * 1e12 * world);
-      }
+      const int64_t padded = batch.input_ids.size(1);
+      const double flops_per_token = training_flops_per_token(
+          cfg.model, padded, cfg.data.global_batch_size,
+          global_masked / static_cast<double>(cfg.data.global_batch_size * padded));
+      if (peak_tflops > 0) p.mfu = flops_per_token * p.tokens_per_s / (peak_tflops * 1e12 * world);
       progress.update(p);
       const auto pos = loader->state();
       metrics.write({{"step", step},
@@ -350,7 +372,9 @@ PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cf
                      {"loss_scale", scaler.scale()},
                      {"tokens_per_s", p.tokens_per_s},
                      {"step_time_s", dt / window_steps},
-                     {"skipped_steps", p.skipped}});
+                     {"skipped_steps", p.skipped},
+                     {"flops_per_token", flops_per_token},
+                     {"mfu", p.mfu >= 0 ? p.mfu : -1.0}});
       result.last_loss = global_loss;
       result.last_logged_step = step;
       window_start = Clock::now();

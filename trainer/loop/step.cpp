@@ -7,7 +7,6 @@
 #include <cmath>
 
 #include "common/error.h"
-#include "trainer/grad_clip.h"
 #include "trainer/loop/autocast.h"
 
 namespace tupe::trainer {
@@ -61,7 +60,9 @@ StepRunner::StepRunner(model::TupeBertImpl& net, dist::DistContext& context, con
     named_.emplace_back(item.key(), item.value());
   }
   optimizer_ = make_optimizer(named_, cfg.optimizer);
+  scaler_.to(device_);
   ddp_ = std::make_unique<dist::DistributedDataParallel>(context.comm(), params, cfg.dist);
+  step_ = std::make_unique<OptimizerStep>(*optimizer_, scaler_, schedule_, clip_grad_norm_);
 }
 
 StepResult StepRunner::run(const data::Batch& host_batch, int64_t step, int64_t& scheduler_step, StepTimes* times,
@@ -80,31 +81,28 @@ StepResult StepRunner::run(const data::Batch& host_batch, int64_t step, int64_t&
     for (const char* p : {"forward", "backward", "reduce", "optimizer"}) times->seconds[p] = 0;
 
   ddp_->zero_grad_buffer();
-  const data::Batch batch = to_device(host_batch, device_);
-  const double global_masked = static_cast<double>(batch.global_masked_count);
+  const double global_masked = static_cast<double>(host_batch.global_masked_count);
   TUPE_CHECK(global_masked > 0, "step " << step << ": the global batch has no masked tokens");
   StepResult result;
-  result.loss_sum = at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(device_));
   for (int64_t m = 0; m < accumulation_; ++m) {
     ddp_->set_is_last_microbatch(m == accumulation_ - 1);
-    data::Batch mb = accumulation_ == 1 ? batch : data::slice_rows(batch, m * micro_batch_, (m + 1) * micro_batch_);
+    // Sliced on the host (no device-side index arithmetic), then one copy per tensor.
+    const data::Batch mb = to_device(
+        accumulation_ == 1 ? host_batch : data::slice_rows(host_batch, m * micro_batch_, (m + 1) * micro_batch_),
+        device_);
     at::Tensor ls = masked_lm_loss_sum(net_, mb, amp_, device_);
     phase_done("forward");
     scaler_.scale_loss(ls / global_masked).backward();
-    result.loss_sum += ls.detach();
+    result.loss_sum = m == 0 ? ls.detach() : result.loss_sum + ls.detach();
     phase_done("backward");
   }
   ddp_->finish_grad_sync();
   phase_done("reduce");
-  const auto grads = gradients_of(named_);
-  const auto checked = scaler_.unscale_clip_and_check(grads, clip_grad_norm_);
-  result.grad_norm = checked.finite ? checked.norm : INFINITY;
-  result.lr = schedule_.lr(scheduler_step + 1);
-  result.applied = scaler_.update(checked.finite, step);
-  if (result.applied) {
-    optimizer_->step(result.lr);
-    scheduler_step += 1;
-  }
+  StepOutcome outcome = step_->apply(ddp_->buffer().data(), scheduler_step + 1);
+  scheduler_step += 1;
+  result.grad_norm = std::move(outcome.grad_norm);
+  result.found_inf = std::move(outcome.found_inf);
+  result.lr = outcome.lr;
   phase_done("optimizer");
   return result;
 }

@@ -1,11 +1,14 @@
 // One pre-training step of one rank (what `tupe pretrain` runs per optimizer step, and what
 // bench/step_profile measures):
-//   for each of the k micro-batches m (rows [m b, (m + 1) b) of this rank's B / W rows):
+//   for each of the k micro-batches m (rows [m b, (m + 1) b) of this rank's B / W rows,
+//   sliced on the host, copied to the device non-blocking):
 //     forward under autocast at the masked positions, loss
 //       L_m = sum over its masked tokens of CE / (masked tokens of the GLOBAL batch)
 //     backward of L_m * S (S = fp16 loss scale); the DDP buckets all-reduce (SUM) during
 //     the last micro-step's backward only;
-//   finish the gradient sync, then the shared optimizer step (trainer/optimizer_step.h).
+//   finish the gradient sync, then the shared optimizer step (trainer/optimizer_step.h:
+//   norm, inf/NaN check, unscale + clip, AdamW/LAMB, loss scaler, all on the device).
+// No host sync: the result's tensors stay on the device until the job reads them.
 // The model, optimizer, loss scaler, LR schedule and DDP live here; the job (pretrain.cpp)
 // resumes them through the accessors and decides when to log and checkpoint.
 #pragma once
@@ -24,6 +27,7 @@
 #include "trainer/loss_scaler.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/optimizer.h"
+#include "trainer/optimizer_step.h"
 
 namespace tupe::trainer {
 
@@ -39,10 +43,10 @@ using StepPhaseHook = std::function<void(const char* phase)>;
 /// What a step returns. Tensors stay on the device (reading them is a host sync: the job
 /// does so on log steps only).
 struct StepResult {
-  at::Tensor loss_sum;  ///< 0-dim fp32: this rank's summed CE over its masked tokens
-  double grad_norm = 0; ///< pre-clip global L2 norm of the unscaled grads (inf/NaN: skipped)
-  double lr = 0;        ///< the learning rate this step used
-  bool applied = true;  ///< false when the step was skipped (inf/NaN grads)
+  at::Tensor loss_sum;   ///< 0-dim fp32: this rank's summed CE over its masked tokens
+  at::Tensor grad_norm;  ///< 0-dim fp32: pre-clip global L2 norm of the unscaled grads (inf/NaN: skipped)
+  at::Tensor found_inf;  ///< (1,) fp32: 1 when the step was skipped (inf/NaN grads)
+  double lr = 0;         ///< the learning rate this step used
 };
 
 class StepRunner {
@@ -53,9 +57,11 @@ class StepRunner {
   StepRunner(model::TupeBertImpl& net, dist::DistContext& context, const PretrainConfig& cfg, int64_t accumulation,
              int64_t micro_batch);
 
-  /// Runs optimizer step `step` (1-based) on this rank's batch. `scheduler_step` is the
-  /// number of LR-schedule updates before it (the LR is lr(scheduler_step + 1)); on return
-  /// it counts this step if the step was applied. `times` and `hook` may be null/empty.
+  /// Runs optimizer step `step` (1-based) on this rank's batch (on the host; copied here).
+  /// `scheduler_step` is the number of LR-schedule steps before it (the LR is
+  /// lr(scheduler_step + 1)); it advances by one, applied or skipped (optimizer_step.h's
+  /// rule). `times` and `hook` may be null/empty (with them, phases are timed on the host:
+  /// on a GPU the hook must synchronise for the times to mean anything).
   StepResult run(const data::Batch& batch, int64_t step, int64_t& scheduler_step, StepTimes* times = nullptr,
                  const StepPhaseHook& hook = {});
 
@@ -75,6 +81,7 @@ class StepRunner {
   DynamicLossScaler scaler_;
   LrSchedule schedule_;
   std::unique_ptr<dist::DistributedDataParallel> ddp_;
+  std::unique_ptr<OptimizerStep> step_;
 };
 
 /// The autocast dtype of a precision: bf16, fp16, or float (fp32: autocast off).

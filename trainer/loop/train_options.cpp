@@ -12,7 +12,7 @@ void TrainOptions::validate() const {
   TUPE_CHECK(device == "auto" || device == "cpu" || device == "cuda",
              "train.device: expected auto, cpu or cuda, got '" << device << "'");
   TUPE_CHECK(threads >= 0, "train.threads: must be >= 0, got " << threads);
-  TUPE_CHECK(peak_tflops > 0, "train.peak_tflops: must be positive, got " << peak_tflops);
+  TUPE_CHECK(peak_tflops >= 0, "train.peak_tflops: must be >= 0 (0 = auto), got " << peak_tflops);
 }
 
 const FieldTable<TrainOptions>& TrainOptions::fields() {
@@ -31,7 +31,9 @@ const FieldTable<TrainOptions>& TrainOptions::fields() {
         .text("device", &TrainOptions::device, "auto | cpu | cuda (GPU: local rank mod visible GPUs)")
         .integer("threads", &TrainOptions::threads, "intra-op CPU threads per rank; 0 = LibTorch default")
         .text("metrics_dir", &TrainOptions::metrics_dir, "folder of per-rank metrics JSONL; \"\" = <checkpoint.dir>/metrics")
-        .real("peak_tflops", &TrainOptions::peak_tflops, "accelerator peak TFLOP/s for the MFU figure")
+        .real("peak_tflops", &TrainOptions::peak_tflops,
+              "peak TFLOP/s for the MFU figure; 0 = auto (GPU datasheet table by name and precision; CPU: measured)")
+        .boolean("tf32", &TrainOptions::tf32, "TF32 tensor cores for fp32 matmuls on CUDA")
         .boolean("progress", &TrainOptions::progress, "rank 0 progress line")
         .text("vocab_sha256", &TrainOptions::vocab_sha256,
               "expected SHA-256 (hex) of the shards' vocabulary; \"\" = take the shards'");

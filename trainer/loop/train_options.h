@@ -19,7 +19,9 @@ struct TrainOptions {
   std::string device = "auto";    ///< auto | cpu | cuda (dist/device.h: cuda:<local rank mod visible GPUs>)
   int64_t threads = 0;            ///< intra-op CPU threads per rank (0 = LibTorch's default)
   std::string metrics_dir;        ///< per-rank JSONL metrics; "" = <checkpoint.dir>/metrics
-  double peak_tflops = 989.0;     ///< accelerator peak (dense bf16/fp16 TFLOP/s) for MFU; H100/H200 SXM: 989
+  double peak_tflops = 0;         ///< peak TFLOP/s for MFU; 0 = auto (GPU: datasheet table by name and
+                                  ///< precision, trainer/loop/flops.h; CPU: measured fp32 matmul rate)
+  bool tf32 = true;               ///< TF32 tensor cores for fp32 matmuls on CUDA (no effect on the CPU)
   bool progress = true;           ///< rank 0 progress line (rewritten in place on a terminal)
   std::string vocab_sha256;       ///< expected vocabulary SHA-256 of the shards; "" = take the shards'
 

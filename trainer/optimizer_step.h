@@ -1,0 +1,52 @@
+// The optimizer step shared by pre-training (trainer/loop/step.h) and fine-tuning
+// (trainer/glue/run.cpp), after the last micro-step's backward and the gradient sync.
+// With g the synchronised, loss-scaled gradients as ONE flat tensor (DDP's gradient
+// buffer), S the loss scale and t the optimizer step (1-based):
+//   N_s = ||g||_2, accumulated in fp32 (inf/NaN exactly when some gradient is, or when the
+//         sum of squares overflows fp32, taken as an overflow too)
+//   found_inf = !isfinite(N_s);  N = N_s / S
+//   g <- g * (c / S),  c = max_norm / (N + 1e-6) if max_norm > 0 and N > max_norm, else 1
+//         (torch.nn.utils.clip_grad_norm_'s rule; one multiply unscales and clips)
+//   optimizer.step(lr(t), found_inf)    the update is skipped ON THE DEVICE when found_inf
+//   scaler.update(found_inf)            S and the skip counters, on the device
+// Rule for skipped steps (both loops): the LR schedule counts optimizer steps, applied or
+// skipped: step t uses lr(t) whatever happened before (as torch.amp users who call
+// scheduler.step() every iteration); a skipped step's LR is not made up later.
+// Host syncs: none, on the CPU too. The outcome's tensors stay on the device; the job reads
+// them on log steps only.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+
+#include "trainer/loss_scaler.h"
+#include "trainer/lr_schedule.h"
+#include "trainer/optimizer.h"
+
+namespace tupe::trainer {
+
+/// What one optimizer step found (device tensors; reading them is a host sync).
+struct StepOutcome {
+  at::Tensor grad_norm;  ///< 0-dim fp32: N, the unscaled pre-clip norm (inf/NaN when skipped)
+  at::Tensor found_inf;  ///< (1,) fp32: 1 when the step was skipped
+  double lr = 0;         ///< lr(t), the LR the step used (or would have used)
+};
+
+class OptimizerStep {
+ public:
+  /// The three must outlive this object. max_norm <= 0: no clipping.
+  OptimizerStep(Optimizer& optimizer, DynamicLossScaler& scaler, const LrSchedule& schedule, double max_norm);
+
+  /// Runs step t = `step` (>= 1) on `flat_grads` (every parameter's grad as views of this
+  /// one contiguous float tensor, on the parameters' device). Throws tupe::Error for step < 1
+  /// or a flat_grads that is undefined or not floating point.
+  StepOutcome apply(const at::Tensor& flat_grads, int64_t step);
+
+ private:
+  Optimizer& optimizer_;
+  DynamicLossScaler& scaler_;
+  const LrSchedule& schedule_;
+  const double max_norm_;
+};
+
+}  // namespace tupe::trainer
