@@ -108,10 +108,14 @@ void Optimizer::step(double lr, const at::Tensor& found_inf) {
 void Optimizer::zero_grad() {
   c10::NoGradGuard no_grad;
   for (const Group& g : groups_) {
-    std::vector<at::Tensor> grads;
+    std::vector<at::Tensor> grads;  // one _foreach_zero_ for the grads that match the group
     for (size_t i : g.slots) {
       at::Tensor grad = slots_[i].param.grad();
-      if (grad.defined()) grads.push_back(grad);
+      if (!grad.defined()) continue;
+      if (grad.layout() == at::kStrided && grad.scalar_type() == g.dtype && grad.device() == g.device)
+        grads.push_back(grad);
+      else
+        grad.zero_();  // a grad step() would refuse: zeroed on its own
     }
     if (!grads.empty()) at::_foreach_zero_(grads);
   }
@@ -124,13 +128,21 @@ bool Optimizer::decays(const std::string& name) const {
 }
 
 OptimizerState Optimizer::state_dict() const {
+  // Step counts to the host, one copy per group. t is a whole number of at most 2^24 in
+  // float32 (load_state_dict and step keep it so): exact in int64.
+  std::vector<int64_t> steps(slots_.size());
+  for (const Group& g : groups_) {
+    std::vector<at::Tensor> on_device;
+    for (size_t i : g.slots) on_device.push_back(slots_[i].step);
+    const at::Tensor host = at::stack(on_device).to(at::kCPU).to(at::kLong);
+    for (size_t k = 0; k < g.slots.size(); ++k) steps[g.slots[k]] = host.data_ptr<int64_t>()[k];
+  }
   OptimizerState out;
-  for (const Slot& s : slots_) {
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    const Slot& s = slots_[i];
     out.tensors.emplace_back(s.name + "/exp_avg", s.exp_avg);
     out.tensors.emplace_back(s.name + "/exp_avg_sq", s.exp_avg_sq);
-    // t is a whole number below 2^24 (load_state_dict and step keep it so): exact in int64.
-    out.tensors.emplace_back(s.name + "/step",
-                             at::scalar_tensor(static_cast<int64_t>(s.step.item<float>()), at::kLong));
+    out.tensors.emplace_back(s.name + "/step", at::scalar_tensor(steps[i], at::kLong));
   }
   out.metadata = {{"optimizer", kind()},
                   {"format_version", kStateFormatVersion},

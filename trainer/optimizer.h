@@ -18,8 +18,9 @@
 // call per decay class). LAMB: at::_fused_adamw_ computes the moments and the Adam
 // direction into a scratch buffer per parameter (lr 1, weight decay 1 overwrites it), then
 // _foreach_ ops add wd p, take all norms in one call and apply the per-parameter trust
-// ratios. No step reads a device value on the host: t lives on the device (float32,
-// exact up to 2^24 steps) and a step can be cancelled on the device by found_inf.
+// ratios. No step reads a device value on the host: t lives on the device (float32, as
+// the kernel reads it: exact for counts up to 2^24 = 16.7M steps; load_state_dict refuses
+// more) and a step can be cancelled on the device by found_inf.
 #pragma once
 #include <functional>
 #include <memory>
@@ -66,7 +67,8 @@ class Optimizer {
   void step(double lr);
 
   /// As step(lr), cancelled on the device when `found_inf` is 1: then nothing changes
-  /// (parameters, moments and step counts keep their bits). `found_inf`: undefined (never
+  /// (parameters, moments and step counts keep their bits; LAMB adds a zero update, so a
+  /// parameter entry of -0.0 may read +0.0). `found_inf`: undefined (never
   /// cancel) or a float32 tensor of one element (shape [] or [1]) on the parameters'
   /// device holding 0 or 1, as at::_amp_foreach_non_finite_check_and_unscale_ writes it
   /// (other values are not checked, since that would need a host sync). Never reads a

@@ -337,6 +337,32 @@ TEST(TrainerOptimizers, LoadsAStateInTheOldFormatAndContinuesIt) {
   }
 }
 
+TEST(TrainerOptimizers, ZeroGradZerosInPlaceKeepingBucketViews) {
+  for (OptimizerKind kind : {OptimizerKind::kAdamW, OptimizerKind::kLamb}) {
+    const NamedTensors params = make_params(at::kFloat, 81);
+    int64_t total = 0;
+    for (const auto& [name, p] : params) total += p.numel();
+    // Grads as views into one bucket (as DDP's gradient_as_bucket_view), one of another
+    // dtype (step() would refuse it; zero_grad() still zeroes it), one undefined.
+    const at::Tensor bucket = at::randn({total});
+    int64_t offset = 0;
+    for (size_t i = 0; i < params.size(); ++i) {
+      at::Tensor p = params[i].second;
+      if (i < 2) p.mutable_grad() = bucket.narrow(0, offset, p.numel()).view(p.sizes());
+      offset += p.numel();
+    }
+    params[2].second.mutable_grad() = at::ones_like(params[2].second, at::kDouble);
+    auto opt = make_optimizer(params, test_options(kind));
+    opt->zero_grad();
+    const int64_t covered = params[0].second.numel() + params[1].second.numel();
+    EXPECT_TRUE(at::equal(bucket.narrow(0, 0, covered), at::zeros({covered}))) << kind_name(kind);
+    EXPECT_NE(bucket.narrow(0, covered, total - covered).abs().sum().item<float>(), 0.0f);  // not a grad
+    EXPECT_EQ(params[0].second.grad().data_ptr(), bucket.data_ptr());
+    EXPECT_TRUE(at::equal(params[2].second.grad(), at::zeros_like(params[2].second, at::kDouble)));
+    EXPECT_FALSE(params[3].second.grad().defined());
+  }
+}
+
 TEST(TrainerOptimizers, OpCounterCountsTopLevelOpsOnly) {
   std::vector<at::Tensor> tensors;
   for (int i = 0; i < 50; ++i) tensors.push_back(at::zeros({3}));
