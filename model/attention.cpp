@@ -1,11 +1,20 @@
 #include "model/attention.h"
 
 #include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
 #include <torch/nn/init.h>
 
 #include "model/dropout.h"
 
 namespace tupe::model {
+
+at::ScalarType attention_compute_dtype(const at::Tensor& like) {
+  const c10::DeviceType dev = like.device().type();
+  if (at::autocast::is_autocast_available(dev) && at::autocast::is_autocast_enabled(dev) &&
+      at::autocast::is_eligible(like, dev))
+    return at::autocast::get_autocast_dtype(dev);
+  return like.scalar_type();
+}
 
 SelfAttentionImpl::SelfAttentionImpl(const ModelConfig& c) : config(c) {
   const int64_t d = c.hidden_size;
@@ -32,8 +41,8 @@ at::Tensor SelfAttentionImpl::forward(const at::Tensor& x, const at::Tensor& bia
   const int64_t B = x.size(0), L = x.size(1);
   at::Tensor q = split_heads(query(x)), k = split_heads(key(x)), v = split_heads(value(x));
   const double p = is_training() ? config.attention_dropout : 0.0;
-  // SDPA wants the mask in the query's dtype (autocast lowers q, k, v but a bias built
-  // outside the autocast region stays fp32).
+  // SDPA wants the mask in the query's dtype. Encoder passes it already in the compute
+  // dtype (cast once per forward for all layers): then this is a no-op, no graph node.
   at::Tensor mask = bias.defined() ? bias.to(q.scalar_type()) : bias;
   at::Tensor ctx;  // (B, H, L, d_h)
   if (x.device().is_cpu() && is_training() && (p > 0.0 || (mask.defined() && mask.requires_grad()))) {

@@ -18,14 +18,20 @@
 
 namespace tupe::model {
 
+/// The dtype q, k, v (and so the attention bias) take for a floating tensor `like` on its
+/// device: the autocast dtype when autocast is on for that device type and would cast `like`
+/// (floating, not float64: ATen's autocast::is_eligible), else like's own dtype.
+at::ScalarType attention_compute_dtype(const at::Tensor& like);
+
 class SelfAttentionImpl : public torch::nn::Module {
  public:
   explicit SelfAttentionImpl(const ModelConfig& config);
   void reset_parameters();
 
   /// x: (B, L, d); bias: additive, broadcastable to (B, H, L, L) (positional term plus
-  /// -inf at padded keys), or undefined. Returns (B, L, d). Dropout on the attention
-  /// probabilities in training mode.
+  /// -inf at padded keys), or undefined; best given already in attention_compute_dtype(x)
+  /// (Encoder casts it once for all layers; another dtype is cast here). Returns (B, L, d).
+  /// Dropout on the attention probabilities in training mode.
   at::Tensor forward(const at::Tensor& x, const at::Tensor& bias);
 
   /// The pre-softmax logits q k^T * scale + bias: (B, H, L, L). For tests and analysis.

@@ -68,7 +68,11 @@ EncoderOutput EncoderImpl::forward(const at::Tensor& input_ids, const at::Tensor
   const int64_t B = input_ids.size(0), L = input_ids.size(1);
   EncoderOutput out;
   at::Tensor x = embeddings->forward(input_ids, segment_ids);
-  out.attention_bias = attention_bias(B, L, attention_mask);
+  // (B, H, L, L) / (B, 1, 1, L) in the parameters' dtype, then cast once (a no-op without
+  // autocast): the layers' uses all hang off this one tensor in the autograd graph.
+  at::Tensor bias = attention_bias(B, L, attention_mask);
+  if (bias.defined()) bias = bias.to(attention_compute_dtype(bias));
+  out.attention_bias = bias;
   for (const auto& m : *layers) {
     auto layer = m->as<EncoderLayerImpl>();
     if (record_layers) {

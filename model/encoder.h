@@ -40,7 +40,10 @@ TORCH_MODULE(EncoderLayer);
 /// What Encoder::forward returns. The per-layer lists are filled only when asked for.
 struct EncoderOutput {
   at::Tensor hidden;                          ///< (B, L, d) last layer output
-  at::Tensor attention_bias;                  ///< (B, H, L, L) or (B, 1, 1, L): positional + padding
+  /// (B, H, L, L) or (B, 1, 1, L): positional + padding, in attention_compute_dtype (the
+  /// autocast dtype under autocast): the one tensor every layer was given; undefined for
+  /// BERT-A without padding.
+  at::Tensor attention_bias;
   std::vector<at::Tensor> layer_inputs;       ///< num_layers x (B, L, d), with record_layers
   std::vector<at::Tensor> attention_logits;   ///< num_layers x (B, H, L, L), with record_layers
 };
@@ -52,6 +55,9 @@ class EncoderImpl : public torch::nn::Module {
   /// input_ids: (B, L) int64; attention_mask: (B, L) bool/int (1 = real token) or
   /// undefined (all real); segment_ids: (B, L) int64 or undefined.
   /// record_layers: also return each layer's input and pre-softmax logits (tests, analysis).
+  /// The attention bias is built and cast to the compute dtype ONCE here and the same tensor
+  /// goes to every layer, so autograd sums the layers' bias gradients (in that dtype) before
+  /// a single backward through the cast and the positional term.
   /// Throws tupe::Error when L > max_positions.
   EncoderOutput forward(const at::Tensor& input_ids, const at::Tensor& attention_mask = {},
                         const at::Tensor& segment_ids = {}, bool record_layers = false);
