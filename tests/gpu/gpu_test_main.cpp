@@ -13,6 +13,7 @@
 
 #include "dist/communicator.h"
 #include "tests/gpu/gpu_test_util.h"
+#include "tests/model/model_test_util.h"
 
 namespace tupe::gputest {
 
@@ -37,20 +38,11 @@ std::string why_no_cuda() {
 }
 
 model::ModelConfig small_config(model::PositionEncoding pe, bool untie_cls) {
-  model::ModelConfig c;
+  model::ModelConfig c = model::testing::small_config(pe, untie_cls, /*d=*/64, /*H=*/4);  // dropout off
   c.vocab_size = 120;
-  c.hidden_size = 64;
-  c.num_layers = 2;
-  c.num_heads = 4;
   c.ffn_size = 128;
   c.max_positions = 32;
   c.type_vocab_size = 0;
-  c.hidden_dropout = 0.0;
-  c.attention_dropout = 0.0;
-  c.position_encoding = pe;
-  c.untie_cls = untie_cls;
-  c.relative_buckets = 32;
-  c.relative_max_distance = 128;
   return c;
 }
 
