@@ -24,6 +24,11 @@ if(TUPE_DEPS_PREFIX)
   # What the compiler searches under /usr by itself: the multiarch headers (e.g. OpenSSL's
   # opensslconf.h lives in include/x86_64-linux-gnu/openssl).
   include_directories(SYSTEM "${TUPE_DEPS_PREFIX}/include/${_multiarch}")
+  # Where the loader finds the prefix's libraries and what they load (libopen-rte next to
+  # libmpi, libsz next to HDF5, ...): the executables' RPATH (old-style DT_RPATH, which
+  # serves the transitive dependencies too), so no LD_LIBRARY_PATH is needed.
+  list(APPEND CMAKE_BUILD_RPATH "${TUPE_DEPS_PREFIX}/lib/${_multiarch}" "${TUPE_DEPS_PREFIX}/lib/${_multiarch}/openmpi/lib"
+       "${TUPE_DEPS_PREFIX}/lib/${_multiarch}/hdf5/serial")
   # Open MPI, without its compiler wrappers (they are Debian binaries that need the
   # prefix's libraries at run time): the headers, libmpi, and an mpirun that runs there.
   set(_ompi "${TUPE_DEPS_PREFIX}/lib/${_multiarch}/openmpi")
