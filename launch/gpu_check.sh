@@ -162,6 +162,15 @@ targets=(tupe tupe_gpu_tests tupe_loop_tests dist_unit_tests allreduce_bench var
 note="${#targets[@]} targets, $(nproc) cores"
 run_step build cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" || finish 1
 tupe="$build/cli/tupe"
+# Debian's libmpi carries RUNPATH /usr/lib/.../openmpi/lib, which overrides the executables'
+# RPATH for libmpi's own dependencies; those (Open MPI and its fabric libraries only, not the
+# carried libssl/libcurl closure, so the host's Python keeps its own) go on LD_LIBRARY_PATH.
+mpi_libs="$prefix/mpi-libs"
+mkdir -p "$mpi_libs"
+for f in "$prefix"/usr/lib/x86_64-linux-gnu/lib{mpi,open-,hwloc,event,pmix,fabric,uc,psm,ibverbs,rdmacm,nl-,munge,numa}*.so*; do
+  [ -e "$f" ] && ln -sf "$f" "$mpi_libs/"
+done
+export LD_LIBRARY_PATH="$mpi_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 # ---- Tests -----------------------------------------------------------------------------------
 note="device plan, batch plan, buckets"

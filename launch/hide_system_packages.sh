@@ -80,5 +80,8 @@ for root in usr etc; do
   mount -t overlay overlay -o "lowerdir=/$root,upperdir=$work/$root-upper,workdir=$work/$root-work" "/$root"
 done
 ldconfig  # the loader's cache (now on the overlay) forgets the hidden libraries
+# The GPU host has no network but does have loopback (Open MPI's wire-up needs it); a new
+# network namespace starts with lo down.
+ip link set lo up 2>/dev/null || true
 echo "hide_system_packages: $(wc -l < "$work/packages") packages hidden ($(cat "$work/count")); network: $(ip -o link 2>/dev/null | awk -F': ' '{printf "%s ", $2}')"
 exec "$@"
