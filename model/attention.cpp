@@ -33,13 +33,25 @@ void SelfAttentionImpl::reset_parameters() {
   }
 }
 
-at::Tensor SelfAttentionImpl::split_heads(const at::Tensor& t) const {
-  return t.view({t.size(0), t.size(1), config.num_heads, config.head_size()}).transpose(1, 2);
+std::array<at::Tensor, 3> SelfAttentionImpl::project_qkv(const at::Tensor& x) const {
+  const int64_t B = x.size(0), L = x.size(1);
+  // (3d, d) and (3d): rows [0, d) = W^Q, [d, 2d) = W^K, [2d, 3d) = W^V. at::cat is a
+  // "promote" op for autocast (fp32 weights stay fp32); at::linear then casts x and the
+  // fused weight once. Backward of cat hands each Linear its (d, d) block of the gradient.
+  const at::Tensor w = at::cat({query->weight, key->weight, value->weight});
+  const at::Tensor b = at::cat({query->bias, key->bias, value->bias});
+  // (B, L, 3d) viewed as (B, L, 3, H, d_h); unbind(2) gives three (B, L, H, d_h) views, each
+  // transposed to (B, H, L, d_h). unbind's backward stacks the three head-major gradients
+  // straight into one contiguous (B, L, 3, H, d_h) = (B, L, 3d) buffer for the linear's
+  // backward GEMMs: one copy, as the per-projection reshapes made before (no extra concat).
+  const std::vector<at::Tensor> qkv =
+      at::linear(x, w, b).view({B, L, 3, config.num_heads, config.head_size()}).unbind(2);
+  return {qkv[0].transpose(1, 2), qkv[1].transpose(1, 2), qkv[2].transpose(1, 2)};
 }
 
 at::Tensor SelfAttentionImpl::forward(const at::Tensor& x, const at::Tensor& bias) {
   const int64_t B = x.size(0), L = x.size(1);
-  at::Tensor q = split_heads(query(x)), k = split_heads(key(x)), v = split_heads(value(x));
+  const auto [q, k, v] = project_qkv(x);
   const double p = is_training() ? config.attention_dropout : 0.0;
   // SDPA wants the mask in the query's dtype. Encoder passes it already in the compute
   // dtype (cast once per forward for all layers): then this is a no-op, no graph node.
@@ -72,7 +84,7 @@ at::Tensor SelfAttentionImpl::explicit_attention(const at::Tensor& q, const at::
 }
 
 at::Tensor SelfAttentionImpl::logits(const at::Tensor& x, const at::Tensor& bias) {
-  at::Tensor q = split_heads(query(x)), k = split_heads(key(x));
+  const auto [q, k, v] = project_qkv(x);  // the forward's projection (v unused here)
   at::Tensor s = at::matmul(q, k.transpose(-2, -1)) * config.attention_scale();
   return bias.defined() ? s + bias : s;
 }
