@@ -5,6 +5,7 @@
 #include <torch/nn/init.h>
 
 #include "model/dropout.h"
+#include "model/linear.h"
 
 namespace tupe::model {
 
@@ -62,7 +63,7 @@ at::Tensor SelfAttentionImpl::forward(const at::Tensor& x, const at::Tensor& bia
   } else {
     ctx = at::scaled_dot_product_attention(q, k, v, mask, p, /*is_causal=*/false, /*scale=*/config.attention_scale());
   }
-  return output(ctx.transpose(1, 2).reshape({B, L, config.hidden_size}));
+  return linear(output, ctx.transpose(1, 2).reshape({B, L, config.hidden_size}));
 }
 
 at::Tensor SelfAttentionImpl::explicit_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,

@@ -4,6 +4,8 @@
 #include <limits>
 #include <torch/nn/init.h>
 
+#include "model/linear.h"
+
 namespace tupe::model {
 
 EncoderLayerImpl::EncoderLayerImpl(const ModelConfig& c) : config(c) {
@@ -30,7 +32,7 @@ void EncoderLayerImpl::reset_parameters() {
 }
 
 at::Tensor EncoderLayerImpl::forward(const at::Tensor& x, const at::Tensor& bias) {
-  auto ffn = [&](const at::Tensor& h) { return dropout(ffn_out(at::gelu(ffn_in(h)))); };
+  auto ffn = [&](const at::Tensor& h) { return dropout(linear(ffn_out, at::gelu(linear(ffn_in, h)))); };
   if (config.layer_norm == LayerNormPlacement::kPost) {
     at::Tensor h = attention_norm(x + dropout(attention(x, bias)));
     return ffn_norm(h + ffn(h));

@@ -4,6 +4,7 @@
 #include <torch/nn/init.h>
 
 #include "common/error.h"
+#include "model/linear.h"
 
 namespace tupe::model {
 
@@ -27,7 +28,7 @@ void MlmHeadImpl::reset_parameters() {
 at::Tensor MlmHeadImpl::forward(const at::Tensor& hidden, const at::Tensor& masked_positions) {
   const int64_t d = hidden.size(-1);
   at::Tensor h = hidden.reshape({-1, d}).index_select(0, masked_positions);  // (M, d)
-  h = norm(at::gelu(dense(h)));
+  h = norm(at::gelu(linear(dense, h)));
   return at::linear(h, decoder_weight, bias);  // (M, V)
 }
 
@@ -49,7 +50,7 @@ void SentenceHeadImpl::reset_parameters() {
 
 at::Tensor SentenceHeadImpl::forward(const at::Tensor& hidden) {
   at::Tensor cls = hidden.select(1, 0);  // (B, d)
-  return out(dropout(at::tanh(dense(cls))));
+  return linear(out, dropout(at::tanh(linear(dense, cls))));
 }
 
 }  // namespace tupe::model

@@ -5,6 +5,7 @@
 #include <torch/nn/init.h>
 
 #include "common/error.h"
+#include "model/linear.h"
 #include "model/relative_buckets.h"
 
 namespace tupe::model {
@@ -48,8 +49,8 @@ at::Tensor PositionalTermImpl::raw_position_correlation(int64_t rows) {
   const int64_t H = config.num_heads, dh = config.head_size();
   at::Tensor p = norm(table->weight.narrow(0, 0, rows));                              // (rows, d)
   const double scale = 1.0 / std::sqrt(2.0 * static_cast<double>(dh));
-  at::Tensor pq = query(p).view({rows, H, dh}).transpose(0, 1) * scale;               // (H, rows, dh)
-  at::Tensor pk = key(p).view({rows, H, dh}).transpose(0, 1);                         // (H, rows, dh)
+  at::Tensor pq = linear(query, p).view({rows, H, dh}).transpose(0, 1) * scale;               // (H, rows, dh)
+  at::Tensor pk = linear(key, p).view({rows, H, dh}).transpose(0, 1);                         // (H, rows, dh)
   return at::matmul(pq, pk.transpose(1, 2));                                          // (H, rows, rows)
 }
 
