@@ -19,6 +19,7 @@
 
 #include "cli/commands.h"
 #include "cli/config_cli.h"
+#include "cli/rank_guard.h"
 #include "common/error.h"
 #include "data_pipeline/text/tokenizer_factory.h"
 #include "dist/context.h"
@@ -34,7 +35,9 @@ namespace po = boost::program_options;
 
 namespace tupe::cli {
 
-int run_evaluate(int argc, char** argv) {
+namespace {
+
+int evaluate_job(const dist::MpiEnv& env, int argc, char** argv) {
   glue::FinetuneConfig cfg;
   data::TokenizerOptions tok_options;
   dist::DistOptions dist_options;
@@ -59,7 +62,6 @@ int run_evaluate(int argc, char** argv) {
   TUPE_CHECK(!cfg.data_dir.empty(), "finetune.data_dir: no GLUE folder given");
   TUPE_CHECK(!tok_options.vocab.empty(), "tokenizer.vocab: the model's vocabulary is required");
 
-  dist::MpiEnv env(nullptr, nullptr);
   const int rank = env.rank();
   if (cfg.threads > 0) at::set_num_threads(static_cast<int>(cfg.threads));
   auto tokenizer = data::make_tokenizer(tok_options);
@@ -133,6 +135,13 @@ int run_evaluate(int argc, char** argv) {
     std::printf("wrote %s\n", json_path.string().c_str());
   }
   return 0;
+}
+
+}  // namespace
+
+int run_evaluate(int argc, char** argv) {
+  dist::MpiEnv env(nullptr, nullptr);
+  return run_job_on_ranks(env, "evaluate", [&] { return evaluate_job(env, argc, argv); });
 }
 
 }  // namespace tupe::cli

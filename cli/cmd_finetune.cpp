@@ -13,13 +13,16 @@
 #include <boost/program_options/value_semantic.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 
 #include "cli/commands.h"
 #include "cli/config_cli.h"
+#include "cli/rank_guard.h"
 #include "common/error.h"
 #include "common/ini.h"
 #include "data_pipeline/text/tokenizer_factory.h"
+#include "dist/agreement.h"
 #include "dist/context.h"
 #include "dist/device.h"
 #include "dist/mpi_env.h"
@@ -39,9 +42,7 @@ KeyValues prefixed_model_keys(const model::ModelConfig& config) {
   return out;
 }
 
-}  // namespace
-
-int run_finetune(int argc, char** argv) {
+int finetune_job(const dist::MpiEnv& env, int argc, char** argv) {
   glue::FinetuneConfig cfg;
   data::TokenizerOptions tok_options;
   dist::DistOptions dist_options;
@@ -64,8 +65,22 @@ int run_finetune(int argc, char** argv) {
   const auto lrs = cfg.learning_rate_list();
   const auto seeds = cfg.seed_list();
   glue::check_task_files(tasks, cfg.data_dir, cfg.predict_test);
+  // Every rank runs the same config on the same task files (name, size).
+  dist::require_agreement(env, "config check", dist::ini_entries(format_ini(cli.effective())));
+  std::vector<dist::AgreementEntry> files;
+  for (const glue::TaskSpec* task : tasks) {
+    std::vector<const glue::SplitSpec*> splits{&task->train};
+    for (const auto& d : task->dev) splits.push_back(&d);
+    if (cfg.predict_test)
+      for (const auto& t : task->test) splits.push_back(&t);
+    for (const glue::SplitSpec* s : splits) {
+      std::error_code ec;
+      const auto bytes = std::filesystem::file_size(std::filesystem::path(cfg.data_dir) / s->file, ec);
+      files.emplace_back(task->name + " " + s->name, s->file + ", " + (ec ? "unreadable" : std::to_string(bytes) + " bytes"));
+    }
+  }
+  dist::require_agreement(env, "data check", files);
 
-  dist::MpiEnv env(nullptr, nullptr);
   const int rank = env.rank();
   if (cfg.threads > 0) at::set_num_threads(static_cast<int>(cfg.threads));
   auto tokenizer = data::make_tokenizer(tok_options);
@@ -157,6 +172,13 @@ int run_finetune(int argc, char** argv) {
               << std::endl;
   }
   return 0;
+}
+
+}  // namespace
+
+int run_finetune(int argc, char** argv) {
+  dist::MpiEnv env(nullptr, nullptr);
+  return run_job_on_ranks(env, "finetune", [&] { return finetune_job(env, argc, argv); });
 }
 
 }  // namespace tupe::cli

@@ -1,8 +1,9 @@
 // tupe preprocess: raw text -> tokenised, packed HDF5 shards (data_pipeline/preprocess.h).
 // Runs alone or under mpirun: shard files are dealt to ranks round-robin, and the output is
-// byte-identical for any rank count. MPI (C API) is used here only: to agree on success
-// before any shard is renamed into place, to pass the first error to rank 0, and to sum the
-// totals. Usage:
+// byte-identical for any rank count. MPI (the project's MpiEnv, C API calls on
+// MPI_COMM_WORLD) is used to agree on success before any shard is renamed into place, to pass
+// the first error to rank 0, to check that every rank sees the same inputs and settings
+// (dist/agreement.h), to share the run id and to sum the totals. Usage:
 //   [mpirun -np W] tupe preprocess --input FILE_OR_FOLDER [...] --output DIR
 //       --tokenizer.vocab vocab.txt [--preprocess.max_seq_len 128 ...]
 #include <mpi.h>
@@ -17,39 +18,18 @@
 
 #include "cli/commands.h"
 #include "cli/config_cli.h"
+#include "cli/rank_guard.h"
 #include "common/error.h"
 #include "data_pipeline/preprocess.h"
 #include "data_pipeline/text/tokenizer_factory.h"
+#include "dist/agreement.h"
+#include "dist/mpi_env.h"
 
 namespace po = boost::program_options;
 
 namespace tupe::cli {
 
 namespace {
-
-/// MPI_Init / MPI_Finalize for the scope of the command.
-class MpiSession {
- public:
-  MpiSession(int argc, char** argv) {
-    int initialized = 0;
-    MPI_Initialized(&initialized);
-    if (!initialized) {
-      MPI_Init(&argc, &argv);
-      owned_ = true;
-    }
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-    MPI_Comm_size(MPI_COMM_WORLD, &size_);
-  }
-  ~MpiSession() {
-    if (owned_) MPI_Finalize();
-  }
-  int rank() const { return rank_; }
-  int size() const { return size_; }
-
- private:
-  bool owned_ = false;
-  int rank_ = 0, size_ = 1;
-};
 
 /// All ranks agree whether a phase succeeded; returns "" when every rank did, else the
 /// error message of the lowest failing rank (on every rank).
@@ -89,11 +69,8 @@ std::string human_bytes(int64_t b) {
   return buf;
 }
 
-}  // namespace
-
-int run_preprocess(int argc, char** argv) {
-  MpiSession mpi(argc, argv);
-  const int rank = mpi.rank(), world = mpi.size();
+int preprocess_job(const dist::MpiEnv& env, int argc, char** argv) {
+  const int rank = env.rank(), world = env.world_size();
   data::PreprocessConfig config;
   data::TokenizerOptions tok_options;
   std::vector<std::string> inputs;
@@ -138,6 +115,23 @@ int run_preprocess(int argc, char** argv) {
     if (rank == 0) TUPE_FAIL(err);
     return 1;
   }
+  // Every rank must see the same inputs and settings: a mixed set is never written.
+  const auto description = data::describe_preprocess_run(plan, config, *tokenizer, output);
+  err = dist::first_difference(env, "preprocess input check", description);
+  if (!err.empty()) {
+    if (rank == 0) TUPE_FAIL(err);
+    return 1;
+  }
+  const std::string run_id =
+      dist::broadcast_string(env, rank == 0 ? data::preprocess_run_id(description, plan) : std::string(), 0);
+  // Temporary files of killed runs into this folder (each rank clears its own host's).
+  std::vector<std::string> other_hosts;
+  for (const auto& f : data::remove_stale_temp_shards(output, &other_hosts))
+    std::fprintf(stderr, "preprocess: removed %s, left by a writer that no longer runs\n", f.c_str());
+  if (rank == 0)
+    for (const auto& f : other_hosts)
+      std::fprintf(stderr, "preprocess: note: kept %s (written on another host; remove it if no run writes there)\n",
+                   f.c_str());
   if (rank == 0) {
     std::cout << "# effective config\n";
     cli.print_effective(std::cout);
@@ -152,7 +146,7 @@ int run_preprocess(int argc, char** argv) {
   std::vector<std::unique_ptr<data::ShardWriter>> writers;
   err = agree(attempt([&] {
     writers = data::run_preprocess_jobs(
-        plan, config, *tokenizer, rank, world, command_line, [&](const data::PreprocessProgress& p) {
+        plan, config, *tokenizer, rank, world, command_line, run_id, [&](const data::PreprocessProgress& p) {
           const auto now = std::chrono::steady_clock::now();
           const bool done = p.pieces_done == p.pieces_total;
           if (rank != 0 || quiet || (!done && now - last_print < std::chrono::seconds(1))) return;
@@ -169,7 +163,18 @@ int run_preprocess(int argc, char** argv) {
     return 1;
   }
 
-  // Phase 3: all ranks succeeded: rename into place, then drop stale shards.
+  // Phase 3: all ranks succeeded and wrote something: rename into place, then drop stale shards.
+  long long train_sequences = 0, all_train_sequences = 0;
+  for (const auto& w : writers)
+    if (w->final_path().find("validation-") == std::string::npos) train_sequences += w->num_sequences();
+  MPI_Allreduce(&train_sequences, &all_train_sequences, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+  if (all_train_sequences == 0) {
+    writers.clear();
+    if (rank == 0)
+      TUPE_FAIL(plan.files.front().path << (plan.files.size() > 1 ? " (and the other inputs)" : "")
+                                        << ": no training sequences (no tokenisable text)");
+    return 1;
+  }
   err = agree(attempt([&] {
     for (auto& w : writers) w->commit();
   }));
@@ -199,6 +204,13 @@ int run_preprocess(int argc, char** argv) {
     std::printf(" to %s in %.1f s\n", output.c_str(), secs);
   }
   return 0;
+}
+
+}  // namespace
+
+int run_preprocess(int argc, char** argv) {
+  dist::MpiEnv env(&argc, &argv);
+  return run_job_on_ranks(env, "preprocess", [&] { return preprocess_job(env, argc, argv); });
 }
 
 }  // namespace tupe::cli

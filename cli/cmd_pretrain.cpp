@@ -5,13 +5,16 @@
 
 #include "cli/commands.h"
 #include "cli/config_cli.h"
+#include "cli/rank_guard.h"
 #include "common/error.h"
 #include "dist/mpi_env.h"
 #include "trainer/loop/pretrain.h"
 
 namespace tupe::cli {
 
-int run_pretrain(int argc, char** argv) {
+namespace {
+
+int pretrain_job(const dist::MpiEnv& env, int argc, char** argv) {
   trainer::PretrainConfig cfg;
   ConfigCli cli("pretrain",
                 "Pre-trains TUPE-BERT with masked language modelling on preprocessed shards, data-parallel\n"
@@ -31,14 +34,12 @@ int run_pretrain(int argc, char** argv) {
   cfg.effective = cli.effective();
   const std::string resume = cli.vm()["resume"].as<std::string>();
 
-  trainer::install_checkpoint_signal_handlers();
-  dist::MpiEnv env(&argc, &argv);
   if (env.rank() == 0 && cfg.train.progress) {
     std::cout << "# effective config\n";
     cli.print_effective(std::cout);
     std::cout << std::endl;
   }
-  try {
+  {
     const auto result = trainer::run_pretraining(env, cfg, resume);
     if (env.rank() == 0) {
       std::cout << "pre-training " << (result.stopped_by_signal ? "stopped by signal" : "finished") << " at step "
@@ -49,12 +50,16 @@ int run_pretrain(int argc, char** argv) {
       if (!result.last_checkpoint.empty()) std::cout << "; checkpoint " << result.last_checkpoint.string();
       std::cout << std::endl;
     }
-  } catch (const std::exception& e) {
-    if (env.world_size() == 1) throw;
-    // One rank failing must end the whole job now, not leave its peers in a collective.
-    env.abort("pretrain: rank " + std::to_string(env.rank()) + ": error: " + e.what(), 1);
   }
   return 0;
+}
+
+}  // namespace
+
+int run_pretrain(int argc, char** argv) {
+  trainer::install_checkpoint_signal_handlers();
+  dist::MpiEnv env(&argc, &argv);
+  return run_job_on_ranks(env, "pretrain", [&] { return pretrain_job(env, argc, argv); });
 }
 
 }  // namespace tupe::cli

@@ -46,21 +46,19 @@ bool ConfigCli::parse(int argc, char** argv) {
     file = vm_["config"].as<std::string>();
     file_kv = read_ini(file);
   }
-  // Every key of the file must belong to a registered section.
+  // Every key of the file must belong to a section some subcommand reads. Sections of other
+  // subcommands (e.g. [finetune] in a pre-training file) are validated all the same.
+  std::vector<std::string> others;
   for (const auto& [k, v] : file_kv) {
     const std::string sec = k.substr(0, k.find('.'));
-    bool known = false;
-    for (const auto& s : sections_) known = known || s.name == sec;
-    if (!known) {
-      // Sections for other subcommands (e.g. [finetune] in a pre-training file) are allowed
-      // only when named in the list of known project sections.
-      static const char* kOtherSections[] = {"model", "data", "train", "dist", "checkpoint", "finetune", "tokenizer", "optimizer", "precision",
-                                             "preprocess", "glue", "analyze", "export"};
-      bool other = false;
-      for (const char* o : kOtherSections) other = other || sec == o;
-      TUPE_CHECK(other, file << ": unknown section [" << sec << "] (key '" << k << "')");
-    }
+    bool mine = false;
+    for (const auto& s : sections_) mine = mine || s.name == sec;
+    if (!mine && (others.empty() || others.back() != sec)) others.push_back(sec);
   }
+  for (const auto& sec : others)
+    TUPE_CHECK(check_other_section(sec, ini_section(file_kv, sec), file + " [" + sec + "]"),
+               file << ": unknown section [" << sec << "]: no subcommand reads it (sections: " << known_section_names()
+                    << ")");
   for (const auto& s : sections_) {
     s.apply(ini_section(file_kv, s.name), file + " [" + s.name + "]");
     KeyValues overrides;

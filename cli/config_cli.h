@@ -16,6 +16,13 @@
 
 namespace tupe::cli {
 
+/// Validates the keys and values of section `name` (one another subcommand reads) against
+/// its field table; returns false when no subcommand reads such a section. Throws tupe::Error
+/// "<where> (read by tupe ...): ..." for an unknown key or a bad value (config_sections.cpp).
+bool check_other_section(const std::string& name, const KeyValues& kv, const std::string& where);
+/// "model, data, ...": every section some subcommand reads.
+std::string known_section_names();
+
 class ConfigCli {
  public:
   ConfigCli(std::string command, std::string summary);

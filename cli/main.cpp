@@ -6,6 +6,7 @@
 #include <c10/util/Exception.h>
 
 #include "cli/commands.h"
+#include "cli/rank_guard.h"
 #include "common/error.h"
 #include "common/host_memory.h"
 
@@ -42,13 +43,13 @@ int main(int argc, char** argv) {
     try {
       return c.run(argc - 1, argv + 1);
     } catch (const tupe::Error& e) {
-      std::cerr << "tupe " << c.name << ": error: " << e.what() << "\n";
+      std::cerr << "tupe " << c.name << ": error: " << tupe::cli::one_line(e.what()) << "\n";
       return 1;
     } catch (const c10::Error& e) {  // a LibTorch check: its message without the C++ backtrace
-      std::cerr << "tupe " << c.name << ": error: " << e.what_without_backtrace() << "\n";
+      std::cerr << "tupe " << c.name << ": error: " << tupe::cli::one_line(e.what_without_backtrace()) << "\n";
       return 3;
     } catch (const std::exception& e) {
-      std::cerr << "tupe " << c.name << ": internal error: " << e.what() << "\n";
+      std::cerr << "tupe " << c.name << ": internal error: " << tupe::cli::one_line(e.what()) << "\n";
       return 3;
     }
   }

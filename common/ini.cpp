@@ -2,6 +2,7 @@
 
 #include <boost/program_options/options_description.hpp>
 #include <boost/program_options/parsers.hpp>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -10,8 +11,17 @@ namespace po = boost::program_options;
 namespace tupe {
 
 KeyValues read_ini(const std::string& path) {
-  std::ifstream in(path);
-  TUPE_CHECK(in.good(), path << ": cannot open config file");
+  std::error_code ec;
+  TUPE_CHECK(!std::filesystem::is_directory(path, ec), path << ": is a folder, not a config file");
+  std::ifstream file(path, std::ios::binary);
+  TUPE_CHECK(file.good(), path << ": cannot open config file");
+  std::ostringstream bytes;
+  bytes << file.rdbuf();
+  std::string text = bytes.str();
+  if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);  // a UTF-8 byte-order mark (Windows editors)
+  const size_t nul = text.find('\0');
+  TUPE_CHECK(nul == std::string::npos, path << ": byte " << nul << " is NUL: not a text config file");
+  std::istringstream in(text);
   po::options_description none;
   po::parsed_options parsed(&none);
   try {

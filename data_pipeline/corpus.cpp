@@ -104,8 +104,16 @@ std::vector<DocumentSpan> split_documents(const std::string& path, std::string_v
     bool blank = true;
     int64_t last_text = pos;  // one past the last character other than \r
     for (int64_t i = pos; i < eol; ++i) {
-      const char c = bytes[static_cast<size_t>(i)];
-      if (c != ' ' && c != '\t' && c != '\r') blank = false;
+      const auto c = static_cast<unsigned char>(bytes[static_cast<size_t>(i)]);
+      // Spaces and control characters (C0, DEL, and C1 = U+0080..U+009F, which tokenizers
+      // drop) are no text: a line of them is blank.
+      const bool c1 = c == 0xC2 && i + 1 < eol && static_cast<unsigned char>(bytes[static_cast<size_t>(i) + 1]) >= 0x80 &&
+                      static_cast<unsigned char>(bytes[static_cast<size_t>(i) + 1]) <= 0x9F;
+      if (c1) {
+        ++i;
+        continue;
+      }
+      if (c > 0x20 && c != 0x7F) blank = false;
       if (c != '\r') last_text = i + 1;
     }
     if (blank) {
@@ -122,7 +130,7 @@ std::vector<DocumentSpan> split_documents(const std::string& path, std::string_v
     pos = eol + 1;
   }
   if (in_doc) docs.push_back(cur);
-  TUPE_CHECK(!docs.empty(), path << ": no text (only blank lines)");
+  TUPE_CHECK(!docs.empty(), path << ": no text (only blank lines, spaces or control characters)");
   return docs;
 }
 

@@ -24,6 +24,15 @@ struct Sample {
 };
 
 /// What the data set holds, common to all its samples.
+/// What one shard file holds, for the ranks' agreement on their data (dist/agreement.h).
+struct ShardSummary {
+  std::string path;         ///< as listed
+  int64_t file_bytes = 0;   ///< size of the file
+  int64_t sequences = 0;    ///< samples
+  int64_t tokens = 0;       ///< real tokens of all samples
+  uint64_t index_hash = 0;  ///< FNV-1a 64 of the samples' lengths, in order
+};
+
 struct DatasetInfo {
   std::string format;                     ///< "tupe" | "nvidia" | "memory"
   std::vector<std::string> files;         ///< shard files in sample order
@@ -36,6 +45,7 @@ struct DatasetInfo {
   bool has_segment_ids = false;           ///< Sample::segment_ids filled
   bool has_static_masks = false;          ///< Sample::masked_positions/labels filled
   bool has_next_sentence_labels = false;  ///< Sample::next_sentence_label filled
+  std::vector<ShardSummary> shards;       ///< one per file, in `files` order (empty for memory data)
 };
 
 class PretrainDataset {
@@ -79,6 +89,12 @@ struct DatasetOptions {
 /// mismatched shapes, truncated data, vocabulary hash mismatch, ids outside the vocabulary).
 std::shared_ptr<const PretrainDataset> open_pretrain_dataset(const std::vector<std::string>& paths,
                                                              const DatasetOptions& options);
+
+/// The dataset's files as (key, value) entries for the ranks' agreement on what they read
+/// (dist/agreement.h): "<split> shard <i>" -> "<file name>, <B> bytes, <N> sequences, <T>
+/// tokens, lengths hash <hex>". File names without folders, so ranks reading node-local
+/// copies at different paths agree; the format and vocabulary come first.
+std::vector<std::pair<std::string, std::string>> describe_shards(const DatasetInfo& info, const std::string& split);
 
 /// The shard files open_pretrain_dataset would read, in order.
 std::vector<std::string> list_shard_files(const std::vector<std::string>& paths, const std::string& split);

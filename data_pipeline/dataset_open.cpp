@@ -1,6 +1,8 @@
 // open_pretrain_dataset (dataset.h): file listing, format detection, cross-shard checks.
 #include <algorithm>
 #include <filesystem>
+#include <map>
+#include <sstream>
 
 #include "common/error.h"
 #include "data_pipeline/dataset.h"
@@ -28,7 +30,83 @@ bool same_special(const SpecialTokens& a, const SpecialTokens& b) {
   return a.pad == b.pad && a.unk == b.unk && a.cls == b.cls && a.sep == b.sep && a.mask == b.mask;
 }
 
+/// The preprocess run a shard belongs to: its recorded run_id, or (shards written before
+/// run ids) what the run was made of.
+std::string run_key(const ShardHeader& h) {
+  std::ostringstream os;
+  os << h.split << "|" << h.num_shards << "|";
+  if (!h.run_id.empty()) {
+    os << h.run_id;
+  } else {
+    os << h.command_line << "|" << h.seed << "|" << h.validation_ratio << "|" << h.vocab_sha256 << "|"
+       << h.piece_bytes << "|" << h.max_seq_len << "|" << h.packing << "|" << h.documents;
+  }
+  return os.str();
+}
+
+/// Every preprocess run's shards in `files` must form its whole set: indexes 0..N-1 each
+/// exactly once. Sets of different runs (e.g. two corpora) may be combined, each complete.
+/// Throws "<file>: incomplete shard set: ..." or "<file>: shard S of N listed twice ...".
+void check_shard_sets(const std::vector<std::string>& files, const std::vector<ShardHeader>& headers) {
+  std::map<std::string, std::vector<size_t>> runs;  // run -> file positions
+  for (size_t f = 0; f < files.size(); ++f) runs[run_key(headers[f])].push_back(f);
+  for (const auto& [key, members] : runs) {
+    const ShardHeader& first = headers[members.front()];
+    const int64_t n = first.num_shards;
+    TUPE_CHECK(n >= 1 && n <= 99999, files[members.front()] << ": attribute 'num_shards' = " << n << " is out of range");
+    std::vector<int64_t> owner(static_cast<size_t>(n), -1);
+    for (const size_t f : members) {
+      const int64_t s = headers[f].shard_index;
+      TUPE_CHECK(s >= 0 && s < n, files[f] << ": attribute 'shard_index' = " << s << " is outside 0.." << n - 1);
+      TUPE_CHECK(owner[static_cast<size_t>(s)] < 0, files[f] << ": " << first.split << " shard " << s << " of " << n
+                                                             << " is listed twice (also "
+                                                             << files[static_cast<size_t>(owner[static_cast<size_t>(s)])]
+                                                             << ")");
+      owner[static_cast<size_t>(s)] = static_cast<int64_t>(f);
+    }
+    std::ostringstream missing;
+    int64_t n_missing = 0;
+    for (int64_t s = 0; s < n; ++s)
+      if (owner[static_cast<size_t>(s)] < 0) {
+        if (n_missing < 8) missing << (n_missing ? ", " : "") << shard_file_name(first.split, s, n);
+        ++n_missing;
+      }
+    if (n_missing == 0) continue;
+    std::ostringstream os;
+    os << files[members.front()] << ": incomplete shard set: " << n_missing << " of the " << n << " " << first.split
+       << " shards of its preprocess run are missing (" << missing.str() << (n_missing > 8 ? ", ..." : "") << ")";
+    if (runs.size() > 1) os << "; the listed shards come from " << runs.size() << " different preprocess runs";
+    TUPE_FAIL(os.str());
+  }
+}
+
+uint64_t fnv1a_lengths(const std::vector<int64_t>& offsets) {
+  uint64_t h = 14695981039346656037ull;  // FNV-1a 64 over the lengths' little-endian bytes
+  for (size_t i = 1; i < offsets.size(); ++i) {
+    const auto len = static_cast<uint64_t>(offsets[i] - offsets[i - 1]);
+    for (int b = 0; b < 8; ++b) {
+      h ^= (len >> (8 * b)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  }
+  return h;
+}
+
 }  // namespace
+
+std::vector<std::pair<std::string, std::string>> describe_shards(const DatasetInfo& info, const std::string& split) {
+  std::vector<std::pair<std::string, std::string>> out;
+  out.emplace_back(split + " format", info.format + ", vocabulary " + std::to_string(info.vocab_size) + " " +
+                                          info.vocab_sha256 + ", max_seq_len " + std::to_string(info.max_seq_len));
+  for (size_t i = 0; i < info.shards.size(); ++i) {
+    const ShardSummary& s = info.shards[i];
+    std::ostringstream v;
+    v << fs::path(s.path).filename().string() << ", " << s.file_bytes << " bytes, " << s.sequences << " sequences, "
+      << s.tokens << " tokens, lengths hash " << std::hex << s.index_hash;
+    out.emplace_back(split + " shard " + std::to_string(i), v.str());
+  }
+  return out;
+}
 
 std::vector<std::string> list_shard_files(const std::vector<std::string>& paths, const std::string& split) {
   TUPE_CHECK(split == "train" || split == "validation",
@@ -61,6 +139,7 @@ std::shared_ptr<const PretrainDataset> open_pretrain_dataset(const std::vector<s
   const std::vector<std::string> files = list_shard_files(paths, options.split);
   DatasetInfo info;
   std::vector<ShardContents> shards;
+  std::vector<ShardHeader> headers;
   for (size_t f = 0; f < files.size(); ++f) {
     const std::string& path = files[f];
     const std::string format = detect_shard_format(path);
@@ -69,6 +148,7 @@ std::shared_ptr<const PretrainDataset> open_pretrain_dataset(const std::vector<s
     if (format == "tupe") {
       ShardHeader h;
       shards.push_back(read_own_shard(path, options, h));
+      headers.push_back(h);
       if (f == 0) {
         info.format = format;
         info.max_seq_len = h.max_seq_len;
@@ -100,6 +180,22 @@ std::shared_ptr<const PretrainDataset> open_pretrain_dataset(const std::vector<s
       }
     }
   }
+  if (info.format == "tupe") check_shard_sets(files, headers);
+  int64_t sequences = 0;
+  for (size_t f = 0; f < files.size(); ++f) {
+    const ShardContents& c = shards[f];
+    std::error_code ec;
+    ShardSummary s;
+    s.path = files[f];
+    s.file_bytes = static_cast<int64_t>(fs::file_size(files[f], ec));
+    s.sequences = c.size();
+    s.tokens = c.offsets.back();
+    s.index_hash = fnv1a_lengths(c.offsets);
+    info.shards.push_back(s);
+    sequences += s.sequences;
+  }
+  TUPE_CHECK(sequences > 0, files.front() << (files.size() > 1 ? " (and the other listed files)" : "") << ": the "
+                                          << options.split << " shards hold no sequences");
   info.files = files;
   return std::make_shared<ShardSetDataset>(std::move(info), std::move(shards));
 }

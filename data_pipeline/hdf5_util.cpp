@@ -1,5 +1,8 @@
 #include "data_pipeline/hdf5_util.h"
 
+#include <algorithm>
+#include <filesystem>
+
 #include "common/error.h"
 
 namespace tupe::data::h5 {
@@ -9,7 +12,15 @@ std::mutex& hdf5_mutex() {
   return m;
 }
 
-Lock::Lock() : guard_(hdf5_mutex()) { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+Lock::Lock() : guard_(hdf5_mutex()) {
+  // Before HDF5's first call: no library shutdown at exit. Every identifier tupe opens is
+  // closed by its owner; what HDF5 would still flush at exit is a file whose close already
+  // failed (a full disk), and flushing it there crashed (SIGSEGV) after the error was
+  // printed. Later calls are no-ops.
+  static const bool no_atexit = (H5dont_atexit(), true);
+  (void)no_atexit;
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+}
 
 namespace {
 
@@ -31,6 +42,10 @@ std::string error_text() {
   ErrorWalk w;
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, walk_error, &w);
   H5Eclear2(H5E_DEFAULT);
+  // Our errors are one line: HDF5's descriptions may hold line breaks.
+  for (std::string* t : {&w.innermost, &w.outermost})
+    for (char& c : *t)
+      if (c == '\n' || c == '\r') c = ' ';
   if (w.innermost.empty()) return w.outermost;
   if (w.outermost.empty() || w.outermost == w.innermost) return w.innermost;
   return w.outermost + " (" + w.innermost + ")";
@@ -103,6 +118,68 @@ std::vector<hsize_t> dataset_dims(const std::string& path, hid_t file, const std
   return dims;
 }
 
+namespace {
+
+std::string shape_text(const std::vector<hsize_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+hsize_t checked_numel(const std::string& path, const std::string& name, const std::vector<hsize_t>& dims,
+                      size_t element_bytes) {
+  // Products are checked before they are formed: a crafted shape such as [4, 2^62] must not
+  // wrap around to a small count.
+  const hsize_t limit = kMaxDatasetBytes / std::max<size_t>(element_bytes, 1);
+  hsize_t numel = 1;
+  for (const hsize_t d : dims) {
+    TUPE_CHECK(d == 0 || numel <= limit / d, path << ": dataset '" << name << "' declares shape " << shape_text(dims)
+                                                  << ", more than " << (kMaxDatasetBytes >> 40)
+                                                  << " TiB: damaged or not a shard");
+    numel *= d;
+  }
+  return numel;
+}
+
+void check_readable(const std::string& path, hid_t dataset, const std::string& name, hsize_t declared_bytes) {
+  Id dcpl(H5Dget_create_plist(dataset), H5Pclose);
+  TUPE_CHECK(dcpl.valid(), path << ": dataset '" << name << "': cannot read its storage properties: " << error_text());
+  const int nfilters = H5Pget_nfilters(dcpl.get());
+  bool known_ratio = true;  // only filters whose best compression ratio is known (deflate's)
+  for (int i = 0; i < nfilters; ++i) {
+    unsigned flags = 0, config = 0;
+    size_t ncd = 0;
+    char fname[128] = {0};
+    const H5Z_filter_t id =
+        H5Pget_filter2(dcpl.get(), static_cast<unsigned>(i), &flags, &ncd, nullptr, sizeof fname, fname, &config);
+    TUPE_CHECK(id >= 0, path << ": dataset '" << name << "': cannot read filter " << i << ": " << error_text());
+    const htri_t avail = H5Zfilter_avail(id);
+    H5Eclear2(H5E_DEFAULT);
+    TUPE_CHECK(avail > 0, path << ": dataset '" << name << "' is compressed with HDF5 filter " << id
+                               << (fname[0] ? std::string(" (") + fname + ")" : std::string())
+                               << ", which this HDF5 library lacks (no plugin on HDF5_PLUGIN_PATH); rewrite it with "
+                                  "gzip, e.g. `h5repack -f GZIP=4 IN OUT`");
+    known_ratio = known_ratio && (id == H5Z_FILTER_DEFLATE || id == H5Z_FILTER_SHUFFLE ||
+                                  id == H5Z_FILTER_FLETCHER32 || id == 32000 /* LZF */);
+  }
+  if (declared_bytes == 0) return;
+  // What the file really holds for this dataset. Unfiltered data is stored at full size;
+  // deflate (and LZF) cannot compress better than about 1032:1. A declared size beyond that
+  // is a damaged or crafted header, refused before allocating memory for it.
+  const hsize_t stored = H5Dget_storage_size(dataset);
+  std::error_code ec;
+  const auto file_bytes = static_cast<hsize_t>(std::filesystem::file_size(path, ec));
+  TUPE_CHECK(ec || stored <= file_bytes, path << ": dataset '" << name << "' stores " << stored
+                                              << " bytes but the file has only " << file_bytes << ": truncated");
+  const hsize_t max_ratio = nfilters == 0 ? 1 : known_ratio ? 1100 : 65536;
+  const hsize_t slack = nfilters == 0 ? 0 : 65536;  // headers of tiny compressed chunks
+  TUPE_CHECK(declared_bytes <= stored * max_ratio + slack,
+             path << ": dataset '" << name << "' declares " << declared_bytes << " bytes of data but the file stores "
+                  << stored << " bytes of it (file size " << file_bytes << "): damaged or truncated");
+}
+
 template <class T>
 std::vector<hsize_t> read_integer_dataset(const std::string& path, hid_t file, const std::string& name, int rank,
                                           std::vector<T>& out) {
@@ -118,8 +195,8 @@ std::vector<hsize_t> read_integer_dataset(const std::string& path, hid_t file, c
              path << ": dataset '" << name << "' has " << got_rank << " dimensions, expected " << rank);
   std::vector<hsize_t> dims(static_cast<size_t>(rank));
   H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
-  hsize_t numel = 1;
-  for (const hsize_t d : dims) numel *= d;
+  const hsize_t numel = checked_numel(path, name, dims, H5Tget_size(type.get()));
+  check_readable(path, ds.get(), name, numel * H5Tget_size(type.get()));
   out.resize(static_cast<size_t>(numel));
   if (numel > 0) {
     const herr_t st = H5Dread(ds.get(), native_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data());

@@ -78,11 +78,28 @@ hid_t native_type() {
 /// Shape of dataset `name`; throws "<path>: missing dataset 'name'".
 std::vector<hsize_t> dataset_dims(const std::string& path, hid_t file, const std::string& name);
 
+/// Largest dataset a reader accepts (bytes in memory): 1 TiB, far above any one shard.
+inline constexpr hsize_t kMaxDatasetBytes = hsize_t{1} << 40;
+
+/// Number of elements of a dataset of shape `dims`, checked for overflow: throws
+/// "<path>: dataset 'name' declares shape [...], more than 1 TiB: ..." when dims' product
+/// times element_bytes exceeds kMaxDatasetBytes (never wraps around).
+hsize_t checked_numel(const std::string& path, const std::string& name, const std::vector<hsize_t>& dims,
+                      size_t element_bytes);
+
+/// Checks, before any allocation or read, that `dataset` can be read as declared: every
+/// filter of its pipeline is available (else "<path>: dataset 'name' is compressed with HDF5
+/// filter 32000 (lzf), which this HDF5 library lacks ..."), the storage it claims lies
+/// inside the file ("... truncated"), and `declared_bytes` (elements x stored element size)
+/// is within what that storage can hold (1x unfiltered, 1100x deflate/LZF) ("... declares
+/// N bytes of data but the file stores M bytes of it ...").
+void check_readable(const std::string& path, hid_t dataset, const std::string& name, hsize_t declared_bytes);
+
 /// Reads the whole integer dataset `name` (of `rank` dimensions) into `out`, converting the
 /// stored integer type (any width, signed or not) to T; returns its shape. Throws
 /// "<path>: missing dataset 'name'", "<path>: dataset 'name' has dtype float32, expected an
-/// integer type", "<path>: dataset 'name' has 3 dimensions, expected 2", or a read failure
-/// (truncated data) with HDF5's message.
+/// integer type", "<path>: dataset 'name' has 3 dimensions, expected 2", the errors of
+/// checked_numel and check_readable, or a read failure (truncated data) with HDF5's message.
 template <class T>
 std::vector<hsize_t> read_integer_dataset(const std::string& path, hid_t file, const std::string& name, int rank,
                                           std::vector<T>& out);

@@ -8,7 +8,19 @@ namespace tupe::data {
 std::string detect_shard_format(const std::string& path) {
   h5::Lock lock;
   h5::Id file = h5::open_file_readonly(path);
-  return h5::has_attribute(file.get(), "format") ? "tupe" : "nvidia";
+  // By content, not by one attribute's absence: a damaged own shard must not be read as an
+  // NVIDIA one (and then be refused for an unrelated reason).
+  const htri_t has_format = H5Aexists(file.get(), "format");
+  TUPE_CHECK(has_format >= 0, path << ": cannot read the file's root attributes (damaged): " << h5::error_text());
+  if (has_format > 0) return "tupe";
+  if (h5::has_dataset(file.get(), "input_ids")) return "nvidia";
+  const bool looks_own = h5::has_dataset(file.get(), kTokenIdsDataset) ||
+                         h5::has_dataset(file.get(), kSequenceLengthsDataset) ||
+                         h5::has_attribute(file.get(), "num_sequences");
+  TUPE_CHECK(!looks_own, path << ": a tupe shard without its 'format' attribute (damaged, or written by another "
+                                 "tool); preprocess the text again");
+  TUPE_FAIL(path << ": neither a tupe shard (no 'format' attribute) nor an NVIDIA BERT shard (no 'input_ids' "
+                    "dataset)");
 }
 
 ShardContents read_own_shard(const std::string& path, const DatasetOptions& options, ShardHeader& header) {

@@ -5,6 +5,7 @@
 #include <regex>
 
 #include "common/error.h"
+#include "common/sha256.h"
 #include "data_pipeline/counter_rng.h"
 #include "data_pipeline/packing.h"
 
@@ -85,7 +86,7 @@ bool goes_to_validation(const PreprocessConfig& config, int64_t file, int64_t do
 }
 
 ShardHeader make_header(const ShardJob& job, const PreprocessConfig& config, const Tokenizer& tok,
-                        const std::string& command_line) {
+                        const std::string& command_line, const std::string& run_id) {
   ShardHeader h;
   h.split = job.split;
   h.shard_index = job.shard_index;
@@ -102,16 +103,44 @@ ShardHeader make_header(const ShardJob& job, const PreprocessConfig& config, con
   h.seed = config.seed;
   h.validation_ratio = config.validation_ratio;
   h.piece_bytes = config.piece_bytes;
+  h.run_id = run_id;
   return h;
 }
 
 }  // namespace
 
+std::vector<std::pair<std::string, std::string>> describe_preprocess_run(const PreprocessPlan& plan,
+                                                                        const PreprocessConfig& config,
+                                                                        const Tokenizer& tokenizer,
+                                                                        const std::string& output_dir) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& f : PreprocessConfig::fields().fields()) out.emplace_back("preprocess." + f.name, f.get(config));
+  out.emplace_back("tokenizer", tokenizer.kind() + ", vocabulary " + std::to_string(tokenizer.vocab_size()) + " " +
+                                    tokenizer.vocab_sha256() + (tokenizer.lower_case() ? ", lower-cased" : ", cased"));
+  out.emplace_back("output", output_dir);
+  for (size_t i = 0; i < plan.files.size(); ++i)
+    out.emplace_back("input " + std::to_string(i),
+                     plan.files[i].path + ", " + std::to_string(plan.files[i].size_bytes) + " bytes");
+  return out;
+}
+
+std::string preprocess_run_id(const std::vector<std::pair<std::string, std::string>>& description,
+                              const PreprocessPlan& plan) {
+  std::string text;
+  for (const auto& [k, v] : description) text += k + "=" + v + "\n";
+  for (const auto& f : plan.files) {
+    std::error_code ec;
+    const auto t = fs::last_write_time(f.path, ec);
+    text += "mtime " + f.path + "=" + (ec ? std::string("?") : std::to_string(t.time_since_epoch().count())) + "\n";
+  }
+  return sha256_hex(text).substr(0, 16);
+}
+
 std::vector<std::unique_ptr<ShardWriter>> run_preprocess_jobs(const PreprocessPlan& plan,
                                                               const PreprocessConfig& config,
                                                               const Tokenizer& tokenizer, int64_t rank,
                                                               int64_t world_size, const std::string& command_line,
-                                                              const ProgressFn& progress) {
+                                                              const std::string& run_id, const ProgressFn& progress) {
   config.validate();
   TUPE_CHECK(world_size >= 1 && rank >= 0 && rank < world_size,
              "preprocess: rank " << rank << " outside world size " << world_size);
@@ -127,7 +156,7 @@ std::vector<std::unique_ptr<ShardWriter>> run_preprocess_jobs(const PreprocessPl
     if (static_cast<int64_t>(j) % world_size != rank) continue;
     mine.push_back(&plan.jobs[j]);
     writers.push_back(std::make_unique<ShardWriter>(plan.jobs[j].path,
-                                                    make_header(plan.jobs[j], config, tokenizer, command_line), wopt));
+                                                    make_header(plan.jobs[j], config, tokenizer, command_line, run_id), wopt));
   }
   PreprocessProgress prog;
   for (int64_t p = 0; p < static_cast<int64_t>(plan.pieces.size()); ++p)

@@ -82,14 +82,29 @@ struct PreprocessProgress {
 };
 using ProgressFn = std::function<void(const PreprocessProgress&)>;
 
+/// What a preprocess run is made of, as ordered (key, value) entries: every preprocess
+/// setting, the tokenizer (kind, vocabulary SHA-256, case), the output folder, and each input
+/// file (path as given or found, size in bytes). All ranks of one run must agree on it
+/// (dist/agreement.h); a mixed set of shards is never written.
+std::vector<std::pair<std::string, std::string>> describe_preprocess_run(const PreprocessPlan& plan,
+                                                                        const PreprocessConfig& config,
+                                                                        const Tokenizer& tokenizer,
+                                                                        const std::string& output_dir);
+
+/// The run_id recorded in every shard of a run (shard_format.h): the first 16 hex digits of
+/// the SHA-256 of the run's description plus the inputs' modification times (so a rerun on
+/// edited inputs of the same size is another run). Computed on one rank and broadcast.
+std::string preprocess_run_id(const std::vector<std::pair<std::string, std::string>>& description,
+                              const PreprocessPlan& plan);
+
 /// Tokenises and packs the jobs of `rank` (of `world_size`) and writes their shards under
-/// temporary names; returns the closed, uncommitted writers (commit() renames; destroying
+/// temporary names (each header records `command_line` and `run_id`); returns the closed, uncommitted writers (commit() renames; destroying
 /// one removes its file). Throws tupe::Error "<file>: invalid UTF-8 at byte N", "<file>: no
 /// text (only blank lines)", tokenizer or HDF5 errors.
 std::vector<std::unique_ptr<ShardWriter>> run_preprocess_jobs(const PreprocessPlan& plan,
                                                               const PreprocessConfig& config,
                                                               const Tokenizer& tokenizer, int64_t rank,
                                                               int64_t world_size, const std::string& command_line,
-                                                              const ProgressFn& progress);
+                                                              const std::string& run_id, const ProgressFn& progress);
 
 }  // namespace tupe::data

@@ -1,8 +1,11 @@
 #include "data_pipeline/shard_writer.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <climits>
 #include <filesystem>
 
 #include "common/error.h"
@@ -59,7 +62,7 @@ ShardWriter::ShardWriter(std::string final_path, ShardHeader header, ShardWriter
   TUPE_CHECK(options_.compression_level >= 0 && options_.compression_level <= 9,
              "preprocess.compression_level: must be in 0..9, got " << options_.compression_level);
   TUPE_CHECK(options_.chunk_tokens > 0 && options_.chunk_sequences > 0, final_path_ << ": chunk sizes must be positive");
-  temp_path_ = final_path_ + ".tmp-" + std::to_string(::getpid());
+  temp_path_ = final_path_ + ".tmp-" + host_name() + "-" + std::to_string(::getpid());
   h5::Lock lock;
   h5::Id fcpl(H5Pcreate(H5P_FILE_CREATE), H5Pclose);
   H5Pset_obj_track_times(fcpl.get(), 0);  // no timestamp on the root group either
@@ -121,8 +124,13 @@ void ShardWriter::close() {
   header_.num_sequences = num_sequences_;
   header_.num_tokens = num_tokens_;
   write_shard_header(temp_path_, file_.get(), header_);
-  const bool ok = length_ds_.reset() && token_ds_.reset() && H5Fflush(file_.get(), H5F_SCOPE_GLOBAL) >= 0;
-  TUPE_CHECK(ok && file_.reset(), temp_path_ << ": cannot finish writing (" << h5::error_text() << ")");
+  // Every identifier is closed whatever fails (no short-circuit): an object left open after
+  // a write error (a full disk) would be flushed again by HDF5 at exit.
+  bool ok = length_ds_.reset();
+  ok = token_ds_.reset() && ok;
+  ok = H5Fflush(file_.get(), H5F_SCOPE_GLOBAL) >= 0 && ok;
+  ok = file_.reset() && ok;
+  TUPE_CHECK(ok, temp_path_ << ": cannot finish writing (" << h5::error_text() << ")");
   closed_ = true;
 }
 
@@ -135,6 +143,39 @@ void ShardWriter::commit() {
   TUPE_CHECK(!ec, final_path_ << ": cannot rename from " << temp_path_ << " (" << ec.message() << ")");
   committed_ = true;
   fsync_path(std::filesystem::path(final_path_).parent_path().string());
+}
+
+std::string host_name() {
+  char buf[HOST_NAME_MAX + 1] = {0};
+  if (::gethostname(buf, sizeof buf - 1) != 0 || !buf[0]) return "localhost";
+  return buf;
+}
+
+std::vector<std::string> remove_stale_temp_shards(const std::string& folder, std::vector<std::string>* kept) {
+  std::vector<std::string> removed;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(folder, ec)) return removed;
+  const std::string host = host_name();
+  for (const auto& e : std::filesystem::directory_iterator(folder, ec)) {
+    const std::string name = e.path().filename().string();
+    const size_t tmp = name.rfind(".h5.tmp-");
+    if (tmp == std::string::npos || !e.is_regular_file()) continue;
+    const std::string tail = name.substr(tmp + 8);  // "<host>-<pid>" or "<pid>"
+    const size_t dash = tail.rfind('-');
+    const std::string writer_host = dash == std::string::npos ? host : tail.substr(0, dash);
+    const std::string pid_text = dash == std::string::npos ? tail : tail.substr(dash + 1);
+    if (pid_text.empty() || pid_text.find_first_not_of("0123456789") != std::string::npos || pid_text.size() > 9)
+      continue;  // not one of ours
+    const auto pid = static_cast<pid_t>(std::stol(pid_text));
+    const bool dead = writer_host == host && pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH;
+    if (!dead) {
+      if (kept && writer_host != host) kept->push_back(e.path().string());
+      continue;
+    }
+    std::error_code rm;
+    if (std::filesystem::remove(e.path(), rm)) removed.push_back(e.path().string());
+  }
+  return removed;
 }
 
 }  // namespace tupe::data

@@ -1,5 +1,5 @@
 // Streaming writer of one project shard (shard_format.h). The file is written under a
-// temporary name "<final>.tmp-<pid>" and renamed to its final name only by commit(), so an
+// temporary name "<final>.tmp-<host>-<pid>" and renamed to its final name only by commit(), so an
 // interrupted or failed run never leaves a half shard under a shard name; the destructor
 // removes an uncommitted temporary file.
 #pragma once
@@ -52,5 +52,14 @@ class ShardWriter {
   int64_t num_sequences_ = 0, num_tokens_ = 0;
   bool closed_ = false, committed_ = false;
 };
+
+/// Removes the temporary shard files ("*.tmp-<host>-<pid>", and the older "*.tmp-<pid>")
+/// in `folder` left by writers that died (killed preprocess runs): those of this host whose
+/// process no longer exists. Files of other hosts are kept (their writers cannot be probed
+/// from here) and returned in `kept`. Returns the removed paths.
+std::vector<std::string> remove_stale_temp_shards(const std::string& folder, std::vector<std::string>* kept = nullptr);
+
+/// This host's name (gethostname), "localhost" when unknown.
+std::string host_name();
 
 }  // namespace tupe::data

@@ -60,20 +60,6 @@ void broadcast_tensors(Communicator& comm, const std::vector<NamedParameter>& te
     if (!tensors[i].tensor.is_contiguous()) tensors[i].tensor.detach().copy_(send[i]);
 }
 
-void check_same_config(Communicator& comm, const std::string& config_text) {
-  const Fingerprint mine{fnv1a_64(config_text), static_cast<int64_t>(config_text.size()), 0};
-  const auto all = gather(comm, mine, "config check all_gather");
-  const std::string ranks = differing_ranks(all);
-  if (ranks.empty()) return;
-  std::ostringstream os;
-  os << "config check: the configuration differs between ranks: rank(s) " << ranks << " differ from rank 0 (";
-  for (size_t r = 0; r < all.size(); ++r)
-    os << (r ? "; " : "") << "rank " << r << ": " << all[r].count << " bytes, hash " << std::hex << all[r].hash
-       << std::dec;
-  os << "); start every rank with the same config file and overrides";
-  TUPE_FAIL(os.str());
-}
-
 void check_same_parameters(Communicator& comm, const std::vector<NamedParameter>& params) {
   std::ostringstream description;
   Fingerprint mine;

@@ -1,6 +1,7 @@
 // Start-of-training agreement between ranks (before step 1): rank 0's initial parameters
-// are copied to every rank, and every rank must hold the same config text and the same
+// are copied to every rank, and every rank must hold the same
 // parameters (count, names, dtypes, shapes) -- c10d's verify_params_across_processes.
+// (The config and the data are compared key by key through dist/agreement.h.)
 // All functions are collective (every rank calls them, in the same order) and blocking;
 // a mismatch throws the same tupe::Error on every rank, naming the ranks that differ.
 #pragma once
@@ -20,10 +21,6 @@ uint64_t fnv1a_64(const std::string& bytes);
 /// record), e.g. the initial parameters and buffers. Non-contiguous tensors go through a
 /// contiguous copy.
 void broadcast_tensors(Communicator& comm, const std::vector<NamedParameter>& tensors, int root = 0);
-
-/// Throws tupe::Error "config check: ... ranks 1, 3 differ from rank 0 ..." unless every
-/// rank passed the same text (compared by FNV-1a hash and length, all-gathered).
-void check_same_config(Communicator& comm, const std::string& config_text);
 
 /// Throws tupe::Error naming the differing ranks and their parameter counts and element
 /// totals unless every rank holds the same parameter list (names, dtypes, shapes, order).

@@ -3,10 +3,16 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "data_pipeline/counter_rng.h"
+#include "data_pipeline/hdf5_util.h"
 #include "data_pipeline/loader.h"
 #include "data_pipeline/shard_writer.h"
 #include "data_test_util.h"
@@ -165,6 +171,77 @@ TEST(DataShards, BadOwnShardsAreRefusedWithFileAndCause) {
       for (const auto& f : all) EXPECT_NE(msg.find(f), std::string::npos) << "'" << f << "' not in: " << msg;
     }
   }
+}
+
+TEST(DataShards, EveryRunsShardSetMustBeWhole) {
+  test::TempDir dir("sets");
+  auto shard = [&](const std::string& folder, int64_t s, int64_t n, const std::string& run) {
+    std::filesystem::create_directories(dir / folder);
+    ShardHeader h = header(30522, s, n);
+    h.run_id = run;
+    const std::string path = dir / folder + "/" + shard_file_name("train", s, n);
+    write_shard(path, h, sequences(5, 30522, static_cast<uint64_t>(7 + s)));
+    return path;
+  };
+  // Shards 0 and 2 of 3: shard 1 is named as missing.
+  const std::string s0 = shard("gap", 0, 3, "run-a");
+  shard("gap", 2, 3, "run-a");
+  test::expect_error([&] { open_pretrain_dataset({dir / "gap"}, DatasetOptions{}); },
+                     {s0, "incomplete shard set", "1 of the 3 train shards", "train-00001-of-00003.h5"});
+  // The missing index taken from another run (same name, other run id): still refused.
+  shard("gap", 1, 3, "run-b");
+  test::expect_error([&] { open_pretrain_dataset({dir / "gap"}, DatasetOptions{}); },
+                     {"incomplete shard set", "2 different preprocess runs"});
+  // From the right run: whole.
+  shard("gap", 1, 3, "run-a");
+  EXPECT_EQ(open_pretrain_dataset({dir / "gap"}, DatasetOptions{})->size(), 15);
+  // One index listed twice (the same file through two paths).
+  test::expect_error([&] { open_pretrain_dataset({s0, dir / "gap"}, DatasetOptions{}); }, {"listed twice", s0});
+  // Two whole sets of different runs (two corpora) together: accepted, samples back to back.
+  const std::string other = shard("other", 0, 1, "run-c");
+  EXPECT_EQ(open_pretrain_dataset({dir / "gap", other}, DatasetOptions{})->size(), 20);
+  // Shards without a run id (written before it was recorded) group by what made them.
+  ShardHeader old = header(30522, 1, 2);
+  std::filesystem::create_directories(dir / "old");
+  write_shard(dir / "old" + "/" + shard_file_name("train", 1, 2), old, sequences(5, 30522, 9));
+  test::expect_error([&] { open_pretrain_dataset({dir / "old"}, DatasetOptions{}); },
+                     {"incomplete shard set", "train-00000-of-00002.h5"});
+}
+
+TEST(DataShards, DeclaredSizesAreCheckedBeforeAllocating) {
+  const hsize_t huge = hsize_t{1} << 62;
+  test::expect_error([&] { h5::checked_numel("f.h5", "input_ids", {4, huge}, 4); },
+                     {"f.h5", "'input_ids'", "declares shape [4, 4611686018427387904]"});
+  test::expect_error([&] { h5::checked_numel("f.h5", "token_ids", {hsize_t{1} << 50}, 2); }, {"more than 1 TiB"});
+  EXPECT_EQ(h5::checked_numel("f.h5", "input_ids", {1000, 128}, 4), 128000u);
+  EXPECT_EQ(h5::checked_numel("f.h5", "x", {0, huge}, 8), 0u);
+}
+
+TEST(DataShards, TemporaryFilesOfDeadWritersAreRemoved) {
+  test::TempDir dir("stale");
+  // A pid that no longer exists: a child that has exited and been reaped.
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ASSERT_GT(child, 0);
+  ::waitpid(child, nullptr, 0);
+  const std::string host = host_name(), dead = std::to_string(child), me = std::to_string(::getpid());
+  auto touch = [&](const std::string& name) {
+    std::ofstream(dir / name) << "x";
+    return dir / name;
+  };
+  const std::string stale = touch("train-00000-of-00001.h5.tmp-" + host + "-" + dead);
+  const std::string legacy = touch("validation-00000-of-00001.h5.tmp-" + dead);
+  const std::string alive = touch("train-00001-of-00002.h5.tmp-" + host + "-" + me);
+  const std::string remote = touch("train-00002-of-00003.h5.tmp-node-that-is-not-this-one-" + dead);
+  const std::string unrelated = touch("notes.txt");
+  std::vector<std::string> kept;
+  auto removed = remove_stale_temp_shards(dir.str(), &kept);
+  std::sort(removed.begin(), removed.end());
+  std::vector<std::string> want{stale, legacy};
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(removed, want);
+  EXPECT_EQ(kept, std::vector<std::string>{remote});
+  for (const auto& f : {alive, remote, unrelated}) EXPECT_TRUE(std::filesystem::exists(f)) << f;
 }
 
 /// The formula of shard_files.py for row r.

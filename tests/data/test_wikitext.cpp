@@ -57,7 +57,7 @@ struct Corpus {
     config.num_shards = 2;
     config.piece_bytes = 256 << 10;
     plan = plan_preprocess({test::wikitext_test_path()}, dir.str(), config);
-    auto writers = run_preprocess_jobs(plan, config, *tokenizer, 0, 1, "test", {});
+    auto writers = run_preprocess_jobs(plan, config, *tokenizer, 0, 1, "test", "", {});
     for (auto& w : writers) w->commit();
     DatasetOptions o;
     o.expected_vocab_sha256 = tokenizer->vocab_sha256();

@@ -1,10 +1,13 @@
 // Multi-rank tests of the start-of-training agreement: rank 0's parameters reach every
-// rank; differing config texts or parameter lists are reported naming the ranks.
+// rank; differing parameter lists are reported naming the ranks; differing config or data
+// descriptions are reported with the first differing key and both values (agreement.h).
 #include <gtest/gtest.h>
 
 #include <sstream>
 
+#include "dist/agreement.h"
 #include "dist/consistency.h"
+#include "dist/mpi_env.h"
 #include "tests/dist/ddp_test_model.h"
 #include "tests/dist/mpi_test_env.h"
 
@@ -33,20 +36,38 @@ TEST(Consistency, BroadcastGivesEveryRankRank0sParameters) {
   EXPECT_NO_THROW(check_same_parameters(*comm, named_params(*net)));
 }
 
-TEST(Consistency, ConfigMismatchNamesTheRanks) {
-  auto comm = make_mpi_comm();
-  EXPECT_NO_THROW(check_same_config(*comm, "[model]\nhidden_size = 128\n"));
-  // Odd ranks start with a different value.
-  const bool odd = comm->rank() % 2 == 1;
+TEST(Agreement, ConfigMismatchNamesTheFirstDifferingKeyAndBothValues) {
+  const MpiEnv& e = env();
+  const std::string same = "[model]\nhidden_size = 128\nnum_layers = 2\n[data]\nseed = 1\n";
+  EXPECT_EQ(first_difference(e, "config check", ini_entries(same)), "");
+  // Odd ranks differ in the second key; the lowest of them (rank 1) is named.
+  const bool odd = e.rank() % 2 == 1;
+  const std::string text = odd ? "[model]\nhidden_size = 128\nnum_layers = 4\n[data]\nseed = 2\n" : same;
   std::string message;
   try {
-    check_same_config(*comm, odd ? "[model]\nhidden_size = 64\n" : "[model]\nhidden_size = 128\n");
-  } catch (const Error& e) {
-    message = e.what();
+    require_agreement(e, "config check", ini_entries(text));
+  } catch (const Error& err) {
+    message = err.what();
   }
-  std::ostringstream ranks;
-  for (int r = 1; r < comm->world_size(); r += 2) ranks << (r > 1 ? ", " : "") << r;
-  EXPECT_NE(message.find("rank(s) " + ranks.str() + " differ from rank 0"), std::string::npos) << message;
+  EXPECT_EQ(message, "config check: rank 1 differs from rank 0 at model.num_layers: rank 0 has '2', rank 1 has '4'");
+}
+
+TEST(Agreement, MissingEntryAndDifferentKeysAreNamed) {
+  const MpiEnv& e = env();
+  const int last = e.world_size() - 1;
+  std::vector<AgreementEntry> entries = {{"train shard 0", "a.h5, 10 bytes"}, {"train shard 1", "b.h5, 20 bytes"}};
+  if (e.rank() == last) entries.pop_back();
+  EXPECT_EQ(first_difference(e, "data check", entries),
+            "data check: rank " + std::to_string(last) +
+                " differs from rank 0 in the number of entries: rank 0 has 2, rank " + std::to_string(last) +
+                " has 1 (first extra: train shard 1)");
+  std::vector<AgreementEntry> renamed = {{e.rank() == last ? "validation shard 0" : "train shard 0", "x"}};
+  EXPECT_EQ(first_difference(e, "data check", renamed),
+            "data check: rank " + std::to_string(last) + " differs from rank 0 at entry 1: rank 0 has train shard 0, rank " +
+                std::to_string(last) + " has validation shard 0");
+  // A long rank-0 text reaches every rank intact.
+  const std::string big(100000, 'q');
+  EXPECT_EQ(broadcast_string(e, e.rank() == 0 ? big : std::string("other")), big);
 }
 
 TEST(Consistency, ParameterMismatchNamesTheRanksAndCounts) {

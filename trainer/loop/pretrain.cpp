@@ -15,6 +15,7 @@
 #include "data_pipeline/batch.h"
 #include "data_pipeline/dataset.h"
 #include "data_pipeline/loader.h"
+#include "dist/agreement.h"
 #include "dist/consistency.h"
 #include "dist/context.h"
 #include "dist/device.h"
@@ -131,6 +132,9 @@ PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cf
   const int rank = env.rank(), world = env.world_size();
   const int64_t max_steps = cfg.train.max_steps > 0 ? cfg.train.max_steps : cfg.optimizer.total_steps;
 
+  // Every rank runs the same effective config (the first differing key is named).
+  dist::require_agreement(env, "config check", dist::ini_entries(format_ini(cfg.effective)));
+
   // ---- Device and communicator ----------------------------------------------------------
   const c10::Device chosen =
       dist::resolve_device(env, dist::parse_device_request(cfg.train.device, "train.device"), "train.device");
@@ -156,6 +160,12 @@ PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cf
   if (!cfg.data.validation_shards.empty())
     valid_ds = data::open_pretrain_dataset(data::split_list(cfg.data.validation_shards),
                                            cfg.data.dataset_options("validation", train_ds->info().vocab_sha256));
+  {  // every rank reads the same shards (relative paths, node-local copies)
+    auto entries = data::describe_shards(train_ds->info(), "train");
+    if (valid_ds)
+      for (auto& e : data::describe_shards(valid_ds->info(), "validation")) entries.push_back(std::move(e));
+    dist::require_agreement(env, "data check", entries);
+  }
   const auto& info = train_ds->info();
   TUPE_CHECK(info.vocab_size == cfg.model.vocab_size,
              "model.vocab_size: " << cfg.model.vocab_size << " but the shards (" << info.files.front()
@@ -174,7 +184,6 @@ PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cf
   net->train();
   std::vector<dist::NamedParameter> params;
   for (auto& item : net->named_parameters()) params.push_back({item.key(), item.value()});
-  dist::check_same_config(comm, format_ini(cfg.effective));
   dist::check_same_parameters(comm, params);
   dist::broadcast_tensors(comm, params, 0);
   StepRunner runner(*net, dctx, cfg, accumulation, micro_batch);

@@ -1,0 +1,26 @@
+// How every MPI subcommand (preprocess, pretrain, finetune, evaluate) ends when a rank fails.
+#pragma once
+#include <functional>
+#include <string>
+
+namespace tupe::dist {
+class MpiEnv;
+}
+
+namespace tupe::cli {
+
+/// Runs one subcommand's job on this rank; `body` returns the exit code.
+/// One rank: exceptions propagate to main(), which prints them as one line.
+/// Under mpirun (world size > 1): any rank's exception ends every rank within about a
+/// second. The failing rank prints "tupe: <command>: rank R: error: <message>" as one line
+/// and calls MPI_Abort (dist::MpiEnv::abort), which makes the launcher stop the other ranks,
+/// wherever they wait (SIGTERM gets its default action back first). Ranks other than 0 wait
+/// 2 s before printing: when rank 0 fails too
+/// (an error every rank meets, such as a bad config value), rank 0's line is printed and
+/// the job ends before the others repeat it. Exit codes: 1 for tupe::Error, 3 otherwise.
+int run_job_on_ranks(const dist::MpiEnv& env, const std::string& command, const std::function<int()>& body);
+
+/// `text` with line breaks replaced by spaces (errors are printed as one line).
+std::string one_line(std::string text);
+
+}  // namespace tupe::cli

@@ -1,0 +1,37 @@
+// Do all ranks agree? One collective check of what each rank read or configured, described
+// as ordered (key, value) entries: config keys, shard files with their sizes and index
+// hashes, preprocess inputs. A mismatch is reported with the first differing key, the
+// same one-line text on every rank, so a job whose ranks see different data (relative
+// paths from different working folders, node-local copies that differ) stops before step 1.
+// Uses MPI_COMM_WORLD through the MpiEnv (under its lock); blocking; every rank calls it in
+// the same order.
+#pragma once
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tupe::dist {
+
+class MpiEnv;
+
+/// One described item: key (e.g. "train shard 0") and value (e.g. "train-00000-of-00002.h5,
+/// 154219 bytes, 1258 sequences, ...").
+using AgreementEntry = std::pair<std::string, std::string>;
+
+/// Collective. "" when every rank passed the same entries (same keys, values, order);
+/// otherwise, on every rank, "<what>: rank R differs from rank 0 at <key>: rank 0 has
+/// '<v0>', rank R has '<vR>'" for the lowest differing rank R and its first differing entry
+/// (or the count, when one list is a prefix of the other). Throws tupe::Error on an MPI error.
+std::string first_difference(const MpiEnv& env, const std::string& what, const std::vector<AgreementEntry>& entries);
+
+/// Collective: throws tupe::Error with first_difference's text (the same on every rank)
+/// when the ranks' entries differ.
+void require_agreement(const MpiEnv& env, const std::string& what, const std::vector<AgreementEntry>& entries);
+
+/// Collective: `text` of rank `root` on every rank.
+std::string broadcast_string(const MpiEnv& env, const std::string& text, int root = 0);
+
+/// The entries of an INI text: one per "key = value" line, keyed "section.key".
+std::vector<AgreementEntry> ini_entries(const std::string& ini_text);
+
+}  // namespace tupe::dist
