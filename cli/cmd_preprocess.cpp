@@ -111,17 +111,11 @@ int preprocess_job(const dist::MpiEnv& env, int argc, char** argv) {
                                                              << ec.message() << ")");
   }));
   if (help) return 0;
-  if (!err.empty()) {
-    if (rank == 0) TUPE_FAIL(err);
-    return 1;
-  }
+  if (!err.empty()) throw AgreedError(err);  // every rank holds the same message
   // Every rank must see the same inputs and settings: a mixed set is never written.
   const auto description = data::describe_preprocess_run(plan, config, *tokenizer, output);
   err = dist::first_difference(env, "preprocess input check", description);
-  if (!err.empty()) {
-    if (rank == 0) TUPE_FAIL(err);
-    return 1;
-  }
+  if (!err.empty()) throw AgreedError(err);  // every rank holds the same message
   const std::string run_id =
       dist::broadcast_string(env, rank == 0 ? data::preprocess_run_id(description, plan) : std::string(), 0);
   // Temporary files of killed runs into this folder (each rank clears its own host's).
@@ -159,8 +153,7 @@ int preprocess_job(const dist::MpiEnv& env, int argc, char** argv) {
   }));
   if (!err.empty()) {
     writers.clear();  // removes the temporary files
-    if (rank == 0) TUPE_FAIL(err);
-    return 1;
+    throw AgreedError(err);  // every rank holds the same message
   }
 
   // Phase 3: all ranks succeeded and wrote something: rename into place, then drop stale shards.
@@ -170,18 +163,13 @@ int preprocess_job(const dist::MpiEnv& env, int argc, char** argv) {
   MPI_Allreduce(&train_sequences, &all_train_sequences, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
   if (all_train_sequences == 0) {
     writers.clear();
-    if (rank == 0)
-      TUPE_FAIL(plan.files.front().path << (plan.files.size() > 1 ? " (and the other inputs)" : "")
-                                        << ": no training sequences (no tokenisable text)");
-    return 1;
+    throw AgreedError(plan.files.front().path + (plan.files.size() > 1 ? " (and the other inputs)" : "") +
+                      ": no training sequences (no tokenisable text)");
   }
   err = agree(attempt([&] {
     for (auto& w : writers) w->commit();
   }));
-  if (!err.empty()) {
-    if (rank == 0) TUPE_FAIL(err);
-    return 1;
-  }
+  if (!err.empty()) throw AgreedError(err);  // every rank holds the same message
   MPI_Barrier(MPI_COMM_WORLD);
   long long totals[4] = {0, 0, 0, 0}, sums[4] = {0, 0, 0, 0};
   for (const auto& w : writers) {

@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 
 #include <chrono>
+#include <iostream>
 #include <csignal>
 #include <thread>
 
@@ -24,6 +25,9 @@ int run_job_on_ranks(const dist::MpiEnv& env, const std::string& command, const 
   int code = 1;
   try {
     return body();
+  } catch (const AgreedError& e) {  // every rank knows and leaves: no abort needed
+    if (env.rank() == 0) std::cerr << "tupe " << command << ": error: " << one_line(e.what()) << std::endl;
+    return 1;
   } catch (const Error& e) {
     message = std::string("error: ") + e.what();
   } catch (const c10::Error& e) {

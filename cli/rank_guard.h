@@ -17,7 +17,9 @@ namespace tupe::cli {
 /// wherever they wait (SIGTERM gets its default action back first). Ranks other than 0 wait
 /// 2 s before printing: when rank 0 fails too
 /// (an error every rank meets, such as a bad config value), rank 0's line is printed and
-/// the job ends before the others repeat it. Exit codes: 1 for tupe::Error, 3 otherwise.
+/// the job ends before the others repeat it. A tupe::AgreedError (raised by every rank
+/// together) is printed by rank 0 as "tupe <command>: error: <message>" and every rank
+/// returns 1 without aborting. Exit codes: 1 for tupe::Error, 3 otherwise.
 int run_job_on_ranks(const dist::MpiEnv& env, const std::string& command, const std::function<int()>& body);
 
 /// `text` with line breaks replaced by spaces (errors are printed as one line).

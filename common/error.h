@@ -13,6 +13,13 @@ struct Error : std::runtime_error {
   explicit Error(const std::string& message) : std::runtime_error(message) {}
 };
 
+/// An error every rank of an MPI job raised together, after a collective agreement (e.g.
+/// "the ranks' configs differ"): no rank waits for another, so each leaves normally; only
+/// rank 0 prints it (cli/rank_guard.h).
+struct AgreedError : Error {
+  explicit AgreedError(const std::string& message) : Error(message) {}
+};
+
 namespace detail {
 [[noreturn]] inline void throw_error(const std::string& message) { throw Error(message); }
 }  // namespace detail

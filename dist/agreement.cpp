@@ -96,7 +96,7 @@ std::string first_difference(const MpiEnv& env, const std::string& what, const s
 
 void require_agreement(const MpiEnv& env, const std::string& what, const std::vector<AgreementEntry>& entries) {
   const std::string diff = first_difference(env, what, entries);
-  TUPE_CHECK(diff.empty(), diff);
+  if (!diff.empty()) throw AgreedError(diff);
 }
 
 std::vector<AgreementEntry> ini_entries(const std::string& ini_text) {

@@ -24,7 +24,7 @@ using AgreementEntry = std::pair<std::string, std::string>;
 /// (or the count, when one list is a prefix of the other). Throws tupe::Error on an MPI error.
 std::string first_difference(const MpiEnv& env, const std::string& what, const std::vector<AgreementEntry>& entries);
 
-/// Collective: throws tupe::Error with first_difference's text (the same on every rank)
+/// Collective: throws tupe::AgreedError (every rank, the same text: first_difference's)
 /// when the ranks' entries differ.
 void require_agreement(const MpiEnv& env, const std::string& what, const std::vector<AgreementEntry>& entries);
 
