@@ -26,6 +26,12 @@ KeyValues read_ini(const std::string& path) {
   po::parsed_options parsed(&none);
   try {
     parsed = po::parse_config_file(in, none, /*allow_unregistered=*/true);
+  } catch (const po::invalid_config_file_syntax& e) {
+    // Not e.what(): Boost substitutes %tokens% in its message, and a line holding such a
+    // token (e.g. "%invalid_line%") is substituted again without end (found by fuzz_ini).
+    TUPE_FAIL(path << ": line '" << e.tokens() << "' is neither [section] nor key = value");
+  } catch (const po::error_with_option_name& e) {
+    TUPE_FAIL(path << ": bad option '" << e.get_option_name() << "'");
   } catch (const po::error& e) {
     TUPE_FAIL(path << ": " << e.what());
   }

@@ -11,6 +11,7 @@
 #include "common/sha256.h"
 #include "trainer/durable_io.h"
 #include "trainer/safetensors.h"
+#include "trainer/json_brief.h"
 
 namespace tupe::trainer {
 
@@ -66,6 +67,8 @@ Manifest validate_manifest(const fs::path& checkpoint) {
     m = nlohmann::json::parse(read_file_bytes(manifest_path));
   } catch (const nlohmann::json::parse_error& e) {
     TUPE_FAIL(where << ": not valid JSON at byte " << e.byte);
+  } catch (const nlohmann::json::exception& e) {  // e.g. a number beyond double's range
+    TUPE_FAIL(where << ": unreadable JSON (" << e.what() << ")");
   }
   TUPE_CHECK(m.is_object() && m.contains("format") && m["format"] == kManifestFormat,
              where << ": key 'format': expected '" << kManifestFormat << "'");
@@ -73,7 +76,7 @@ Manifest validate_manifest(const fs::path& checkpoint) {
                              m["format_version"].get<int64_t>() >= 1 &&
                              m["format_version"].get<int64_t>() <= kManifestFormatVersion;
   TUPE_CHECK(known_version, where << ": key 'format_version': expected 1 to " << kManifestFormatVersion << ", got "
-                                  << (m.contains("format_version") ? m["format_version"].dump() : "(absent)"));
+                                  << (m.contains("format_version") ? json_brief(m["format_version"]) : "(absent)"));
   const int64_t version = m["format_version"].get<int64_t>();
   TUPE_CHECK(m.contains("step") && m["step"].is_number_unsigned(), where << ": key 'step': missing or not an integer >= 0");
   Manifest out;

@@ -13,6 +13,7 @@
 
 #include "common/error.h"
 #include "trainer/durable_io.h"
+#include "trainer/json_brief.h"
 
 namespace tupe::trainer {
 
@@ -107,7 +108,7 @@ Entry parse_entry(const std::string& file, const std::string& name, const nlohma
   TUPE_CHECK(v.contains("shape") && v["shape"].is_array(), where << ": missing or non-array 'shape'");
   for (const auto& d : v["shape"]) {
     TUPE_CHECK(d.is_number_unsigned() && d.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX),
-               where << ": shape entry " << d.dump() << " is not a non-negative integer");
+               where << ": shape entry " << json_brief(d) << " is not a non-negative integer");
     e.shape.push_back(d.get<int64_t>());
   }
   TUPE_CHECK(v.contains("data_offsets") && v["data_offsets"].is_array() && v["data_offsets"].size() == 2 &&
@@ -159,6 +160,8 @@ SafetensorsContents read_safetensors(const std::filesystem::path& path) {
   } catch (const nlohmann::json::parse_error& e) {
     TUPE_FAIL(file << ": header: not valid JSON at header byte " << e.byte << " (file byte offset " << 8 + e.byte
                    << ")");
+  } catch (const nlohmann::json::exception& e) {  // e.g. a number beyond double's range
+    TUPE_FAIL(file << ": header: unreadable JSON (" << e.what() << ")");
   }
   TUPE_CHECK(root.is_object(), file << ": header: the JSON header is not an object");
 
@@ -168,7 +171,7 @@ SafetensorsContents read_safetensors(const std::filesystem::path& path) {
     if (name == kMetadataKey) {
       TUPE_CHECK(value.is_object(), file << ": header: '__metadata__' is not a JSON object");
       for (const auto& [k, v] : value.items()) {
-        TUPE_CHECK(v.is_string(), file << ": header: metadata key '" << k << "' has a non-string value " << v.dump());
+        TUPE_CHECK(v.is_string(), file << ": header: metadata key '" << k << "' has a non-string value " << json_brief(v));
         out.metadata[k] = v.get<std::string>();
       }
       continue;

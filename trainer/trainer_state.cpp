@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "trainer/durable_io.h"
+#include "trainer/json_brief.h"
 
 namespace tupe::trainer {
 
@@ -31,7 +32,7 @@ class Reader {
   }
   int64_t integer(const std::string& key) const {
     const Json& v = at(key);
-    TUPE_CHECK(v.is_number_integer(), where_ << ": key '" << key << "': expected an integer, got " << v.dump());
+    TUPE_CHECK(v.is_number_integer(), where_ << ": key '" << key << "': expected an integer, got " << json_brief(v));
     return v.get<int64_t>();
   }
   int64_t non_negative(const std::string& key) const {
@@ -41,12 +42,12 @@ class Reader {
   }
   double real(const std::string& key) const {
     const Json& v = at(key);
-    TUPE_CHECK(v.is_number(), where_ << ": key '" << key << "': expected a number, got " << v.dump());
+    TUPE_CHECK(v.is_number(), where_ << ": key '" << key << "': expected a number, got " << json_brief(v));
     return v.get<double>();
   }
   std::string text(const std::string& key) const {
     const Json& v = at(key);
-    TUPE_CHECK(v.is_string(), where_ << ": key '" << key << "': expected a string, got " << v.dump());
+    TUPE_CHECK(v.is_string(), where_ << ": key '" << key << "': expected a string, got " << json_brief(v));
     return v.get<std::string>();
   }
   const std::string& where() const { return where_; }
@@ -92,6 +93,8 @@ TrainerState trainer_state_from_json(const std::string& text, const std::string&
     root = Json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
     TUPE_FAIL(where << ": not valid JSON at byte " << e.byte);
+  } catch (const nlohmann::json::exception& e) {  // e.g. a number beyond double's range
+    TUPE_FAIL(where << ": unreadable JSON (" << e.what() << ")");
   }
   TUPE_CHECK(root.is_object(), where << ": the JSON document is not an object");
   const Reader r(root, where);
@@ -123,7 +126,7 @@ TrainerState trainer_state_from_json(const std::string& text, const std::string&
   const Json& config = r.at("config");
   TUPE_CHECK(config.is_object(), where << ": key 'config': expected an object of strings");
   for (const auto& [k, v] : config.items()) {
-    TUPE_CHECK(v.is_string(), where << ": key 'config." << k << "': expected a string, got " << v.dump());
+    TUPE_CHECK(v.is_string(), where << ": key 'config." << k << "': expected a string, got " << json_brief(v));
     s.config[k] = v.get<std::string>();
   }
   return s;

@@ -29,6 +29,9 @@ bad="$(mktemp)"; printf '[model]\nhidden_size = 64\nbogus_key = 1\n' > "$bad"
 check_error "unknown key 'bogus_key'" "$TUPE_BIN" info --config "$bad"
 printf '[modle]\nhidden_size = 64\n' > "$bad"
 check_error "unknown section [modle]" "$TUPE_BIN" info --config "$bad"
+# fuzz/regressions/ini: a line holding Boost's placeholder made its message loop forever.
+printf '[model]\n%%invalid_line%%\n' > "$bad"
+check_error "line '%invalid_line%' is neither [section] nor key = value" timeout 20 "$TUPE_BIN" info --config "$bad"
 rm -f "$bad"
 check_error "train.micro_batch_size" "$TUPE_BIN" pretrain --config "$cfg" --train.micro_batch_size -1
 check_error "unknown subcommand" "$TUPE_BIN" pretrian

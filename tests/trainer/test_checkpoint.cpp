@@ -17,6 +17,7 @@
 #include "tests/trainer/test_util.h"
 #include "trainer/checkpoint_store.h"
 #include "trainer/durable_io.h"
+#include "trainer/safetensors.h"
 
 namespace tupe::trainer {
 namespace {
@@ -391,6 +392,59 @@ TEST(TrainerCheckpoint, ConfigCheckListsEveryDifferingKey) {
   st.config = {{"model.hidden_size", "768"}};
   st.vocab_sha256 = "cc";
   EXPECT_EQ(st.compat_kv().at("vocab_sha256"), "cc");
+}
+
+}  // namespace
+}  // namespace tupe::trainer
+
+namespace tupe::trainer {
+namespace {
+
+// Regressions of fuzz/regressions/ (fuzz_manifest, fuzz_trainer_state, fuzz_safetensors): a
+// JSON number beyond double's range escaped as nlohmann's out_of_range (an "internal error"
+// without the file, and --resume auto stopped instead of skipping the checkpoint), and a
+// value nested deep was dump()ed recursively into the message (stack overflow, SIGSEGV).
+TEST(TrainerCheckpoint, UntrustedJsonGivesOneLineErrorsNeverACrash) {
+  const std::string deep = std::string(200000, '[') + std::string(200000, ']');
+  for (const std::string& text : {std::string(R"({"format": "tupe-trainer-state", "format_version": 1e400})"),
+                                  R"({"format": )" + deep + "}"}) {
+    try {
+      trainer_state_from_json(text, "state.json");
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_EQ(msg.rfind("state.json: ", 0), 0u) << msg;
+      EXPECT_LT(msg.size(), 400u) << msg;
+    }
+  }
+  TempDir dir;
+  CheckpointStore store(options_for(dir.path()));
+  for (int64_t step : {1, 2, 3}) store.save(make_contents(step));
+  write_file_atomic(dir / "step_00000003" / "manifest.json",
+                    R"({"format": "tupe-checkpoint", "format_version": 2, "step": 1e400})");
+  write_file_atomic(dir / "step_00000002" / "manifest.json",
+                    R"({"format": "tupe-checkpoint", "format_version": )" + deep + "}");
+  const std::string e3 = load_error(dir / "step_00000003"), e2 = load_error(dir / "step_00000002");
+  EXPECT_NE(e3.find("manifest.json: unreadable JSON"), std::string::npos) << e3;
+  EXPECT_NE(e2.find("key 'format_version': expected 1 to 2, got array of 1 entries"), std::string::npos) << e2;
+  EXPECT_EQ(CheckpointStore::latest(dir.path()), dir / "step_00000001");  // both skipped
+  // safetensors: the 8-byte header length, then the header.
+  for (const std::string& header : {std::string(R"({"w": {"dtype": "F32", "shape": [1e400], "data_offsets": [0, 4]}})"),
+                                    R"({"w": {"dtype": "F32", "shape": [)" + deep + R"(], "data_offsets": [0, 4]}})"}) {
+    const fs::path file = dir / "bad.safetensors";
+    std::string bytes(8, '\0');
+    for (int b = 0; b < 8; ++b) bytes[static_cast<size_t>(b)] = static_cast<char>((header.size() >> (8 * b)) & 0xff);
+    bytes += header + std::string(4, '\0');
+    write_file_atomic(file, bytes);
+    try {
+      read_safetensors(file);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find(file.string()), std::string::npos) << msg;
+      EXPECT_LT(msg.size(), 600u) << msg;
+    }
+  }
 }
 
 }  // namespace
