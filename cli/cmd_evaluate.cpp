@@ -21,7 +21,9 @@
 #include "cli/config_cli.h"
 #include "cli/rank_guard.h"
 #include "common/error.h"
+#include "common/ini.h"
 #include "data_pipeline/text/tokenizer_factory.h"
+#include "dist/agreement.h"
 #include "dist/context.h"
 #include "dist/device.h"
 #include "dist/mpi_env.h"
@@ -61,6 +63,10 @@ int evaluate_job(const dist::MpiEnv& env, int argc, char** argv) {
   TUPE_CHECK(!model_path.empty(), "evaluate: no model given (--model DIR)");
   TUPE_CHECK(!cfg.data_dir.empty(), "finetune.data_dir: no GLUE folder given");
   TUPE_CHECK(!tok_options.vocab.empty(), "tokenizer.vocab: the model's vocabulary is required");
+  // Every rank evaluates the same model with the same config (the first differing key named).
+  KeyValues effective = cli.effective();
+  effective["evaluate.model"] = model_path;
+  dist::require_agreement(env, "config check", dist::ini_entries(format_ini(effective)));
 
   const int rank = env.rank();
   if (cfg.threads > 0) at::set_num_threads(static_cast<int>(cfg.threads));
