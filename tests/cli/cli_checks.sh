@@ -20,6 +20,10 @@ for c in "$TUPE_SOURCE_DIR"/configs/*.ini; do
   if ! "$TUPE_BIN" info --config "$c" > /dev/null; then echo "FAILED: tupe info --config $c"; fail=1; fi
 done
 echo "presets parse: $(ls "$TUPE_SOURCE_DIR"/configs/*.ini | wc -l)"
+# The paper presets use the authors' LayerNorm epsilon (fairseq's 1e-5), not BERT's 1e-12.
+for c in "$TUPE_SOURCE_DIR"/configs/*-base*.ini; do
+  "$TUPE_BIN" info --config "$c" | grep -qx "layer_norm_eps = 1e-05" || { echo "FAILED: $c: layer_norm_eps is not 1e-5"; fail=1; }
+done
 cfg="$TUPE_SOURCE_DIR/configs/tiny.ini"
 check_error "model.num_heads" "$TUPE_BIN" info --config "$cfg" --model.hidden_size 63
 check_error "key 'hidden_size': expected an integer" "$TUPE_BIN" info --config "$cfg" --model.hidden_size abc
