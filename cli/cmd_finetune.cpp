@@ -58,6 +58,9 @@ int finetune_job(const dist::MpiEnv& env, int argc, char** argv) {
   cfg.validate();
   tok_options.validate();
   dist_options.validate();
+  TUPE_CHECK(dist_options.grad_reduce == dist::GradReduce::kSum,
+             "dist.grad_reduce: average would divide by the world size twice: the loss is already divided by the "
+             "global batch, so gradients are summed (use sum)");
   TUPE_CHECK(!cfg.data_dir.empty(), "finetune.data_dir: no GLUE folder given");
   TUPE_CHECK(!cfg.checkpoint.empty(), "finetune.checkpoint: no pre-training checkpoint given");
   TUPE_CHECK(!tok_options.vocab.empty(), "tokenizer.vocab: the pre-training vocabulary is required");

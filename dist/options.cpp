@@ -56,7 +56,8 @@ const FieldTable<DistOptions>& DistOptions::fields() {
             [](const DistOptions& o) { return to_string(o.reduce_dtype); },
             [](DistOptions& o, const std::string& v) { o.reduce_dtype = parse_reduce_dtype(v); })
         .custom(
-            "grad_reduce", "sum | average: gradients summed over ranks, or summed then divided by the world size",
+            "grad_reduce", "sum | average: gradients summed over ranks, or summed then divided by the world size (pretrain and "
+            "finetune take sum: their losses are divided by global counts)",
             [](const DistOptions& o) { return to_string(o.grad_reduce); },
             [](DistOptions& o, const std::string& v) { o.grad_reduce = parse_grad_reduce(v); })
         .real("grad_scale", &DistOptions::grad_scale, "factor applied to the reduced gradients (1 = none)")

@@ -38,6 +38,8 @@ printf '[model]\n%%invalid_line%%\n' > "$bad"
 check_error "line '%invalid_line%' is neither [section] nor key = value" timeout 20 "$TUPE_BIN" info --config "$bad"
 rm -f "$bad"
 check_error "train.micro_batch_size" "$TUPE_BIN" pretrain --config "$cfg" --train.micro_batch_size -1
+check_error "dist.grad_reduce: average would divide by the world size twice" "$TUPE_BIN" pretrain --config "$cfg" \
+  --dist.grad_reduce average
 check_error "unknown subcommand" "$TUPE_BIN" pretrian
 check_error "too many positional options" "$TUPE_BIN" info --config "$cfg" stray_word
 for sub in info preprocess pretrain finetune evaluate export analyze vocab; do

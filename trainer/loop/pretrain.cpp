@@ -128,6 +128,9 @@ PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cf
   cfg.dist.validate();
   cfg.train.validate();
   TUPE_CHECK(!cfg.data.train_shards.empty(), "data.train_shards: no training shards given");
+  TUPE_CHECK(cfg.dist.grad_reduce == dist::GradReduce::kSum,
+             "dist.grad_reduce: average would divide by the world size twice: the MLM loss is already divided by the "
+             "global number of masked tokens, so gradients are summed (use sum)");
   if (cfg.train.threads > 0) at::set_num_threads(static_cast<int>(cfg.train.threads));
   const int rank = env.rank(), world = env.world_size();
   const int64_t max_steps = cfg.train.max_steps > 0 ? cfg.train.max_steps : cfg.optimizer.total_steps;
