@@ -161,6 +161,15 @@ if [ $rc -eq 0 ] || [ "$(grep -c 'preprocess input check: rank 1 differs from ra
 else
   echo "ok: preprocess ranks with different inputs refused, nothing written"
 fi
+# Under mpirun (which gives each rank a pseudo-terminal) a redirected log gets plain lines.
+"${mpirun[@]}" -np 1 "$TUPE_BIN" pretrain --config "$cfg" --data.train_shards "$work/good" --data.validation_shards '' \
+  --train.max_steps 2 --train.log_every 1 --resume none --checkpoint.dir "$work/log-ck" > "$work/mpirun.log" 2>&1
+if ! grep -q "^step 2/2 | loss" "$work/mpirun.log" || grep -q $'[\r\x1b]' "$work/mpirun.log"; then
+  echo "FAILED: the progress log under mpirun holds control codes or lacks the step lines: $(cat -A "$work/mpirun.log" | tail -5)"
+  fail=1
+else
+  echo "ok: progress lines under mpirun are plain"
+fi
 # finetune under mpirun: rank 0 cannot create its output folder; every rank ends at once with
 # rank 0's error printed once (before: rank 1 waited for the watchdog, 600 s).
 "$TUPE_BIN" pretrain --config "$cfg" --data.train_shards "$work/good" --data.validation_shards '' --train.max_steps 2 \

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -24,8 +25,20 @@ void MetricsLog::write(const nlohmann::json& record) {
   out_.flush();
 }
 
+namespace {
+
+/// Whether an MPI or SLURM launcher started this process: Open MPI hands each rank a
+/// pseudo-terminal even when mpirun's own output goes to a file, so isatty() says nothing.
+bool under_launcher() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"})
+    if (std::getenv(v) != nullptr) return true;
+  return false;
+}
+
+}  // namespace
+
 Progress::Progress(bool lines, bool messages)
-    : lines_(lines), messages_(messages), tty_(isatty(STDOUT_FILENO) != 0) {}
+    : lines_(lines), messages_(messages), tty_(isatty(STDOUT_FILENO) != 0 && !under_launcher()) {}
 
 std::string format_duration(double s) {
   if (!std::isfinite(s) || s < 0) return "?";

@@ -39,7 +39,9 @@ struct ProgressLine {
 /// Rank 0's console output.
 class Progress {
  public:
-  /// `lines`: print progress lines (a terminal on stdout gets one line rewritten in place);
+  /// `lines`: print progress lines (a terminal on stdout gets one line rewritten in place,
+  /// except under an MPI or SLURM launcher, whose pseudo-terminal usually ends in a log file:
+  /// there, one plain line per log step);
   /// `messages`: print messages (rank 0 prints them even with the progress lines off).
   Progress(bool lines, bool messages);
   void update(const ProgressLine& p);
