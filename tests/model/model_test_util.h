@@ -3,9 +3,25 @@
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
 
+#include <cstdint>
+#include <cstdlib>
+#include <random>
+#include <string>
+
 #include "model/config.h"
 
 namespace tupe::model::testing {
+
+/// The seed of a randomised test: $TUPE_TEST_SEED when set (to replay a failure), else a
+/// fresh one from std::random_device. Callers SCOPED_TRACE(seed_text(seed)), so a failure
+/// prints the seed and how to rerun with it.
+inline uint64_t test_seed() {
+  if (const char* s = std::getenv("TUPE_TEST_SEED"); s != nullptr && *s) return std::strtoull(s, nullptr, 10);
+  return std::random_device{}();
+}
+inline std::string seed_text(uint64_t seed) {
+  return "seed " + std::to_string(seed) + " (rerun with TUPE_TEST_SEED=" + std::to_string(seed) + ")";
+}
 
 /// A small config of the given variant; dropout off.
 inline ModelConfig small_config(PositionEncoding pe, bool untie_cls, int64_t d = 16, int64_t H = 4) {

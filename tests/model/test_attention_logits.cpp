@@ -69,8 +69,8 @@ class AttentionLogits : public ::testing::TestWithParam<Case> {};
 
 TEST_P(AttentionLogits, EqualNaiveFloat64) {
   const Case cs = GetParam();
-  const uint64_t seed = std::random_device{}();
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  const uint64_t seed = tupe::model::testing::test_seed();
+  SCOPED_TRACE(tupe::model::testing::seed_text(seed));
   at::manual_seed(seed);
   auto cfg = tupe::model::testing::small_config(cs.pe, cs.untie, /*d=*/12, /*H=*/3);
   cfg.max_positions = 140;  // long enough for the log-spaced buckets

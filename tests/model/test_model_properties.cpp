@@ -56,7 +56,9 @@ TEST(ParameterCounts, TupeMinusBertAtBaseSizes) {
 
 TEST(Model, PaddingDoesNotChangeRealPositions) {
   for (auto pe : {PositionEncoding::kBertAbsolute, PositionEncoding::kTupeRelative, PositionEncoding::kTupeAbsolute}) {
-    at::manual_seed(std::random_device{}());
+    const uint64_t seed = tupe::model::testing::test_seed();
+    SCOPED_TRACE(tupe::model::testing::seed_text(seed));
+    at::manual_seed(seed);
     auto cfg = tupe::model::testing::small_config(pe, pe != PositionEncoding::kBertAbsolute);
     tupe::model::Encoder enc(cfg);
     tupe::model::testing::randomize(*enc, 0.3);
@@ -72,7 +74,9 @@ TEST(Model, PaddingDoesNotChangeRealPositions) {
 }
 
 TEST(Model, Bf16AutocastOnCpuWithinOnePercentOfFp32) {
-  at::manual_seed(std::random_device{}());
+  const uint64_t seed = tupe::model::testing::test_seed();
+  SCOPED_TRACE(tupe::model::testing::seed_text(seed));
+  at::manual_seed(seed);
   auto cfg = tupe::model::testing::small_config(PositionEncoding::kTupeRelative, true, 64, 4);
   TupeBert net(cfg);
   net->eval();
@@ -94,8 +98,8 @@ TEST(Model, Bf16AutocastOnCpuWithinOnePercentOfFp32) {
 
 TEST(Model, FiniteDifferenceGradients) {
   for (auto pe : {PositionEncoding::kTupeRelative, PositionEncoding::kBertRelative}) {
-    const uint64_t seed = std::random_device{}();
-    SCOPED_TRACE("seed " + std::to_string(seed));
+    const uint64_t seed = tupe::model::testing::test_seed();
+    SCOPED_TRACE(tupe::model::testing::seed_text(seed));
     at::manual_seed(seed);
     auto cfg = tupe::model::testing::small_config(pe, true, 8, 2);
     cfg.vocab_size = 20;

@@ -144,8 +144,8 @@ double relative_l2(const at::Tensor& got, const at::Tensor& ref) {
 // within 3e-2 relative L2 of fp32 (measured ~1e-2: the layers' bias gradients are also
 // summed in bf16 before the one cast back).
 TEST(ParameterLayout, TupeRelativeBf16AutocastMatchesFp32) {
-  const uint64_t seed = std::random_device{}();
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  const uint64_t seed = tupe::model::testing::test_seed();
+  SCOPED_TRACE(tupe::model::testing::seed_text(seed));
   at::manual_seed(seed);
   auto cfg = tupe::model::testing::small_config(PositionEncoding::kTupeRelative, true, /*d=*/64, /*H=*/4);
   cfg.num_layers = 3;
