@@ -10,8 +10,8 @@
 //   p <- p - lr r u
 // wd is 0 for parameters the decay rule exempts (biases, LayerNorm weights).
 // A parameter whose grad is undefined is skipped in that step (its t does not advance),
-// as in PyTorch. Gradient clipping and loss unscaling happen before step() (grad_clip.h,
-// loss_scaler.h).
+// as in PyTorch. Gradient clipping and loss unscaling happen before step(), in the shared
+// optimizer step (optimizer_step.h).
 //
 // Multi-tensor implementation: parameters are grouped by (dtype, device); a step issues a
 // fixed number of ATen ops per group, not per parameter. AdamW: at::_fused_adamw_ (one

@@ -1,12 +1,11 @@
-// LR schedules against their closed form, global gradient-norm clipping against a float64
-// norm, the dynamic loss scaler's skip/backoff/growth/divergence rules with the shared
+// LR schedules against their closed form, the shared optimizer step's unscale + clip against
+// a float64 two-pass reference, the dynamic loss scaler's skip/backoff/growth/divergence rules with the shared
 // optimizer step (trainer/optimizer_step.h), and the options structs.
 #include <cmath>
 #include <limits>
 
 #include "common/error.h"
 #include "tests/trainer/test_util.h"
-#include "trainer/grad_clip.h"
 #include "trainer/loss_scaler.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/optimizer.h"
@@ -50,62 +49,6 @@ TEST(TrainerLrSchedule, PolynomialDecayAndEdgeCases) {
   EXPECT_THROW(s.lr(0), Error);
   EXPECT_THROW(LrSchedule(1.0, 11, 10, ScheduleKind::kLinear), Error);
   EXPECT_THROW(LrSchedule(0.0, 1, 10, ScheduleKind::kLinear), Error);
-}
-
-// ---- Gradient clipping ---------------------------------------------------------------
-
-double float64_norm(const std::vector<at::Tensor>& grads) {
-  double sum = 0;
-  for (const auto& g : grads) {
-    const at::Tensor d = g.to(at::kDouble).contiguous();
-    for (int64_t i = 0; i < d.numel(); ++i) sum += d.data_ptr<double>()[i] * d.data_ptr<double>()[i];
-  }
-  return std::sqrt(sum);
-}
-
-std::vector<at::Tensor> random_grads(double scale) {
-  at::manual_seed(17);
-  return {at::randn({30, 7}) * scale, at::randn({7}) * scale, at::randn({3, 3, 3}) * scale};
-}
-
-TEST(TrainerGradClip, NormMatchesFloat64AndClipsToMaxNorm) {
-  auto grads = random_grads(1.0);
-  const double expected = float64_norm(grads);
-  std::vector<at::Tensor> before;
-  for (const auto& g : grads) before.push_back(g.clone());
-  const double norm = clip_grad_norm(grads, 1.0);
-  EXPECT_NEAR(norm, expected, 1e-6 * expected);
-  ASSERT_GT(norm, 1.0);
-  const double coef = 1.0 / (norm + 1e-6);
-  for (size_t i = 0; i < grads.size(); ++i)
-    EXPECT_LE(testing::max_rel_diff(grads[i], before[i] * coef, 1e-6), 1e-6) << i;
-  EXPECT_NEAR(float64_norm(grads), 1.0, 1e-5);
-
-  // Below the threshold (or with clipping off) the grads stay bit for bit.
-  for (double max_norm : {2.0 * expected, 0.0}) {
-    auto small = random_grads(1.0);
-    EXPECT_NEAR(clip_grad_norm(small, max_norm), expected, 1e-6 * expected);
-    for (size_t i = 0; i < small.size(); ++i) EXPECT_TRUE(testing::bitwise_equal(small[i], before[i])) << i;
-  }
-  EXPECT_EQ(global_grad_norm({}), 0.0);
-}
-
-TEST(TrainerGradClip, NonFiniteNormsPropagateAndFp16AccumulatesInFp32) {
-  for (double bad : {std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()}) {
-    auto grads = random_grads(1.0);
-    grads[1][3] = bad;
-    const at::Tensor first = grads[0].clone();
-    const double norm = clip_grad_norm(grads, 1.0);
-    EXPECT_TRUE(std::isnan(bad) ? std::isnan(norm) : std::isinf(norm)) << norm;
-    EXPECT_TRUE(testing::bitwise_equal(grads[0], first));  // not scaled by a bogus factor
-  }
-  // 1000 fp16 values of 300: the sum of squares (9e7) overflows fp16 (max 65504), not fp32.
-  const std::vector<at::Tensor> half = {at::full({1000}, 300.0, at::kHalf)};
-  EXPECT_NEAR(global_grad_norm(half), 300.0 * std::sqrt(1000.0), 1e-3);
-  // Gradients of named parameters: only the defined ones.
-  at::Tensor a = at::ones({4}), b = at::ones({2});
-  a.mutable_grad() = at::full({4}, 2.0);
-  EXPECT_EQ(gradients_of({{"a", a}, {"b", b}}).size(), 1u);
 }
 
 // ---- Loss scaler and the shared optimizer step ------------------------------------------

@@ -22,7 +22,6 @@
 #include "dist/ddp.h"
 #include "model/tupe_bert.h"
 #include "trainer/checkpoint_store.h"
-#include "trainer/grad_clip.h"
 #include "trainer/loop/batch_plan.h"
 #include "trainer/loop/flops.h"
 #include "trainer/loop/step.h"
