@@ -21,6 +21,13 @@ KeyValues read_ini(const std::string& path) {
   if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);  // a UTF-8 byte-order mark (Windows editors)
   const size_t nul = text.find('\0');
   TUPE_CHECK(nul == std::string::npos, path << ": byte " << nul << " is NUL: not a text config file");
+  // ';' comment lines, as ini.h promises (Boost's parser knows only '#').
+  for (size_t at = 0; at < text.size();) {
+    const size_t first = text.find_first_not_of(" \t", at);
+    if (first != std::string::npos && text[first] == ';') text[first] = '#';
+    const size_t eol = text.find('\n', at);
+    at = eol == std::string::npos ? text.size() : eol + 1;
+  }
   std::istringstream in(text);
   po::options_description none;
   po::parsed_options parsed(&none);

@@ -13,10 +13,6 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::filesystem::path path = tupe_fuzz::scratch_dir("ini") / "config.ini";
-  // Open bug "ini-placeholder-hang" (fuzz/regressions/README.md).
-  if (tupe_fuzz::skip_known() && std::string_view(reinterpret_cast<const char*>(data), size).find("%invalid_line%") !=
-                                     std::string_view::npos)
-    return 0;
   tupe_fuzz::write_file(path, data, size);
   try {
     const tupe::KeyValues kv = tupe::read_ini(path.string());

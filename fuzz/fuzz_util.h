@@ -56,26 +56,6 @@ inline void note(const char* outcome) {
   if (verbose) std::fprintf(stderr, "tupe fuzz: %s\n", outcome);
 }
 
-/// Whether TUPE_FUZZ_SKIP_KNOWN=1 is set: the harnesses then return early on inputs that
-/// would hit an open bug already kept in fuzz/regressions/ (see fuzz/regressions/README.md),
-/// or ignore that bug's exception, so that a run can look for other bugs. Off by default, and in launch/fuzz.sh --regress.
-inline bool skip_known() {
-  static const bool skip = [] {
-    const char* v = std::getenv("TUPE_FUZZ_SKIP_KNOWN");
-    return v != nullptr && std::string(v) == "1";
-  }();
-  return skip;
-}
-
-/// Open bug "json-deep-nesting" (fuzz/regressions/README.md): nlohmann's dump() of a deeply
-/// nested value in an error message overflows the stack. True for inputs with more than
-/// 4096 '[' / '{' bytes (a coarse bound on the nesting depth).
-inline bool may_nest_deeply(const uint8_t* data, size_t size) {
-  size_t open = 0;
-  for (size_t i = 0; i < size; ++i) open += data[i] == '[' || data[i] == '{';
-  return open > 4096;
-}
-
 /// Prints `what` and aborts: a harness-level invariant failed (libFuzzer records the input).
 [[noreturn]] inline void fail(const std::string& what) {
   std::fprintf(stderr, "tupe fuzz invariant failed: %s\n", what.c_str());

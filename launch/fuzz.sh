@@ -16,8 +16,6 @@
 #   TUPE_FUZZ_BUILD    build and run folder (default <repo>/build-fuzz, git-ignored by /build*/)
 #   TUPE_FUZZ_MAX_LEN  -max_len (default 65536); TUPE_FUZZ_RSS_MB -rss_limit_mb (default 2048);
 #   TUPE_FUZZ_TIMEOUT  -timeout in seconds per input (default 10)
-#   TUPE_FUZZ_SKIP_KNOWN=1  harnesses skip inputs that hit the open bugs of
-#                      fuzz/regressions/README.md (to look for other bugs past them)
 #   TUPE_TORCH_PREFIX  .../torch/share/cmake (read from ~/.cache/tupe/env.sh when unset); the
 #                      safetensors, manifest and trainer_state harnesses link LibTorch
 # Every compile and run is `nice -n 19`, one at a time (make -j1; libFuzzer -workers=1 -jobs=1).
@@ -81,7 +79,6 @@ done
 cleanup_scratch() { rm -rf "/dev/shm/tupe-fuzz-$1-"* 2>/dev/null || true; }
 
 if [[ $mode == regress ]]; then
-  unset TUPE_FUZZ_SKIP_KNOWN  # the open bugs' reproducers must still fail until fixed
   for n in "${built[@]}"; do
     inputs=()
     for f in "$here/fuzz/corpus/$n"/* "$here/fuzz/regressions/$n"/*; do [[ -f "$f" ]] && inputs+=("$f"); done

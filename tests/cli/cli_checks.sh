@@ -33,6 +33,9 @@ bad="$(mktemp)"; printf '[model]\nhidden_size = 64\nbogus_key = 1\n' > "$bad"
 check_error "unknown key 'bogus_key'" "$TUPE_BIN" info --config "$bad"
 printf '[modle]\nhidden_size = 64\n' > "$bad"
 check_error "unknown section [modle]" "$TUPE_BIN" info --config "$bad"
+# ';' comments are comments (common/ini.h), like '#'.
+printf '; a comment\n[model]\n  ; another\nhidden_size = 64\nnum_heads = 4\n' > "$bad"
+"$TUPE_BIN" info --config "$bad" > /dev/null || { echo "FAILED: ';' comment lines refused"; fail=1; }
 # fuzz/regressions/ini: a line holding Boost's placeholder made its message loop forever.
 printf '[model]\n%%invalid_line%%\n' > "$bad"
 check_error "line '%invalid_line%' is neither [section] nor key = value" timeout 20 "$TUPE_BIN" info --config "$bad"
