@@ -78,7 +78,7 @@ void set_grads(const trainer::NamedTensors& params, const std::vector<at::Tensor
 bool bitwise_equal(const at::Tensor& a, const at::Tensor& b) {
   const at::Tensor ac = a.detach().contiguous().cpu(), bc = b.detach().contiguous().cpu();
   return ac.sizes() == bc.sizes() && ac.scalar_type() == bc.scalar_type() &&
-         std::memcmp(ac.data_ptr(), bc.data_ptr(), ac.numel() * ac.element_size()) == 0;
+         (ac.numel() == 0 || std::memcmp(ac.data_ptr(), bc.data_ptr(), ac.numel() * ac.element_size()) == 0);
 }
 
 trainer::NamedTensors snapshot(const trainer::NamedTensors& params, const trainer::Optimizer& opt) {

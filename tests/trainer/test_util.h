@@ -54,6 +54,7 @@ inline double max_rel_diff(const at::Tensor& a, const at::Tensor& b, double abs_
 /// Bitwise equality of two tensors (same dtype, shape and bytes).
 inline bool bitwise_equal(const at::Tensor& a, const at::Tensor& b) {
   if (a.scalar_type() != b.scalar_type() || a.sizes() != b.sizes()) return false;
+  if (a.numel() == 0) return true;  // an empty tensor's data pointer may be null (memcmp's is not)
   const at::Tensor ac = a.contiguous().cpu(), bc = b.contiguous().cpu();
   return std::memcmp(ac.data_ptr(), bc.data_ptr(), ac.numel() * ac.element_size()) == 0;
 }
