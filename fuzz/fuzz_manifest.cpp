@@ -14,7 +14,7 @@
 
 #include "common/error.h"
 #include "fuzz/fuzz_checkpoint_fixture.h"
-#include "fuzz/fuzz_util.h"
+#include "fuzz/fuzz_refusal.h"
 #include "trainer/checkpoint_store.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -29,14 +29,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return d;
   }();
   tupe_fuzz::write_file(dir / "manifest.json", data, size);
-  try {
+  tupe_fuzz::parse_or_refuse([&] {
     const auto contents = tupe::trainer::CheckpointStore::load(dir);
     if (contents.state.step != 1) tupe_fuzz::fail("load() returned step " + std::to_string(contents.state.step));
-    tupe_fuzz::note("accepted");
-  } catch (const tupe::Error& e) {
-    tupe_fuzz::note(e.what());
-  } catch (const c10::Error& e) {
-    tupe_fuzz::note(e.what());
-  }
+  });
   return 0;
 }

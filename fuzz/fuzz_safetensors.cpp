@@ -10,13 +10,13 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
-#include "fuzz/fuzz_util.h"
+#include "fuzz/fuzz_refusal.h"
 #include "trainer/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::filesystem::path path = tupe_fuzz::scratch_dir("safetensors") / "model.safetensors";
   tupe_fuzz::write_file(path, data, size);
-  try {
+  tupe_fuzz::parse_or_refuse([&] {
     const auto contents = tupe::trainer::read_safetensors(path);
     uint64_t bytes = 0;
     for (const auto& [name, t] : contents.tensors) {
@@ -24,11 +24,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       bytes += static_cast<uint64_t>(t.numel()) * t.element_size();
     }
     if (bytes > size) tupe_fuzz::fail("tensors hold more bytes than the file");
-    tupe_fuzz::note("accepted");
-  } catch (const tupe::Error& e) {
-    tupe_fuzz::note(e.what());
-  } catch (const c10::Error& e) {
-    tupe_fuzz::note(e.what());
-  }
+  });
   return 0;
 }

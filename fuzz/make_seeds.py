@@ -5,11 +5,13 @@ Run from the repository root:  python3 fuzz/make_seeds.py
 Sources: configs/*.ini, a few lines of ../shared/data/glue/*.tsv, the head of
 ../shared/data/vocab/bert-base-uncased-vocab.txt, and hand-built safetensors / JSON files
 (no third-party modules needed). The manifest seeds list the sizes and SHA-256s of the fixed
-checkpoint files of fuzz/fuzz_checkpoint_fixture.h; the bytes below must match that header.
+checkpoint files of fuzz/fuzz_checkpoint_fixture.h (its trainer_state.json is read from there;
+the safetensors bytes below must match that header).
 """
 import hashlib
 import json
 import os
+import re
 import struct
 import sys
 
@@ -91,19 +93,9 @@ entries["__metadata__"] = {"format": "pt", "note": "fuzz seed"}
 put("safetensors", "all_dtypes.safetensors", safetensors_bytes(json.dumps(entries, separators=(",", ":")), data))
 
 # --- trainer_state.json (the fixture's text) and a richer one.
-STATE = """{
-  "format": "tupe-trainer-state",
-  "format_version": 1,
-  "step": 1,
-  "scheduler_step": 1,
-  "world_size": 1,
-  "vocab_sha256": "",
-  "loss_scaler": {"scale": 65536.0, "growth_tracker": 0, "consecutive_skips": 0, "total_skips": 0},
-  "data_position": {"epoch": 0, "consumed_samples": 8},
-  "rng": {"cpu": "00ff", "cuda": []},
-  "config": {"model.hidden_size": "64"}
-}
-"""
+# The fixture's trainer_state.json, read from the header the manifest harness compiles in.
+with open(os.path.join(ROOT, "fuzz", "fuzz_checkpoint_fixture.h"), encoding="utf-8") as header:
+    STATE = re.search(r'fixture_trainer_state\(\) \{\n  return R"\((.*?)\)";', header.read(), re.S).group(1)
 put("trainer_state", "fixture.json", STATE)
 rich = json.loads(STATE)
 rich.update(step=1200, scheduler_step=1199, world_size=8, vocab_sha256=hashlib.sha256(b"v").hexdigest())

@@ -34,7 +34,7 @@ run_tests() {  # $1 label, rest: test executables (relative to the build folder 
   local failed=0 exe
   for exe in "$@"; do
     local log="$dir/sanitize-$(basename "$exe").log"
-    if (cd "$dir" && "$exe" --gtest_brief=1 > "$log" 2>&1); then
+    if (cd "$dir" && "$exe" --gtest_brief=1 --gtest_color=no > "$log" 2>&1); then
       echo "  $(basename "$exe"): $(grep -E '^\[  PASSED  \]' "$log" | tail -1)"
     else
       echo "  $(basename "$exe"): FAILED (log: $log)"; tail -40 "$log"; failed=1
@@ -66,7 +66,7 @@ if [ "$what" = tsan ] || [ "$what" = all ]; then
   dir="$here/build-tsan"
   run_tests "TSan data and dist tests" tests/data/data_unit_tests tests/dist/dist_unit_tests
   # The multi-rank dist tests (collectives, DDP buckets and hooks, consistency) on 2 ranks.
-  if (cd "$dir" && mpirun -np 2 --oversubscribe --bind-to none tests/dist/dist_mpi_tests --gtest_brief=1 \
+  if (cd "$dir" && mpirun -np 2 --oversubscribe --bind-to none tests/dist/dist_mpi_tests --gtest_brief=1 --gtest_color=no \
         > "$dir/sanitize-dist_mpi_tests.log" 2>&1); then
     echo "  dist_mpi_tests (2 ranks): $(grep -E '^\[  PASSED  \]' "$dir/sanitize-dist_mpi_tests.log" | tail -1)"
   else
