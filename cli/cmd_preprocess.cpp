@@ -114,7 +114,13 @@ int preprocess_job(const dist::MpiEnv& env, int argc, char** argv) {
   if (!err.empty()) throw AgreedError(err);  // every rank holds the same message
   // Every rank must see the same inputs and settings: a mixed set is never written.
   const auto description = data::describe_preprocess_run(plan, config, *tokenizer, output);
-  err = dist::first_difference(env, "preprocess input check", description);
+  // The ranks compare the output folder as an absolute path (the same relative path from
+  // ranks started in different working folders would split one set over two folders); the
+  // run id keeps it as given, so runs from different folders write identical shards.
+  auto compared = description;
+  for (auto& [key, value] : compared)
+    if (key == "output") value = std::filesystem::absolute(output).lexically_normal().string();
+  err = dist::first_difference(env, "preprocess input check", compared);
   if (!err.empty()) throw AgreedError(err);  // every rank holds the same message
   const std::string run_id =
       dist::broadcast_string(env, rank == 0 ? data::preprocess_run_id(description, plan) : std::string(), 0);

@@ -13,6 +13,9 @@ namespace tupe {
 KeyValues read_ini(const std::string& path) {
   std::error_code ec;
   TUPE_CHECK(!std::filesystem::is_directory(path, ec), path << ": is a folder, not a config file");
+  // Not a FIFO or device: opening a FIFO blocks until a writer comes (a hang).
+  TUPE_CHECK(!std::filesystem::exists(path, ec) || std::filesystem::is_regular_file(path, ec),
+             path << ": not a regular file (a pipe or device), not a config file");
   std::ifstream file(path, std::ios::binary);
   TUPE_CHECK(file.good(), path << ": cannot open config file");
   std::ostringstream bytes;

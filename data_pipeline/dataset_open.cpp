@@ -148,6 +148,8 @@ std::shared_ptr<const PretrainDataset> open_pretrain_dataset(const std::vector<s
     if (format == "tupe") {
       ShardHeader h;
       shards.push_back(read_own_shard(path, options, h));
+      TUPE_CHECK(h.split == options.split, path << ": a " << h.split << " shard, listed as " << options.split
+                                                << " data (data." << options.split << "_shards)");
       headers.push_back(h);
       if (f == 0) {
         info.format = format;

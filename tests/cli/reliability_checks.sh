@@ -88,6 +88,10 @@ cp "$work/good/train-00000-of-00002.h5" "$work/other/train-00001-of-00002.h5" "$
 expect "shard set mixed from two runs" "incomplete shard set" "2 different preprocess runs" -- \
   P --data.train_shards "$work/mixed"
 
+# A validation shard listed as training data (found by a break-it pass).
+f="$work/good/validation-00000-of-00001.h5"
+expect "validation shard given as train data" "$f" "a validation shard, listed as train data" -- P --data.train_shards "$f"
+
 # ---- Text and config -----------------------------------------------------------------------
 for t in nul ctrl; do
   f="$cases/text/$t.txt"
@@ -105,6 +109,8 @@ printf '[model]\nhidden_size = 64\nnum_heads = 4\n[finetune]\ntasks = SST-2\n' >
 out="$("$TUPE_BIN" info --config "$cases/ini/bom.ini" 2>&1)" \
   && echo "ok: a UTF-8 BOM is skipped" || { echo "FAILED: bom.ini: $out"; fail=1; }
 expect "--config naming a folder (info)" "$work" "is a folder" -- "$TUPE_BIN" info --config "$work"
+mkfifo "$work/fifo.ini"  # opening a FIFO blocked until a writer came (a hang)
+expect "--config naming a FIFO" "$work/fifo.ini" "not a regular file" -- timeout 20 "$TUPE_BIN" info --config "$work/fifo.ini"
 expect "--config naming a folder (preprocess)" "$work" "is a folder" -- "$TUPE_BIN" preprocess --config "$work" \
   --input "$wiki/wiki.test.raw" --output "$work/cfg-dir-out"
 
@@ -169,6 +175,17 @@ if ! grep -q "^step 2/2 | loss" "$work/mpirun.log" || grep -q $'[\r\x1b]' "$work
   fail=1
 else
   echo "ok: progress lines under mpirun are plain"
+fi
+# preprocess ranks in different working folders given the same relative output folder.
+mkdir -p "$work/wa" "$work/wb"
+out="$(timeout 120 "${mpirun[@]}" -np 1 --wdir "$work/wa" "$TUPE_BIN" preprocess --config "$cfg" --tokenizer.vocab "$vocab" \
+       --input "$wiki/wiki.test.raw" --output out --quiet : -np 1 --wdir "$work/wb" "$TUPE_BIN" preprocess --config "$cfg" \
+       --tokenizer.vocab "$vocab" --input "$wiki/wiki.test.raw" --output out --quiet 2>&1)"; rc=$?
+if [ $rc -eq 0 ] || [ "$(grep -c 'preprocess input check: rank 1 differs from rank 0 at output' <<<"$out")" -ne 1 ] ||
+   compgen -G "$work/w[ab]/out/*.h5" > /dev/null; then
+  echo "FAILED: preprocess ranks writing to different folders: exit $rc: $out"; fail=1
+else
+  echo "ok: preprocess ranks resolving the output folder differently refused"
 fi
 # finetune under mpirun: rank 0 cannot create its output folder; every rank ends at once with
 # rank 0's error printed once (before: rank 1 waited for the watchdog, 600 s).
