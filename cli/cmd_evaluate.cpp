@@ -21,7 +21,6 @@
 #include "cli/config_cli.h"
 #include "cli/rank_guard.h"
 #include "common/error.h"
-#include "common/ini.h"
 #include "data_pipeline/text/tokenizer_factory.h"
 #include "dist/agreement.h"
 #include "dist/context.h"
@@ -66,7 +65,7 @@ int evaluate_job(const dist::MpiEnv& env, int argc, char** argv) {
   // Every rank evaluates the same model with the same config (the first differing key named).
   KeyValues effective = cli.effective();
   effective["evaluate.model"] = model_path;
-  dist::require_agreement(env, "config check", dist::ini_entries(format_ini(effective)));
+  dist::require_agreement(env, "config check", dist::config_entries(effective));
 
   const int rank = env.rank();
   if (cfg.threads > 0) at::set_num_threads(static_cast<int>(cfg.threads));

@@ -69,20 +69,8 @@ int finetune_job(const dist::MpiEnv& env, int argc, char** argv) {
   const auto seeds = cfg.seed_list();
   glue::check_task_files(tasks, cfg.data_dir, cfg.predict_test);
   // Every rank runs the same config on the same task files (name, size).
-  dist::require_agreement(env, "config check", dist::ini_entries(format_ini(cli.effective())));
-  std::vector<dist::AgreementEntry> files;
-  for (const glue::TaskSpec* task : tasks) {
-    std::vector<const glue::SplitSpec*> splits{&task->train};
-    for (const auto& d : task->dev) splits.push_back(&d);
-    if (cfg.predict_test)
-      for (const auto& t : task->test) splits.push_back(&t);
-    for (const glue::SplitSpec* s : splits) {
-      std::error_code ec;
-      const auto bytes = std::filesystem::file_size(std::filesystem::path(cfg.data_dir) / s->file, ec);
-      files.emplace_back(task->name + " " + s->name, s->file + ", " + (ec ? "unreadable" : std::to_string(bytes) + " bytes"));
-    }
-  }
-  dist::require_agreement(env, "data check", files);
+  dist::require_agreement(env, "config check", dist::config_entries(cli.effective()));
+  dist::require_agreement(env, "data check", glue::describe_task_files(tasks, cfg.data_dir, cfg.predict_test));
 
   const int rank = env.rank();
   if (cfg.threads > 0) at::set_num_threads(static_cast<int>(cfg.threads));

@@ -18,9 +18,9 @@ namespace tupe::cli {
 namespace {
 
 template <class S>
-void check_fields(const FieldTable<S>& table, const KeyValues& kv, const std::string& where) {
+void check_fields(const KeyValues& kv, const std::string& where) {
   S scratch;  // the defaults, then the file's values: keys, parses and ranges are checked
-  table.apply(scratch, kv, where);
+  S::fields().apply(scratch, kv, where);
   try {
     scratch.validate();
   } catch (const Error& e) {
@@ -35,17 +35,17 @@ struct KnownSection {
 };
 
 const KnownSection kKnownSections[] = {
-    {"model", "info, pretrain", [](const KeyValues& kv, const std::string& w) { check_fields(model::ModelConfig::fields(), kv, w); }},
-    {"data", "pretrain", [](const KeyValues& kv, const std::string& w) { check_fields(data::LoaderConfig::fields(), kv, w); }},
-    {"optimizer", "pretrain", [](const KeyValues& kv, const std::string& w) { check_fields(trainer::OptimizerOptions::fields(), kv, w); }},
-    {"precision", "pretrain", [](const KeyValues& kv, const std::string& w) { check_fields(trainer::PrecisionOptions::fields(), kv, w); }},
-    {"checkpoint", "pretrain", [](const KeyValues& kv, const std::string& w) { check_fields(trainer::CheckpointOptions::fields(), kv, w); }},
-    {"dist", "pretrain, finetune, evaluate", [](const KeyValues& kv, const std::string& w) { check_fields(dist::DistOptions::fields(), kv, w); }},
-    {"train", "pretrain", [](const KeyValues& kv, const std::string& w) { check_fields(trainer::TrainOptions::fields(), kv, w); }},
-    {"finetune", "finetune, evaluate", [](const KeyValues& kv, const std::string& w) { check_fields(glue::FinetuneConfig::fields(), kv, w); }},
-    {"tokenizer", "preprocess, finetune, evaluate", [](const KeyValues& kv, const std::string& w) { check_fields(data::TokenizerOptions::fields(), kv, w); }},
-    {"preprocess", "preprocess", [](const KeyValues& kv, const std::string& w) { check_fields(data::PreprocessConfig::fields(), kv, w); }},
-    {"vocab", "vocab", [](const KeyValues& kv, const std::string& w) { check_fields(data::SentencePieceTrainOptions::fields(), kv, w); }},
+    {"model", "info, pretrain", &check_fields<model::ModelConfig>},
+    {"data", "pretrain", &check_fields<data::LoaderConfig>},
+    {"optimizer", "pretrain", &check_fields<trainer::OptimizerOptions>},
+    {"precision", "pretrain", &check_fields<trainer::PrecisionOptions>},
+    {"checkpoint", "pretrain", &check_fields<trainer::CheckpointOptions>},
+    {"dist", "pretrain, finetune, evaluate", &check_fields<dist::DistOptions>},
+    {"train", "pretrain", &check_fields<trainer::TrainOptions>},
+    {"finetune", "finetune, evaluate", &check_fields<glue::FinetuneConfig>},
+    {"tokenizer", "preprocess, finetune, evaluate", &check_fields<data::TokenizerOptions>},
+    {"preprocess", "preprocess", &check_fields<data::PreprocessConfig>},
+    {"vocab", "vocab", &check_fields<data::SentencePieceTrainOptions>},
 };
 
 }  // namespace

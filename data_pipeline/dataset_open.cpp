@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/fnv1a.h"
 #include "data_pipeline/dataset.h"
 #include "data_pipeline/shard_readers.h"
 
@@ -80,14 +81,14 @@ void check_shard_sets(const std::vector<std::string>& files, const std::vector<S
   }
 }
 
+/// FNV-1a 64 over the samples' lengths (each as 8 little-endian bytes).
 uint64_t fnv1a_lengths(const std::vector<int64_t>& offsets) {
-  uint64_t h = 14695981039346656037ull;  // FNV-1a 64 over the lengths' little-endian bytes
+  uint64_t h = kFnv1a64Basis;
   for (size_t i = 1; i < offsets.size(); ++i) {
     const auto len = static_cast<uint64_t>(offsets[i] - offsets[i - 1]);
-    for (int b = 0; b < 8; ++b) {
-      h ^= (len >> (8 * b)) & 0xff;
-      h *= 1099511628211ull;
-    }
+    char bytes[8];
+    for (int b = 0; b < 8; ++b) bytes[b] = static_cast<char>((len >> (8 * b)) & 0xff);
+    h = fnv1a_64(std::string_view(bytes, 8), h);
   }
   return h;
 }

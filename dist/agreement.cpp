@@ -99,27 +99,4 @@ void require_agreement(const MpiEnv& env, const std::string& what, const std::ve
   if (!diff.empty()) throw AgreedError(diff);
 }
 
-std::vector<AgreementEntry> ini_entries(const std::string& ini_text) {
-  std::vector<AgreementEntry> out;
-  std::istringstream in(ini_text);
-  std::string line, section;
-  auto trim = [](std::string s) {
-    const size_t b = s.find_first_not_of(" \t\r"), e = s.find_last_not_of(" \t\r");
-    return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
-  };
-  while (std::getline(in, line)) {
-    line = trim(line);
-    if (line.empty() || line[0] == '#' || line[0] == ';') continue;
-    if (line.front() == '[' && line.back() == ']') {
-      section = trim(line.substr(1, line.size() - 2));
-      continue;
-    }
-    const size_t eq = line.find('=');
-    const std::string key = trim(eq == std::string::npos ? line : line.substr(0, eq));
-    out.emplace_back(section.empty() ? key : section + "." + key,
-                     eq == std::string::npos ? std::string() : trim(line.substr(eq + 1)));
-  }
-  return out;
-}
-
 }  // namespace tupe::dist

@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/config_fields.h"
+
 namespace tupe::dist {
 
 class MpiEnv;
@@ -31,7 +33,9 @@ void require_agreement(const MpiEnv& env, const std::string& what, const std::ve
 /// Collective: `text` of rank `root` on every rank.
 std::string broadcast_string(const MpiEnv& env, const std::string& text, int root = 0);
 
-/// The entries of an INI text: one per "key = value" line, keyed "section.key".
-std::vector<AgreementEntry> ini_entries(const std::string& ini_text);
+/// A config's entries ("section.key" -> value), in key order.
+inline std::vector<AgreementEntry> config_entries(const KeyValues& config) {
+  return std::vector<AgreementEntry>(config.begin(), config.end());
+}
 
 }  // namespace tupe::dist

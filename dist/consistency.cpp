@@ -42,15 +42,6 @@ std::string differing_ranks(const std::vector<Fingerprint>& all) {
 
 }  // namespace
 
-uint64_t fnv1a_64(const std::string& bytes) {
-  uint64_t h = 14695981039346656037ull;  // FNV-1a 64-bit offset basis
-  for (unsigned char c : bytes) {
-    h ^= c;
-    h *= 1099511628211ull;  // FNV 64-bit prime
-  }
-  return h;
-}
-
 void broadcast_tensors(Communicator& comm, const std::vector<NamedParameter>& tensors, int root) {
   c10::AutoGradMode no_grad(false);
   std::vector<at::Tensor> send;

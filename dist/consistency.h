@@ -9,13 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "common/fnv1a.h"
 #include "dist/communicator.h"
 #include "dist/grad_buffer.h"
 
 namespace tupe::dist {
-
-/// 64-bit FNV-1a hash of `bytes` (stable across processes and builds).
-uint64_t fnv1a_64(const std::string& bytes);
 
 /// Overwrites every rank's tensors with rank `root`'s values (in place, no autograd
 /// record), e.g. the initial parameters and buffers. Non-contiguous tensors go through a

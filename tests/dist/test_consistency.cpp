@@ -38,14 +38,16 @@ TEST(Consistency, BroadcastGivesEveryRankRank0sParameters) {
 
 TEST(Agreement, ConfigMismatchNamesTheFirstDifferingKeyAndBothValues) {
   const MpiEnv& e = env();
-  const std::string same = "[model]\nhidden_size = 128\nnum_layers = 2\n[data]\nseed = 1\n";
-  EXPECT_EQ(first_difference(e, "config check", ini_entries(same)), "");
-  // Odd ranks differ in the second key; the lowest of them (rank 1) is named.
+  const KeyValues same = {{"model.hidden_size", "128"}, {"model.num_layers", "2"}, {"data.seed", "1"}};
+  EXPECT_EQ(first_difference(e, "config check", config_entries(same)), "");
+  // Odd ranks differ in model.num_layers; the lowest of them (rank 1) is named, with the key
+  // and both values.
   const bool odd = e.rank() % 2 == 1;
-  const std::string text = odd ? "[model]\nhidden_size = 128\nnum_layers = 4\n[data]\nseed = 2\n" : same;
+  const KeyValues config =
+      odd ? KeyValues{{"model.hidden_size", "128"}, {"model.num_layers", "4"}, {"data.seed", "1"}} : same;
   std::string message;
   try {
-    require_agreement(e, "config check", ini_entries(text));
+    require_agreement(e, "config check", config_entries(config));
   } catch (const Error& err) {
     message = err.what();
   }

@@ -59,19 +59,41 @@ std::vector<int64_t> permutation(int64_t n, uint64_t seed) {
   return p;
 }
 
+namespace {
+
+/// Every (task, split) file a run reads: train, dev, and with `with_test` the test files.
+std::vector<std::pair<const TaskSpec*, const SplitSpec*>> task_files(const std::vector<const TaskSpec*>& tasks,
+                                                                     bool with_test) {
+  std::vector<std::pair<const TaskSpec*, const SplitSpec*>> out;
+  for (const TaskSpec* t : tasks) {
+    out.emplace_back(t, &t->train);
+    for (const auto& s : t->dev) out.emplace_back(t, &s);
+    if (with_test)
+      for (const auto& s : t->test) out.emplace_back(t, &s);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> describe_task_files(const std::vector<const TaskSpec*>& tasks,
+                                                                     const std::string& data_dir, bool with_test) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [t, s] : task_files(tasks, with_test)) {
+    std::error_code ec;
+    const auto bytes = std::filesystem::file_size(split_path(*s, data_dir), ec);
+    out.emplace_back(t->name + " " + s->name, s->file + ", " + (ec ? "unreadable" : std::to_string(bytes) + " bytes"));
+  }
+  return out;
+}
+
 void check_task_files(const std::vector<const TaskSpec*>& tasks, const std::string& data_dir, bool with_test) {
   std::vector<std::string> missing;
   size_t missing_test = 0;
-  for (const TaskSpec* t : tasks) {
-    std::vector<const SplitSpec*> splits{&t->train};
-    for (const auto& s : t->dev) splits.push_back(&s);
-    if (with_test)
-      for (const auto& s : t->test) splits.push_back(&s);
-    for (const SplitSpec* s : splits) {
-      if (std::filesystem::is_regular_file(split_path(*s, data_dir))) continue;
-      missing.push_back(s->file);
-      missing_test += s->labelled() ? 0 : 1;
-    }
+  for (const auto& [t, s] : task_files(tasks, with_test)) {
+    if (std::filesystem::is_regular_file(split_path(*s, data_dir))) continue;
+    missing.push_back(s->file);
+    missing_test += s->labelled() ? 0 : 1;
   }
   if (missing.empty()) return;
   std::ostringstream os;

@@ -35,6 +35,11 @@ std::vector<int64_t> permutation(int64_t n, uint64_t seed);
 /// does not exist.
 void check_task_files(const std::vector<const TaskSpec*>& tasks, const std::string& data_dir, bool with_test);
 
+/// The same files as (key, value) entries for the ranks' agreement (dist/agreement.h):
+/// "<task> <split>" -> "<file>, <B> bytes" ("unreadable" when its size cannot be read).
+std::vector<std::pair<std::string, std::string>> describe_task_files(const std::vector<const TaskSpec*>& tasks,
+                                                                     const std::string& data_dir, bool with_test);
+
 /// Reads and encodes `task`'s files under config.data_dir: train (subset of
 /// config.train_rows rows drawn with config.data_seed, kept in file order), the dev splits,
 /// and the test splits when config.predict_test. `max_length` >= 3. Throws tupe::Error

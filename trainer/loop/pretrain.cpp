@@ -11,7 +11,6 @@
 #include <sstream>
 
 #include "common/error.h"
-#include "common/ini.h"
 #include "data_pipeline/batch.h"
 #include "data_pipeline/dataset.h"
 #include "data_pipeline/loader.h"
@@ -135,7 +134,7 @@ PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cf
   const int64_t max_steps = cfg.train.max_steps > 0 ? cfg.train.max_steps : cfg.optimizer.total_steps;
 
   // Every rank runs the same effective config (the first differing key is named).
-  dist::require_agreement(env, "config check", dist::ini_entries(format_ini(cfg.effective)));
+  dist::require_agreement(env, "config check", dist::config_entries(cfg.effective));
 
   // ---- Device and communicator ----------------------------------------------------------
   const c10::Device chosen =
