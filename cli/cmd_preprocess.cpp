@@ -10,6 +10,7 @@
 
 #include <boost/program_options/options_description.hpp>
 #include <boost/program_options/value_semantic.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -151,10 +152,18 @@ int preprocess_job(const dist::MpiEnv& env, int argc, char** argv) {
           const bool done = p.pieces_done == p.pieces_total;
           if (rank != 0 || quiet || (!done && now - last_print < std::chrono::seconds(1))) return;
           last_print = now;
-          std::fprintf(stderr, "preprocess: rank 0 of %d: %lld/%lld streams, %s of %s, %lld sequences\n", world,
-                       static_cast<long long>(p.pieces_done), static_cast<long long>(p.pieces_total),
-                       human_bytes(p.bytes_done).c_str(), human_bytes(p.bytes_total).c_str(),
-                       static_cast<long long>(p.sequences));
+          // Rate and ETA from this rank's input bytes (every rank has about the same share).
+          const double secs = std::max(1e-3, std::chrono::duration<double>(now - t0).count());
+          const double mb_per_s = static_cast<double>(p.bytes_done) / 1e6 / secs;
+          const double eta = p.bytes_done > 0 ? secs * static_cast<double>(p.bytes_total - p.bytes_done) /
+                                                    static_cast<double>(p.bytes_done)
+                                              : 0.0;
+          std::fprintf(stderr,
+                       "preprocess: rank 0 of %d: %lld/%lld streams, %s of %s, %.1f MB/s, %.1f M tokens/s, ETA %.0f s, "
+                       "%lld sequences\n",
+                       world, static_cast<long long>(p.pieces_done), static_cast<long long>(p.pieces_total),
+                       human_bytes(p.bytes_done).c_str(), human_bytes(p.bytes_total).c_str(), mb_per_s,
+                       static_cast<double>(p.tokens) / 1e6 / secs, eta, static_cast<long long>(p.sequences));
         });
   }));
   if (!err.empty()) {

@@ -45,6 +45,24 @@ struct DocumentSpan {
 /// "<path>: no text (only blank lines)" when the file holds no document.
 std::vector<DocumentSpan> split_documents(const std::string& path, std::string_view bytes, DocumentBoundary mode);
 
+/// The documents that start in bytes [begin, end) of a file, read with memory bounded by the
+/// range plus the tail of its last document (the whole file is never held).
+struct PieceText {
+  int64_t base = 0;                ///< file offset of bytes[0]
+  std::string bytes;               ///< the bytes read from the file
+  std::vector<DocumentSpan> docs;  ///< documents starting in [begin, end), offsets into `bytes`
+};
+
+/// Reads the documents of `path` (of `file_bytes` bytes) whose first byte lies in [begin, end):
+/// the same documents split_documents finds in the whole file. Every line starting in
+/// [begin, end), and each of those documents, is checked for UTF-8; so the pieces of a file
+/// check all its bytes between them. Throws "<path>: invalid UTF-8 at byte N: <cause>" (N from
+/// the file start) or "<path>: read failed ...".
+PieceText read_piece(const std::string& path, int64_t file_bytes, int64_t begin, int64_t end, DocumentBoundary mode);
+
+/// Whether `path` holds a non-blank line (reads until the first one). Throws on read errors.
+bool file_has_text(const std::string& path, int64_t file_bytes);
+
 /// Calls `line(text)` for each non-blank line of `doc` in `bytes`, the line break (\n or
 /// \r\n) removed.
 template <class F>

@@ -48,6 +48,17 @@ struct DatasetInfo {
   std::vector<ShardSummary> shards;       ///< one per file, in `files` order (empty for memory data)
 };
 
+/// What reading samples has cost so far (on-demand datasets; zeros for in-memory ones).
+struct ReadStats {
+  int64_t index_bytes = 0;           ///< memory of the per-sample index (bytes)
+  int64_t bytes_read = 0;            ///< file bytes read by pread for samples (bytes)
+  int64_t block_loads = 0;           ///< decompressed blocks loaded into the cache
+  int64_t cache_hits = 0;            ///< sample reads served by a cached block
+  int64_t evictions = 0;             ///< blocks dropped to stay under the cache limit
+  int64_t cached_bytes = 0;          ///< memory of the blocks cached now (bytes)
+  int64_t peak_cached_bytes = 0;     ///< most memory the cache has held (bytes)
+};
+
 class PretrainDataset {
  public:
   virtual ~PretrainDataset() = default;
@@ -64,6 +75,8 @@ class PretrainDataset {
   /// outside [0, N).
   virtual void get(int64_t i, Sample& out) const = 0;
   virtual const DatasetInfo& info() const = 0;
+  /// Counters of the reads so far (thread-safe).
+  virtual ReadStats read_stats() const { return {}; }
 };
 
 /// How to open shards.
@@ -79,14 +92,25 @@ struct DatasetOptions {
   int64_t vocab_size = 0;
   /// Special token ids of NVIDIA shards (they record none); BERT's by default.
   SpecialTokens nvidia_special;
+  /// false (default): samples are read on demand (on_demand.h): memory holds a per-sample
+  /// index of about 4 bytes a sample, whatever the corpus size. true: every shard is loaded
+  /// into memory at open (about 2 bytes a token; the reference the on-demand readers are
+  /// tested against).
+  bool in_memory = false;
+  /// Bound on the process's cache of decompressed blocks (compressed own shards, NVIDIA
+  /// shards) when reading on demand (bytes); at least one block is always kept.
+  int64_t cache_bytes = int64_t{128} << 20;
 };
 
 /// Opens `paths` (shard files, or folders whose *.h5 / *.hdf5 / *.hdf5 files of the split are
 /// taken, each folder's sorted by name) as one dataset: samples of the files back to back in
 /// that order. All files must be of one format and agree on vocabulary, special tokens and
-/// max_seq_len. Shards are read whole into memory once (under the HDF5 lock).
+/// max_seq_len; own shards must form whole preprocess sets. On demand (default), open reads
+/// each file's header and per-sample index only (own shards; NVIDIA shards record no index,
+/// so their rows are scanned once in bounded blocks); options.in_memory loads everything.
 /// Throws tupe::Error "<file>: <cause>" for a bad file (missing dataset, wrong dtype,
-/// mismatched shapes, truncated data, vocabulary hash mismatch, ids outside the vocabulary).
+/// mismatched shapes, truncated data, vocabulary hash mismatch, ids outside the vocabulary:
+/// on demand, ids of own shards are checked when a sample is read).
 std::shared_ptr<const PretrainDataset> open_pretrain_dataset(const std::vector<std::string>& paths,
                                                              const DatasetOptions& options);
 

@@ -1,4 +1,6 @@
 // open_pretrain_dataset (dataset.h): file listing, format detection, cross-shard checks.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <map>
@@ -7,6 +9,7 @@
 #include "common/error.h"
 #include "common/fnv1a.h"
 #include "data_pipeline/dataset.h"
+#include "data_pipeline/on_demand.h"
 #include "data_pipeline/shard_readers.h"
 
 namespace fs = std::filesystem;
@@ -81,6 +84,22 @@ void check_shard_sets(const std::vector<std::string>& files, const std::vector<S
   }
 }
 
+/// On-demand reading keeps one descriptor per shard open: raise the soft limit on open files
+/// to the hard one when the shards need it (a corpus of thousands of shards); throws when
+/// even the hard limit is too small.
+void ensure_descriptors(size_t shards) {
+  struct rlimit lim {};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return;
+  const rlim_t need = static_cast<rlim_t>(shards) + 256;  // MPI, NCCL, HDF5 and the logs need some too
+  if (lim.rlim_cur != RLIM_INFINITY && lim.rlim_cur < need) {
+    lim.rlim_cur = lim.rlim_max == RLIM_INFINITY ? need : std::min<rlim_t>(std::max(need, lim.rlim_cur), lim.rlim_max);
+    ::setrlimit(RLIMIT_NOFILE, &lim);
+  }
+  TUPE_CHECK(lim.rlim_cur == RLIM_INFINITY || lim.rlim_cur >= need,
+             "data: " << shards << " shard files need about " << need << " open files, but `ulimit -n` allows "
+                      << lim.rlim_cur << " (hard limit " << lim.rlim_max << "); merge shards or raise the limit");
+}
+
 /// FNV-1a 64 over the samples' lengths (each as 8 little-endian bytes).
 uint64_t fnv1a_lengths(const std::vector<int64_t>& offsets) {
   uint64_t h = kFnv1a64Basis;
@@ -138,8 +157,12 @@ std::vector<std::string> list_shard_files(const std::vector<std::string>& paths,
 std::shared_ptr<const PretrainDataset> open_pretrain_dataset(const std::vector<std::string>& paths,
                                                              const DatasetOptions& options) {
   const std::vector<std::string> files = list_shard_files(paths, options.split);
+  const bool on_demand = !options.in_memory;
+  if (on_demand) ensure_descriptors(files.size());
   DatasetInfo info;
-  std::vector<ShardContents> shards;
+  std::vector<ShardContents> shards;                  // in memory
+  std::vector<std::unique_ptr<ShardSource>> sources;  // on demand
+  const auto cache = on_demand ? std::make_shared<BlockCache>(options.cache_bytes) : nullptr;
   std::vector<ShardHeader> headers;
   for (size_t f = 0; f < files.size(); ++f) {
     const std::string& path = files[f];
@@ -148,7 +171,10 @@ std::shared_ptr<const PretrainDataset> open_pretrain_dataset(const std::vector<s
                path << ": is a " << format << " shard but " << files[0] << " is a " << info.format << " shard");
     if (format == "tupe") {
       ShardHeader h;
-      shards.push_back(read_own_shard(path, options, h));
+      if (on_demand)
+        sources.push_back(open_own_shard_on_demand(path, options, h, cache, f));
+      else
+        shards.push_back(read_own_shard(path, options, h));
       TUPE_CHECK(h.split == options.split, path << ": a " << h.split << " shard, listed as " << options.split
                                                 << " data (data." << options.split << "_shards)");
       headers.push_back(h);
@@ -170,7 +196,10 @@ std::shared_ptr<const PretrainDataset> open_pretrain_dataset(const std::vector<s
       }
     } else {
       int64_t seq = 0;
-      shards.push_back(read_nvidia_shard(path, options, seq));
+      if (on_demand)
+        sources.push_back(open_nvidia_shard_on_demand(path, options, seq, cache, f));
+      else
+        shards.push_back(read_nvidia_shard(path, options, seq));
       if (f == 0) {
         info.format = format;
         info.max_seq_len = seq;
@@ -186,20 +215,27 @@ std::shared_ptr<const PretrainDataset> open_pretrain_dataset(const std::vector<s
   if (info.format == "tupe") check_shard_sets(files, headers);
   int64_t sequences = 0;
   for (size_t f = 0; f < files.size(); ++f) {
-    const ShardContents& c = shards[f];
     std::error_code ec;
     ShardSummary s;
     s.path = files[f];
     s.file_bytes = static_cast<int64_t>(fs::file_size(files[f], ec));
-    s.sequences = c.size();
-    s.tokens = c.offsets.back();
-    s.index_hash = fnv1a_lengths(c.offsets);
+    if (on_demand) {
+      const SampleIndex& index = sources[f]->index();
+      s.sequences = index.size();
+      s.tokens = index.tokens();
+      s.index_hash = index.lengths_hash();
+    } else {
+      s.sequences = shards[f].size();
+      s.tokens = shards[f].offsets.back();
+      s.index_hash = fnv1a_lengths(shards[f].offsets);
+    }
     info.shards.push_back(s);
     sequences += s.sequences;
   }
   TUPE_CHECK(sequences > 0, files.front() << (files.size() > 1 ? " (and the other listed files)" : "") << ": the "
                                           << options.split << " shards hold no sequences");
   info.files = files;
+  if (on_demand) return std::make_shared<OnDemandDataset>(std::move(info), std::move(sources), cache);
   return std::make_shared<ShardSetDataset>(std::move(info), std::move(shards));
 }
 

@@ -205,6 +205,79 @@ std::vector<hsize_t> read_integer_dataset(const std::string& path, hid_t file, c
   return dims;
 }
 
+template <class T>
+void read_integer_rows(const std::string& path, hid_t dataset, const std::string& name, hsize_t row_begin, hsize_t rows,
+                       std::vector<T>& out) {
+  Id space(H5Dget_space(dataset), H5Sclose);
+  const int rank = H5Sget_simple_extent_ndims(space.get());
+  TUPE_CHECK(rank >= 1 && rank <= 2, path << ": dataset '" << name << "': unexpected rank " << rank);
+  hsize_t dims[2] = {0, 1};
+  H5Sget_simple_extent_dims(space.get(), dims, nullptr);
+  TUPE_CHECK(row_begin + rows <= dims[0], path << ": dataset '" << name << "': rows [" << row_begin << ", "
+                                               << row_begin + rows << ") outside its " << dims[0] << " rows");
+  out.resize(static_cast<size_t>(rows * (rank == 2 ? dims[1] : 1)));
+  if (out.empty()) return;
+  const hsize_t start[2] = {row_begin, 0};
+  const hsize_t count[2] = {rows, dims[1]};
+  bool ok = H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr) >= 0;
+  Id mspace(H5Screate_simple(rank, count, nullptr), H5Sclose);
+  ok = ok && H5Dread(dataset, native_type<T>(), mspace.get(), space.get(), H5P_DEFAULT, out.data()) >= 0;
+  TUPE_CHECK(ok, path << ": dataset '" << name << "': read of rows [" << row_begin << ", " << row_begin + rows
+                      << ") failed (truncated or damaged file): " << error_text());
+}
+
+template void read_integer_rows<int8_t>(const std::string&, hid_t, const std::string&, hsize_t, hsize_t,
+                                        std::vector<int8_t>&);
+template void read_integer_rows<uint16_t>(const std::string&, hid_t, const std::string&, hsize_t, hsize_t,
+                                          std::vector<uint16_t>&);
+template void read_integer_rows<int32_t>(const std::string&, hid_t, const std::string&, hsize_t, hsize_t,
+                                         std::vector<int32_t>&);
+
+FileLayout file_layout(const std::string& path, hid_t dataset, const std::string& name, hsize_t numel) {
+  FileLayout out;
+  Id dcpl(H5Dget_create_plist(dataset), H5Pclose);
+  Id type(H5Dget_type(dataset), H5Tclose);
+  TUPE_CHECK(dcpl.valid() && type.valid(), path << ": dataset '" << name << "': cannot read its storage: " << error_text());
+  out.filtered = H5Pget_nfilters(dcpl.get()) > 0;
+  out.element_bytes = H5Tget_size(type.get());
+  out.little_endian = H5Tget_order(type.get()) != H5T_ORDER_BE;
+  const H5D_layout_t layout = H5Pget_layout(dcpl.get());
+  if (layout == H5D_CHUNKED) {
+    hsize_t chunk = 0;
+    TUPE_CHECK(H5Pget_chunk(dcpl.get(), 1, &chunk) == 1 && chunk > 0,
+               path << ": dataset '" << name << "': cannot read its chunk shape: " << error_text());
+    out.chunk_elements = chunk;
+  }
+  if (out.filtered || numel == 0) return out;
+  std::error_code ec;
+  const auto file_bytes = static_cast<int64_t>(std::filesystem::file_size(path, ec));
+  auto check_inside = [&](haddr_t addr, hsize_t bytes, hsize_t k) {
+    TUPE_CHECK(addr != HADDR_UNDEF, path << ": dataset '" << name << "': chunk " << k << " is not allocated: " << error_text());
+    TUPE_CHECK(ec || static_cast<int64_t>(addr + bytes) <= file_bytes,
+               path << ": dataset '" << name << "': chunk " << k << " lies beyond the end of the file (" << file_bytes
+                    << " bytes): truncated");
+    out.addresses.push_back(static_cast<int64_t>(addr));
+  };
+  if (layout == H5D_CONTIGUOUS) {
+    check_inside(H5Dget_offset(dataset), numel * out.element_bytes, 0);
+    return out;
+  }
+  TUPE_CHECK(layout == H5D_CHUNKED, path << ": dataset '" << name << "': unsupported storage layout " << int(layout));
+  const hsize_t chunk = out.chunk_elements;
+  const hsize_t chunks = (numel + chunk - 1) / chunk;
+  out.addresses.reserve(static_cast<size_t>(chunks));
+  for (hsize_t k = 0; k < chunks; ++k) {
+    const hsize_t coord[1] = {k * chunk};
+    unsigned filter_mask = 0;
+    haddr_t addr = HADDR_UNDEF;
+    hsize_t bytes = 0;
+    TUPE_CHECK(H5Dget_chunk_info_by_coord(dataset, coord, &filter_mask, &addr, &bytes) >= 0,
+               path << ": dataset '" << name << "': cannot locate chunk " << k << ": " << error_text());
+    check_inside(addr, bytes, k);
+  }
+  return out;
+}
+
 template std::vector<hsize_t> read_integer_dataset<int8_t>(const std::string&, hid_t, const std::string&, int,
                                                            std::vector<int8_t>&);
 template std::vector<hsize_t> read_integer_dataset<int32_t>(const std::string&, hid_t, const std::string&, int,

@@ -104,6 +104,29 @@ template <class T>
 std::vector<hsize_t> read_integer_dataset(const std::string& path, hid_t file, const std::string& name, int rank,
                                           std::vector<T>& out);
 
+/// Reads rows [row_begin, row_begin + rows) of integer dataset `dataset` (named `name` in
+/// messages; dimension 0 counts rows, the others are read whole) into `out`, converting to
+/// T. The caller checked the dtype and shape at open. Throws "<path>: dataset 'name': read
+/// of rows [a, b) failed (truncated or damaged file): ...".
+template <class T>
+void read_integer_rows(const std::string& path, hid_t dataset, const std::string& name, hsize_t row_begin, hsize_t rows,
+                       std::vector<T>& out);
+
+/// Where a 1-D dataset's elements lie in the file, for reads by file offset (pread).
+struct FileLayout {
+  bool filtered = false;          ///< compressed (or any filter): not readable by offset
+  hsize_t chunk_elements = 0;     ///< elements per chunk; 0 = contiguous (one run)
+  std::vector<int64_t> addresses; ///< file byte offset of each chunk in order (contiguous: one)
+  size_t element_bytes = 0;       ///< stored element size (bytes)
+  bool little_endian = true;      ///< stored byte order
+};
+
+/// The storage of 1-D dataset `dataset` of `numel` elements. For unfiltered datasets, every
+/// chunk's file address (H5Dget_chunk_info_by_coord) or the contiguous offset (H5Dget_offset),
+/// each checked to lie inside the file. Throws "<path>: dataset 'name': chunk k is not
+/// allocated / lies beyond the end of the file (truncated)".
+FileLayout file_layout(const std::string& path, hid_t dataset, const std::string& name, hsize_t numel);
+
 bool has_attribute(hid_t obj, const std::string& name);
 /// Attribute readers; throw "<path>: missing attribute 'name'" or "... has type X, expected Y".
 int64_t read_int_attribute(const std::string& path, hid_t obj, const std::string& name);

@@ -28,6 +28,8 @@ void LoaderConfig::validate() const {
   TUPE_CHECK(pad_to_multiple >= 1, "data.pad_to_multiple: must be positive, got " << pad_to_multiple);
   TUPE_CHECK(num_threads >= 0 && num_threads <= 256, "data.num_threads: must be in 0..256, got " << num_threads);
   TUPE_CHECK(prefetch_batches >= 1, "data.prefetch_batches: must be positive, got " << prefetch_batches);
+  TUPE_CHECK(read_cache_mb >= 0 && read_cache_mb <= (int64_t{1} << 30),
+             "data.read_cache_mb: must be in 0..2^30, got " << read_cache_mb);
 }
 
 MaskingConfig LoaderConfig::masking() const {
@@ -44,6 +46,8 @@ DatasetOptions LoaderConfig::dataset_options(const std::string& split, const std
   o.split = split;
   o.expected_vocab_sha256 = expected_vocab_sha256;
   o.vocab_size = vocab_size;
+  o.in_memory = load_in_memory;
+  o.cache_bytes = read_cache_mb << 20;
   return o;
 }
 
@@ -72,6 +76,11 @@ const FieldTable<LoaderConfig>& LoaderConfig::fields() {
         .boolean("pad_to_max_seq_len", &LoaderConfig::pad_to_max_seq_len, "pad every batch to max_seq_len tokens")
         .integer("num_threads", &LoaderConfig::num_threads, "background threads building batches (0 = in next())")
         .integer("prefetch_batches", &LoaderConfig::prefetch_batches, "batches built ahead at most")
+        .boolean("load_in_memory", &LoaderConfig::load_in_memory,
+                 "load every shard into memory at start (false = read samples on demand; memory independent of "
+                 "the corpus size)")
+        .integer("read_cache_mb", &LoaderConfig::read_cache_mb,
+                 "on demand: cache of decompressed blocks of compressed or NVIDIA shards, per rank (MiB)")
         .custom(
             "pin_memory", "auto | true | false: page-locked batch tensors for asynchronous CUDA copies (auto: on CUDA)",
             [](const LoaderConfig& c) { return to_string(c.pin_memory); },

@@ -38,6 +38,8 @@ struct LoaderConfig {
   int64_t num_threads = 1;            ///< background threads building batches (0 = build in next())
   int64_t prefetch_batches = 4;       ///< batches built ahead at most (bounded queue)
   PinMemory pin_memory = PinMemory::kAuto;  ///< page-locked batch tensors (kOn needs CUDA; kAuto = on for CUDA)
+  bool load_in_memory = false;        ///< load every shard at start (false: read on demand, on_demand.h)
+  int64_t read_cache_mb = 128;        ///< on demand: decompressed-block cache per rank (MiB; compressed/NVIDIA shards)
 
   /// Whether batches are pinned when the trainer computes on CUDA (`cuda`) or not.
   bool pins(bool cuda) const { return pin_memory == PinMemory::kOn || (pin_memory == PinMemory::kAuto && cuda); }

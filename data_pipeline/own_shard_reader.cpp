@@ -23,19 +23,26 @@ std::string detect_shard_format(const std::string& path) {
                     "dataset)");
 }
 
+void check_own_header(const std::string& path, const ShardHeader& header, const DatasetOptions& options) {
+  TUPE_CHECK(options.expected_vocab_sha256.empty() || header.vocab_sha256 == options.expected_vocab_sha256,
+             path << ": vocabulary SHA-256 " << header.vocab_sha256 << " differs from the expected "
+                  << options.expected_vocab_sha256 << " (shards made with another vocabulary)");
+  TUPE_CHECK(options.vocab_size <= 0 || header.vocab_size == options.vocab_size,
+             path << ": vocabulary size " << header.vocab_size << " differs from the expected " << options.vocab_size);
+  TUPE_CHECK(header.max_seq_len <= 65535,
+             path << ": attribute 'max_seq_len' = " << header.max_seq_len << " is above 65535");
+}
+
 ShardContents read_own_shard(const std::string& path, const DatasetOptions& options, ShardHeader& header) {
-  std::vector<int32_t> ids, lengths;
+  std::vector<int32_t> ids, lengths, ordinary;
   {
     h5::Lock lock;
     h5::Id file = h5::open_file_readonly(path);
     header = read_shard_header(path, file.get());
-    TUPE_CHECK(options.expected_vocab_sha256.empty() || header.vocab_sha256 == options.expected_vocab_sha256,
-               path << ": vocabulary SHA-256 " << header.vocab_sha256 << " differs from the expected "
-                    << options.expected_vocab_sha256 << " (shards made with another vocabulary)");
-    TUPE_CHECK(options.vocab_size <= 0 || header.vocab_size == options.vocab_size,
-               path << ": vocabulary size " << header.vocab_size << " differs from the expected " << options.vocab_size);
+    check_own_header(path, header, options);
     h5::read_integer_dataset(path, file.get(), kTokenIdsDataset, 1, ids);
     h5::read_integer_dataset(path, file.get(), kSequenceLengthsDataset, 1, lengths);
+    if (header.format_version >= 2) h5::read_integer_dataset(path, file.get(), kOrdinaryCountsDataset, 1, ordinary);
   }
   const auto n = static_cast<int64_t>(lengths.size());
   const auto t = static_cast<int64_t>(ids.size());
@@ -56,6 +63,17 @@ ShardContents read_own_shard(const std::string& path, const DatasetOptions& opti
   }
   TUPE_CHECK(total == t, path << ": dataset '" << kSequenceLengthsDataset << "' sums to " << total
                               << " tokens but dataset '" << kTokenIdsDataset << "' holds " << t);
+  // Version 2 stores each sequence's masking candidates; they must be what the ids say.
+  TUPE_CHECK(header.format_version < 2 || static_cast<int64_t>(ordinary.size()) == n,
+             path << ": dataset '" << kOrdinaryCountsDataset << "' has " << ordinary.size() << " entries, expected " << n);
+  for (int64_t i = 0; header.format_version >= 2 && i < n; ++i) {
+    const int64_t b = c.offsets[static_cast<size_t>(i)];
+    const int64_t want = count_ordinary(ids.data() + b, c.offsets[static_cast<size_t>(i) + 1] - b, header.special);
+    TUPE_CHECK(ordinary[static_cast<size_t>(i)] == want, path << ": dataset '" << kOrdinaryCountsDataset << "' row " << i
+                                                              << ": " << ordinary[static_cast<size_t>(i)]
+                                                              << ", but the sequence has " << want
+                                                              << " non-special tokens");
+  }
   for (int64_t k = 0; k < t; ++k) {
     const int32_t id = ids[static_cast<size_t>(k)];
     TUPE_CHECK(id >= 0 && id < header.vocab_size, path << ": dataset '" << kTokenIdsDataset << "' element " << k

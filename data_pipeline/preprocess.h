@@ -34,7 +34,7 @@ struct PreprocessConfig {
   int64_t num_validation_shards = 1;    ///< validation shard files Nv (when validation_ratio > 0)
   int64_t seed = 12345;                 ///< seed of the train/validation split
   int64_t piece_bytes = 1 << 20;        ///< P: input bytes per packing stream (and unit of work)
-  int64_t compression_level = 4;        ///< deflate level of the shard datasets (0..9)
+  int64_t compression_level = 0;        ///< deflate level of the shard datasets (0 = unfiltered, read by offset; 1..9)
 
   /// Throws tupe::Error "preprocess.<key>: <cause>".
   void validate() const;

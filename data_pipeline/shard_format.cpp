@@ -73,6 +73,7 @@ ShardHeader read_shard_header(const std::string& path, hid_t file) {
              path << ": shard format version " << version << " is not one this build reads (1.." << kShardFormatVersion
                   << ")");
   ShardHeader h;
+  h.format_version = version;
   h.split = read_string_attribute(path, file, "split");
   h.shard_index = read_int_attribute(path, file, "shard_index");
   h.num_shards = read_int_attribute(path, file, "num_shards");

@@ -1,13 +1,21 @@
-// The project's own pre-training shard (FORMATS.md section 2), version 1.
+// The project's own pre-training shard (FORMATS.md section 2), version 2 (1 is still read).
 //
 // One HDF5 file per shard, named <split>-SSSSS-of-NNNNN.h5 (split = train | validation).
-// Datasets (chunked, shuffle + deflate compressed, maximum shape unlimited):
+// Datasets (1-D, chunked, maximum shape unlimited; little-endian):
 //   token_ids         [T]  uint8 | uint16 | int32, the smallest that holds ids < vocab_size:
 //                          the packed sequences back to back, each [CLS] ... [SEP]
 //   sequence_lengths  [N]  int32, tokens of each sequence (>= 3, <= max_seq_len);
 //                          sequence i starts at sum(sequence_lengths[:i]); T = sum of all
+//   ordinary_counts   [N]  uint16, tokens of each sequence that are not special ([PAD] [UNK]
+//                          [CLS] [SEP] [MASK]): the masking candidates (version 2; version 1
+//                          shards lack it and readers count it from token_ids at open)
+// Storage: version 2 writes the datasets unfiltered by default (preprocess.compression_level
+// 0), so readers fetch a sample's tokens with one pread at its chunk's file address
+// (H5Dget_chunk_info_by_coord) and the page cache is shared by the ranks of a node;
+// shuffle + deflate (level 1..9) is still written on request and read through a bounded
+// per-process cache of decompressed chunks (on_demand.h).
 // Attributes of the root group (int64 scalars, float64 scalars, variable-length UTF-8 strings):
-//   format = "tupe-pretrain-shard", format_version = 1
+//   format = "tupe-pretrain-shard", format_version = 2
 //   split, shard_index, num_shards           which file of which split this is
 //   tokenizer_kind, vocab_size, vocab_sha256, lower_case (0/1)
 //   pad_id, unk_id, cls_id, sep_id, mask_id   special token ids
@@ -28,12 +36,14 @@
 namespace tupe::data {
 
 inline constexpr const char* kShardFormatName = "tupe-pretrain-shard";
-inline constexpr int64_t kShardFormatVersion = 1;
+inline constexpr int64_t kShardFormatVersion = 2;
 inline constexpr const char* kTokenIdsDataset = "token_ids";
 inline constexpr const char* kSequenceLengthsDataset = "sequence_lengths";
+inline constexpr const char* kOrdinaryCountsDataset = "ordinary_counts";
 
 /// Everything a shard records besides its datasets.
 struct ShardHeader {
+  int64_t format_version = kShardFormatVersion;  ///< 1 (no ordinary_counts) or 2
   std::string split;            ///< "train" | "validation"
   int64_t shard_index = 0;      ///< S in <split>-S-of-N
   int64_t num_shards = 1;       ///< N

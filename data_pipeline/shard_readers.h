@@ -1,10 +1,12 @@
-// Readers of single shard files into memory (used by open_pretrain_dataset, dataset.h).
+// Readers of single shard files into memory (open_pretrain_dataset with in_memory, dataset.h;
+// the on-demand readers are in on_demand.h).
 // Each holds the HDF5 lock while it reads and checks everything it reads; errors are one
 // line "<file>: <place>: <cause>".
 #pragma once
 #include <string>
 
 #include "data_pipeline/dataset.h"
+#include "data_pipeline/hdf5_util.h"
 #include "data_pipeline/shard_format.h"
 #include "data_pipeline/shard_set.h"
 
@@ -14,10 +16,32 @@ namespace tupe::data {
 /// names any missing dataset). Throws when the file cannot be opened as HDF5.
 std::string detect_shard_format(const std::string& path);
 
+/// Checks an own shard's header against `options` (expected vocabulary hash and size) and
+/// the format's limits; throws "<path>: vocabulary SHA-256 ... differs from the expected ...".
+void check_own_header(const std::string& path, const ShardHeader& header, const DatasetOptions& options);
+
 /// Reads one own shard (shard_format.h). Checks: format/version, expected vocabulary hash,
 /// vocab size, dtypes, sum(sequence_lengths) == len(token_ids), counts == attributes,
 /// 1 <= length <= max_seq_len, ids < vocab_size. `header` receives the shard's header.
 ShardContents read_own_shard(const std::string& path, const DatasetOptions& options, ShardHeader& header);
+
+/// An NVIDIA shard opened for reading rows: its six datasets checked for presence, integer
+/// dtypes, agreeing shapes and readable storage (no row is read). Holds HDF5 identifiers:
+/// make, use and destroy it under h5::Lock. Throws like read_nvidia_shard.
+struct NvidiaShardFile {
+  std::string path;
+  h5::Id file, ids, mask, segments, positions, labels, nsp;
+  int64_t rows = 0;        ///< N samples
+  int64_t seq = 0;         ///< L: columns of input_ids (the shard's max_seq_len)
+  int64_t pred = 0;        ///< P: columns of masked_lm_positions
+  int64_t vocab_size = 0;  ///< ids are checked against it
+  int64_t chunk_rows = 0;  ///< rows per chunk of input_ids (0 = not chunked)
+};
+NvidiaShardFile open_nvidia_shard(const std::string& path, int64_t vocab_size);
+
+/// Reads and checks rows [row_begin, row_begin + rows) of an open NVIDIA shard (the checks of
+/// read_nvidia_shard; messages name the file's row numbers). Caller holds h5::Lock.
+ShardContents read_nvidia_rows(const NvidiaShardFile& f, int64_t row_begin, int64_t rows);
 
 /// Reads one NVIDIA BERT shard (FORMATS.md section 1; any integer dtypes). Checks: all six
 /// datasets present with integer dtypes; [N, L] / [N, P] / [N] shapes agree; input_mask is

@@ -6,6 +6,16 @@
 
 namespace tupe::data {
 
+int64_t count_ordinary(const int32_t* ids, int64_t n, const SpecialTokens& sp, const int32_t* masked_positions,
+                       const int32_t* masked_labels, int64_t masks) {
+  int64_t count = 0;
+  for (int64_t k = 0; k < n; ++k) count += !is_special_token(ids[k], sp);
+  for (int64_t m = 0; m < masks; ++m)
+    count += static_cast<int64_t>(!is_special_token(masked_labels[m], sp)) -
+             static_cast<int64_t>(!is_special_token(ids[masked_positions[m]], sp));
+  return count;
+}
+
 void ShardContents::append_ids(const int32_t* ids, int64_t n, bool compact) {
   if (compact)
     for (int64_t k = 0; k < n; ++k) ids16.push_back(static_cast<uint16_t>(ids[k]));

@@ -10,6 +10,16 @@
 
 namespace tupe::data {
 
+/// Whether `id` is one of the special tokens ([PAD] [UNK] [CLS] [SEP] [MASK]).
+inline bool is_special_token(int32_t id, const SpecialTokens& sp) {
+  return id == sp.pad || id == sp.unk || id == sp.cls || id == sp.sep || id == sp.mask;
+}
+
+/// Masking candidates of a sample: its ids[0..n) that are not special, counted on the
+/// original ids (the `masks` stored static masks undone: position k held masked_labels[k]).
+int64_t count_ordinary(const int32_t* ids, int64_t n, const SpecialTokens& sp, const int32_t* masked_positions = nullptr,
+                       const int32_t* masked_labels = nullptr, int64_t masks = 0);
+
 /// The samples of one shard, decoded. Sample i is tokens [offsets[i], offsets[i+1]).
 struct ShardContents {
   std::string path;                     ///< file it came from ("" for memory data)

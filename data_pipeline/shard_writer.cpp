@@ -34,7 +34,8 @@ h5::Id create_dataset(const std::string& path, hid_t file, const char* name, hid
   return ds;
 }
 
-void append_1d(const std::string& path, hid_t ds, const char* name, int64_t offset, const std::vector<int32_t>& data) {
+template <class T>
+void append_1d(const std::string& path, hid_t ds, const char* name, int64_t offset, const std::vector<T>& data) {
   if (data.empty()) return;
   const hsize_t new_size[1] = {static_cast<hsize_t>(offset) + data.size()};
   TUPE_CHECK(H5Dset_extent(ds, new_size) >= 0, path << ": dataset '" << name << "': cannot extend: " << h5::error_text());
@@ -43,7 +44,7 @@ void append_1d(const std::string& path, hid_t ds, const char* name, int64_t offs
   const hsize_t count[1] = {data.size()};
   H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start, nullptr, count, nullptr);
   h5::Id mspace(H5Screate_simple(1, count, nullptr), H5Sclose);
-  TUPE_CHECK(H5Dwrite(ds, H5T_NATIVE_INT32, mspace.get(), fspace.get(), H5P_DEFAULT, data.data()) >= 0,
+  TUPE_CHECK(H5Dwrite(ds, h5::native_type<T>(), mspace.get(), fspace.get(), H5P_DEFAULT, data.data()) >= 0,
              path << ": dataset '" << name << "': write failed: " << h5::error_text());
 }
 
@@ -73,6 +74,8 @@ ShardWriter::ShardWriter(std::string final_path, ShardHeader header, ShardWriter
                              options_.compression_level);
   length_ds_ = create_dataset(temp_path_, file_.get(), kSequenceLengthsDataset, H5T_STD_I32LE,
                               options_.chunk_sequences, options_.compression_level);
+  ordinary_ds_ = create_dataset(temp_path_, file_.get(), kOrdinaryCountsDataset, H5T_STD_U16LE,
+                                options_.chunk_sequences, options_.compression_level);
   token_buf_.reserve(static_cast<size_t>(options_.chunk_tokens));
 }
 
@@ -80,6 +83,7 @@ ShardWriter::~ShardWriter() {
   if (committed_) return;
   {
     h5::Lock lock;
+    ordinary_ds_.reset();
     length_ds_.reset();
     token_ds_.reset();
     file_.reset();
@@ -99,6 +103,7 @@ void ShardWriter::append(const int32_t* ids, int64_t length) {
                           << " is outside the vocabulary of size " << header_.vocab_size);
   token_buf_.insert(token_buf_.end(), ids, ids + length);
   length_buf_.push_back(static_cast<int32_t>(length));
+  ordinary_buf_.push_back(static_cast<uint16_t>(count_ordinary(ids, length, header_.special)));
   ++num_sequences_;
   num_tokens_ += length;
   if (static_cast<int64_t>(token_buf_.size()) >= options_.chunk_tokens ||
@@ -113,8 +118,10 @@ void ShardWriter::flush_locked() {
   tokens_written_ += static_cast<int64_t>(token_buf_.size());
   token_buf_.clear();
   append_1d(temp_path_, length_ds_.get(), kSequenceLengthsDataset, sequences_written_, length_buf_);
+  append_1d(temp_path_, ordinary_ds_.get(), kOrdinaryCountsDataset, sequences_written_, ordinary_buf_);
   sequences_written_ += static_cast<int64_t>(length_buf_.size());
   length_buf_.clear();
+  ordinary_buf_.clear();
 }
 
 void ShardWriter::close() {
@@ -126,7 +133,8 @@ void ShardWriter::close() {
   write_shard_header(temp_path_, file_.get(), header_);
   // Every identifier is closed whatever fails (no short-circuit): an object left open after
   // a write error (a full disk) would be flushed again by HDF5 at exit.
-  bool ok = length_ds_.reset();
+  bool ok = ordinary_ds_.reset();
+  ok = length_ds_.reset() && ok;
   ok = token_ds_.reset() && ok;
   ok = H5Fflush(file_.get(), H5F_SCOPE_GLOBAL) >= 0 && ok;
   ok = file_.reset() && ok;

@@ -9,11 +9,12 @@
 
 #include "data_pipeline/hdf5_util.h"
 #include "data_pipeline/shard_format.h"
+#include "data_pipeline/shard_set.h"
 
 namespace tupe::data {
 
 struct ShardWriterOptions {
-  int64_t compression_level = 4;       ///< deflate level 0..9 (0 = no compression)
+  int64_t compression_level = 0;       ///< deflate level 0..9 (0 = unfiltered: read by file offset)
   int64_t chunk_tokens = 1 << 18;      ///< chunk size of token_ids (elements)
   int64_t chunk_sequences = 1 << 15;   ///< chunk size of sequence_lengths (elements)
 };
@@ -46,8 +47,9 @@ class ShardWriter {
   std::string final_path_, temp_path_;
   ShardHeader header_;
   ShardWriterOptions options_;
-  h5::Id file_, token_ds_, length_ds_;
+  h5::Id file_, token_ds_, length_ds_, ordinary_ds_;
   std::vector<int32_t> token_buf_, length_buf_;
+  std::vector<uint16_t> ordinary_buf_;
   int64_t tokens_written_ = 0, sequences_written_ = 0;
   int64_t num_sequences_ = 0, num_tokens_ = 0;
   bool closed_ = false, committed_ = false;

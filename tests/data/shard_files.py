@@ -4,6 +4,10 @@
                                        int64 variants, plus broken ones
   shard_files.py corrupt SHARD OUT_DIR broken copies of one of our own shards
   shard_files.py inspect SHARD         prints our shard's layout as JSON
+  shard_files.py nvidia_big OUT N      one int32 NVIDIA shard of N rows (same formula), gzip in
+                                       chunks of 256 rows: many blocks for the on-demand reader
+  shard_files.py version1 SRC DST      a copy of our shard as format version 1 wrote it (no
+                                       'ordinary_counts' dataset)
 
 The NVIDIA contents follow a formula that tests/data/test_shards.cpp re-derives:
 row r (of N = 12, L = 24, P = 5): n = 10 + 2 * (r % 7) real tokens; ids[0] = 101 ([CLS]),
@@ -21,7 +25,7 @@ import numpy as np
 N, L, P = 12, 24, 5
 
 
-def nvidia_arrays():
+def nvidia_arrays(N=N):
     ids = np.zeros((N, L), np.int64)
     mask = np.zeros((N, L), np.int64)
     seg = np.zeros((N, L), np.int64)
@@ -102,6 +106,22 @@ def corrupt(src, out):
         f.truncate(int(f.tell() * 0.5))
 
 
+def nvidia_big(out, rows):
+    a = nvidia_arrays(rows)
+    with h5py.File(f"{out}/nv_big_training_0.hdf5", "w") as f:
+        for name, arr in a.items():
+            dtype = "i4" if name in ("input_ids", "masked_lm_positions", "masked_lm_ids") else "i1"
+            chunks = (256,) + arr.shape[1:]
+            f.create_dataset(name, data=arr.astype(dtype), compression="gzip", chunks=chunks)
+
+
+def version1(src, dst):
+    shutil.copyfile(src, dst)
+    with h5py.File(dst, "r+") as f:
+        del f["ordinary_counts"]
+        f.attrs["format_version"] = np.int64(1)
+
+
 def inspect(path):
     with h5py.File(path, "r") as f:
         out = {"attrs": {}, "datasets": {}}
@@ -121,6 +141,10 @@ if __name__ == "__main__":
         nvidia(sys.argv[2])
     elif cmd == "corrupt":
         corrupt(sys.argv[2], sys.argv[3])
+    elif cmd == "nvidia_big":
+        nvidia_big(sys.argv[2], int(sys.argv[3]))
+    elif cmd == "version1":
+        version1(sys.argv[2], sys.argv[3])
     elif cmd == "inspect":
         inspect(sys.argv[2])
     else:

@@ -85,7 +85,7 @@ TEST(DataShards, RoundTripAndLayoutSeenByH5py) {
   // The layout as h5py sees it.
   const auto j = inspect(dir / "train-00000-of-00002.h5");
   EXPECT_EQ(j["attrs"]["format"], "tupe-pretrain-shard");
-  EXPECT_EQ(j["attrs"]["format_version"], 1);
+  EXPECT_EQ(j["attrs"]["format_version"], 2);
   EXPECT_EQ(j["attrs"]["num_sequences"], 700);
   EXPECT_EQ(j["attrs"]["vocab_sha256"], kSha);
   for (const char* key : {"tokenizer_kind", "vocab_size", "lower_case", "pad_id", "unk_id", "cls_id", "sep_id",
@@ -99,11 +99,14 @@ TEST(DataShards, RoundTripAndLayoutSeenByH5py) {
   EXPECT_EQ(j["attrs"]["num_tokens"], tokens);
   const auto& ids = j["datasets"]["token_ids"];
   EXPECT_EQ(ids["dtype"], "uint16");
-  EXPECT_EQ(ids["compression"], "gzip");
+  EXPECT_TRUE(ids["compression"].is_null()) << "unfiltered by default: read by file offset";
   EXPECT_FALSE(ids["chunks"].is_null());
   EXPECT_EQ(ids["shape"][0], tokens);
   EXPECT_EQ(ids["sum"], sum);
   EXPECT_EQ(j["datasets"]["sequence_lengths"]["sum"], tokens);
+  // Every generated sequence is [CLS] ordinary... [SEP]: tokens - 2 per sequence are candidates.
+  EXPECT_EQ(j["datasets"]["ordinary_counts"]["dtype"], "uint16");
+  EXPECT_EQ(j["datasets"]["ordinary_counts"]["sum"], tokens - 2 * 700);
 }
 
 TEST(DataShards, SmallestIdDtypeForTheVocabulary) {

@@ -72,6 +72,27 @@ const Corpus& corpus() {
   return c;
 }
 
+TEST(DataWikitext, OnDemandReadsEqualTheInMemoryReader) {
+  const Corpus& c = corpus();
+  DatasetOptions o;
+  o.in_memory = true;
+  for (const char* split : {"train", "validation"}) {
+    SCOPED_TRACE(split);
+    o.split = split;
+    const auto want = open_pretrain_dataset({c.dir.str()}, o);
+    const auto& got = std::string(split) == "train" ? c.train : c.validation;
+    ASSERT_EQ(got->size(), want->size());
+    EXPECT_EQ(describe_shards(got->info(), split), describe_shards(want->info(), split));
+    Sample a, b;
+    for (int64_t i = 0; i < got->size(); ++i) {
+      got->get(i, a);
+      want->get(i, b);
+      ASSERT_EQ(a.token_ids, b.token_ids) << i;
+      ASSERT_EQ(got->ordinary_tokens(i), want->ordinary_tokens(i)) << i;
+    }
+  }
+}
+
 TEST(DataWikitext, DetokenisedSamplesAreFoundInTheSource) {
   const Corpus& c = corpus();
   const std::string source = normalise(read_file_bytes(test::wikitext_test_path()));

@@ -1,0 +1,383 @@
+// The shard sources of on-demand reading (on_demand.h): own shards by pread or through the
+// block cache, NVIDIA shards through the block cache.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+
+#include "common/error.h"
+#include "data_pipeline/hdf5_util.h"
+#include "data_pipeline/on_demand.h"
+#include "data_pipeline/shard_readers.h"
+
+namespace tupe::data {
+
+namespace {
+
+/// Identity of `path` by name (for sources that keep no descriptor open).
+FileIdentity path_identity(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  TUPE_CHECK(fd >= 0, path << ": cannot open (" << std::strerror(errno) << "): removed since it was opened?");
+  FileIdentity id;
+  try {
+    id = file_identity(path, fd);
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  ::close(fd);
+  return id;
+}
+
+/// Cache key of block `block` of shard `shard`.
+uint64_t block_key(uint64_t shard, int64_t block) { return (shard << 40) | static_cast<uint64_t>(block); }
+
+/// Opens a 1-D integer dataset of an own shard with HDF5's chunk cache off; `numel` gets its length.
+h5::Id open_1d(const std::string& path, hid_t file, const char* name, hsize_t& numel, size_t& element_bytes,
+               bool& is_signed) {
+  TUPE_CHECK(h5::has_dataset(file, name), path << ": missing dataset '" << name << "'");
+  h5::Id dapl(H5Pcreate(H5P_DATASET_ACCESS), H5Pclose);
+  H5Pset_chunk_cache(dapl.get(), 0, 0, 1.0);  // our cache bounds memory; no second copy in HDF5
+  h5::Id ds(H5Dopen2(file, name, dapl.get()), H5Dclose);
+  TUPE_CHECK(ds.valid(), path << ": dataset '" << name << "': cannot open: " << h5::error_text());
+  h5::Id type(H5Dget_type(ds.get()), H5Tclose);
+  TUPE_CHECK(H5Tget_class(type.get()) == H5T_INTEGER,
+             path << ": dataset '" << name << "' has dtype " << h5::describe_type(type.get()) << ", expected an integer type");
+  const std::vector<hsize_t> dims = h5::dataset_dims(path, file, name);
+  TUPE_CHECK(dims.size() == 1, path << ": dataset '" << name << "' has " << dims.size() << " dimensions, expected 1");
+  element_bytes = H5Tget_size(type.get());
+  is_signed = H5Tget_sign(type.get()) == H5T_SGN_2;
+  numel = h5::checked_numel(path, name, dims, element_bytes);
+  h5::check_readable(path, ds.get(), name, numel * element_bytes);
+  return ds;
+}
+
+/// Reads a 1-D dataset front to back in blocks of `block` elements.
+template <class T>
+class Stream {
+ public:
+  Stream(const std::string& path, hid_t ds, const char* name, hsize_t numel, hsize_t block)
+      : path_(path), ds_(ds), name_(name), numel_(numel), block_(block) {}
+  T next() {
+    if (at_ == buf_.size()) {
+      const hsize_t n = std::min(block_, numel_ - done_);
+      TUPE_CHECK(n > 0, path_ << ": dataset '" << name_ << "' ends early (internal)");
+      h5::read_integer_rows(path_, ds_, name_, done_, n, buf_);
+      done_ += n;
+      at_ = 0;
+    }
+    return buf_[at_++];
+  }
+
+ private:
+  const std::string& path_;
+  hid_t ds_;
+  const char* name_;
+  hsize_t numel_, block_, done_ = 0;
+  std::vector<T> buf_;
+  size_t at_ = 0;
+};
+
+void check_id(const std::string& path, int64_t id, int64_t vocab, int64_t element) {
+  TUPE_CHECK(id >= 0 && id < vocab, path << ": dataset '" << kTokenIdsDataset << "' element " << element << ": id "
+                                         << id << " outside the vocabulary of size " << vocab);
+}
+
+/// Own shard, unfiltered little-endian token_ids: pread at the chunks' file addresses.
+class OwnDirectSource final : public ShardSource {
+ public:
+  OwnDirectSource(const std::string& path, h5::FileLayout layout, bool is_signed, int64_t vocab_size)
+      : ShardSource(path, false), layout_(std::move(layout)), signed_(is_signed), vocab_(vocab_size) {
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    TUPE_CHECK(fd_ >= 0, path << ": cannot open for reading (" << std::strerror(errno)
+                              << (errno == EMFILE ? "; raise `ulimit -n`" : "") << ")");
+    identity_ = file_identity(path, fd_);
+  }
+  ~OwnDirectSource() override {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  SampleIndex& mutable_index() { return index_; }
+
+  void read(int64_t local, Sample& out) const override {
+    check_unchanged(path_, identity_, file_identity(path_, fd_));
+    const int64_t begin = index_.begin(local), n = index_.length(local);
+    const auto eb = static_cast<int64_t>(layout_.element_bytes);
+    thread_local std::vector<unsigned char> buf;
+    buf.resize(static_cast<size_t>(n * eb));
+    const auto chunk = static_cast<int64_t>(layout_.chunk_elements);
+    for (int64_t pos = begin; pos < begin + n;) {
+      const int64_t c = chunk ? pos / chunk : 0;
+      const int64_t within = chunk ? pos % chunk : pos;
+      const int64_t take = chunk ? std::min(begin + n - pos, chunk - within) : begin + n - pos;
+      pread_fully(buf.data() + (pos - begin) * eb, take * eb, layout_.addresses[static_cast<size_t>(c)] + within * eb);
+      pos += take;
+    }
+    bytes_read_.fetch_add(n * eb, std::memory_order_relaxed);
+    out.token_ids.resize(static_cast<size_t>(n));
+    for (int64_t k = 0; k < n; ++k) {
+      const unsigned char* p = buf.data() + k * eb;
+      int64_t id;
+      if (eb == 1) {
+        id = signed_ ? static_cast<int8_t>(*p) : *p;
+      } else if (eb == 2) {
+        uint16_t v;
+        std::memcpy(&v, p, 2);
+        id = signed_ ? static_cast<int16_t>(v) : v;
+      } else {
+        uint32_t v;
+        std::memcpy(&v, p, 4);
+        id = signed_ ? static_cast<int32_t>(v) : static_cast<int64_t>(v);
+      }
+      check_id(path_, id, vocab_, begin + k);
+      out.token_ids[static_cast<size_t>(k)] = static_cast<int32_t>(id);
+    }
+    out.segment_ids.clear();
+    out.masked_positions.clear();
+    out.masked_labels.clear();
+    out.next_sentence_label = -1;
+  }
+
+ private:
+  void pread_fully(unsigned char* dst, int64_t bytes, int64_t offset) const {
+    while (bytes > 0) {
+      const ssize_t got = ::pread(fd_, dst, static_cast<size_t>(bytes), static_cast<off_t>(offset));
+      if (got < 0 && errno == EINTR) continue;
+      TUPE_CHECK(got >= 0, path_ << ": read at byte " << offset << " failed (" << std::strerror(errno) << ")");
+      TUPE_CHECK(got > 0, path_ << ": ends before byte " << offset + bytes
+                                << ": truncated since it was opened; restart from the last checkpoint");
+      dst += got;
+      bytes -= got;
+      offset += got;
+    }
+  }
+
+  h5::FileLayout layout_;
+  bool signed_;
+  int64_t vocab_;
+  int fd_ = -1;
+  FileIdentity identity_;
+};
+
+/// Own shard with compressed (or big-endian) token_ids: chunk-sized blocks through the cache.
+class OwnCachedSource final : public ShardSource {
+ public:
+  OwnCachedSource(const std::string& path, int64_t num_tokens, int64_t block_tokens, int64_t vocab_size,
+                  std::shared_ptr<BlockCache> cache, uint64_t key)
+      : ShardSource(path, false),
+        tokens_(num_tokens),
+        block_(block_tokens),
+        vocab_(vocab_size),
+        cache_(std::move(cache)),
+        key_(key),
+        identity_(path_identity(path)) {}
+  SampleIndex& mutable_index() { return index_; }
+
+  void read(int64_t local, Sample& out) const override {
+    const int64_t begin = index_.begin(local), n = index_.length(local);
+    out.token_ids.resize(static_cast<size_t>(n));
+    for (int64_t pos = begin; pos < begin + n;) {
+      const int64_t b = pos / block_;
+      const BlockCache::Block blk = cache_->get(block_key(key_, b), [&] { return load(b); });
+      const int64_t within = pos - b * block_;
+      const int64_t take = std::min(begin + n - pos, blk->offsets.back() - within);
+      auto* dst = out.token_ids.data() + (pos - begin);
+      if (!blk->ids16.empty())
+        std::copy_n(blk->ids16.begin() + within, take, dst);
+      else
+        std::copy_n(blk->ids32.begin() + within, take, dst);
+      pos += take;
+    }
+    out.segment_ids.clear();
+    out.masked_positions.clear();
+    out.masked_labels.clear();
+    out.next_sentence_label = -1;
+  }
+
+ private:
+  ShardContents load(int64_t b) const {
+    const int64_t first = b * block_, n = std::min(block_, tokens_ - first);
+    std::vector<int32_t> ids;
+    {
+      h5::Lock lock;
+      check_unchanged(path_, identity_, path_identity(path_));
+      h5::Id file = h5::open_file_readonly(path_);
+      h5::Id dapl(H5Pcreate(H5P_DATASET_ACCESS), H5Pclose);
+      H5Pset_chunk_cache(dapl.get(), 0, 0, 1.0);
+      h5::Id ds(H5Dopen2(file.get(), kTokenIdsDataset, dapl.get()), H5Dclose);
+      TUPE_CHECK(ds.valid(), path_ << ": dataset '" << kTokenIdsDataset << "': cannot open: " << h5::error_text());
+      h5::read_integer_rows(path_, ds.get(), kTokenIdsDataset, static_cast<hsize_t>(first), static_cast<hsize_t>(n), ids);
+    }
+    for (int64_t k = 0; k < n; ++k) check_id(path_, ids[static_cast<size_t>(k)], vocab_, first + k);
+    ShardContents c;
+    c.path = path_;
+    c.append_ids(ids.data(), n, vocab_ <= 65536);
+    return c;
+  }
+
+  int64_t tokens_, block_, vocab_;
+  std::shared_ptr<BlockCache> cache_;
+  uint64_t key_;
+  FileIdentity identity_;
+};
+
+/// NVIDIA shard: blocks of rows through the cache.
+class NvidiaSource final : public ShardSource {
+ public:
+  NvidiaSource(const std::string& path, int64_t rows, int64_t block_rows, int64_t vocab_size,
+               std::shared_ptr<BlockCache> cache, uint64_t key)
+      : ShardSource(path, true),
+        rows_(rows),
+        block_(block_rows),
+        vocab_(vocab_size),
+        cache_(std::move(cache)),
+        key_(key),
+        identity_(path_identity(path)) {}
+  SampleIndex& mutable_index() { return index_; }
+
+  void read(int64_t local, Sample& out) const override {
+    const int64_t b = local / block_;
+    const BlockCache::Block blk = cache_->get(block_key(key_, b), [&] { return load(b); });
+    const auto k = static_cast<size_t>(local - b * block_);
+    const auto begin = static_cast<size_t>(blk->offsets[k]), end = static_cast<size_t>(blk->offsets[k + 1]);
+    out.token_ids.resize(end - begin);
+    if (!blk->ids16.empty())
+      std::copy(blk->ids16.begin() + static_cast<std::ptrdiff_t>(begin), blk->ids16.begin() + static_cast<std::ptrdiff_t>(end),
+                out.token_ids.begin());
+    else
+      std::copy(blk->ids32.begin() + static_cast<std::ptrdiff_t>(begin), blk->ids32.begin() + static_cast<std::ptrdiff_t>(end),
+                out.token_ids.begin());
+    out.segment_ids.assign(blk->segments.begin() + static_cast<std::ptrdiff_t>(begin),
+                           blk->segments.begin() + static_cast<std::ptrdiff_t>(end));
+    const auto mb = static_cast<std::ptrdiff_t>(blk->mask_offsets[k]), me = static_cast<std::ptrdiff_t>(blk->mask_offsets[k + 1]);
+    out.masked_positions.assign(blk->mask_positions.begin() + mb, blk->mask_positions.begin() + me);
+    out.masked_labels.assign(blk->mask_labels.begin() + mb, blk->mask_labels.begin() + me);
+    out.next_sentence_label = blk->nsp[k];
+  }
+
+  /// Rows [b*R, min((b+1)*R, N)), read and checked (read_nvidia_rows).
+  ShardContents load(int64_t b) const {
+    h5::Lock lock;
+    check_unchanged(path_, identity_, path_identity(path_));
+    const NvidiaShardFile f = open_nvidia_shard(path_, vocab_);
+    TUPE_CHECK(f.rows == rows_, path_ << ": changed since it was opened (" << rows_ << " -> " << f.rows << " rows)");
+    const int64_t first = b * block_;
+    return read_nvidia_rows(f, first, std::min(block_, rows_ - first));
+  }
+
+ private:
+  int64_t rows_, block_, vocab_;
+  std::shared_ptr<BlockCache> cache_;
+  uint64_t key_;
+  FileIdentity identity_;
+};
+
+}  // namespace
+
+std::unique_ptr<ShardSource> open_own_shard_on_demand(const std::string& path, const DatasetOptions& options,
+                                                      ShardHeader& header, std::shared_ptr<BlockCache> cache,
+                                                      uint64_t cache_key) {
+  h5::Lock lock;
+  h5::Id file = h5::open_file_readonly(path);
+  header = read_shard_header(path, file.get());
+  check_own_header(path, header, options);
+  hsize_t t = 0, n = 0, n_ordinary = 0;
+  size_t token_bytes = 0, other_bytes = 0;
+  bool token_signed = false, other_signed = false;
+  h5::Id tokens = open_1d(path, file.get(), kTokenIdsDataset, t, token_bytes, token_signed);
+  h5::Id lengths = open_1d(path, file.get(), kSequenceLengthsDataset, n, other_bytes, other_signed);
+  TUPE_CHECK(static_cast<int64_t>(n) == header.num_sequences,
+             path << ": dataset '" << kSequenceLengthsDataset << "' has " << n
+                  << " entries but attribute num_sequences is " << header.num_sequences);
+  TUPE_CHECK(static_cast<int64_t>(t) == header.num_tokens, path << ": dataset '" << kTokenIdsDataset << "' has " << t
+                                                                 << " entries but attribute num_tokens is "
+                                                                 << header.num_tokens);
+  h5::Id ordinary;
+  if (header.format_version >= 2) {
+    ordinary = open_1d(path, file.get(), kOrdinaryCountsDataset, n_ordinary, other_bytes, other_signed);
+    TUPE_CHECK(n_ordinary == n, path << ": dataset '" << kOrdinaryCountsDataset << "' has " << n_ordinary
+                                     << " entries but '" << kSequenceLengthsDataset << "' has " << n);
+  }
+  const h5::FileLayout layout = h5::file_layout(path, tokens.get(), kTokenIdsDataset, t);
+  const bool direct = !layout.filtered && layout.little_endian && std::endian::native == std::endian::little &&
+                      (token_bytes == 1 || token_bytes == 2 || token_bytes == 4);
+  std::unique_ptr<ShardSource> source;
+  SampleIndex* index = nullptr;
+  if (direct) {
+    auto s = std::make_unique<OwnDirectSource>(path, layout, token_signed, header.vocab_size);
+    index = &s->mutable_index();
+    source = std::move(s);
+  } else {
+    const int64_t block = layout.chunk_elements ? static_cast<int64_t>(layout.chunk_elements) : int64_t{1} << 18;
+    auto s = std::make_unique<OwnCachedSource>(path, static_cast<int64_t>(t), block, header.vocab_size, cache, cache_key);
+    index = &s->mutable_index();
+    source = std::move(s);
+  }
+  // The index, streamed in bounded blocks: lengths, and the candidates stored (version 2)
+  // or counted from the tokens (version 1).
+  constexpr hsize_t kBlock = hsize_t{1} << 20;
+  Stream<int32_t> length_stream(path, lengths.get(), kSequenceLengthsDataset, n, kBlock);
+  std::unique_ptr<Stream<uint16_t>> ordinary_stream;
+  std::unique_ptr<Stream<int32_t>> token_stream;
+  if (ordinary.valid())
+    ordinary_stream = std::make_unique<Stream<uint16_t>>(path, ordinary.get(), kOrdinaryCountsDataset, n, kBlock);
+  else
+    token_stream = std::make_unique<Stream<int32_t>>(path, tokens.get(), kTokenIdsDataset, t, kBlock);
+  std::vector<int32_t> sample;
+  int64_t total = 0;
+  for (hsize_t i = 0; i < n; ++i) {
+    const int32_t len = length_stream.next();
+    TUPE_CHECK(len >= 1 && len <= header.max_seq_len, path << ": dataset '" << kSequenceLengthsDataset << "' row " << i
+                                                           << ": length " << len << " outside 1.." << header.max_seq_len);
+    TUPE_CHECK(total + len <= static_cast<int64_t>(t), path << ": dataset '" << kSequenceLengthsDataset
+                                                            << "' sums to more than the " << t << " tokens of '"
+                                                            << kTokenIdsDataset << "'");
+    int64_t candidates;
+    if (ordinary_stream) {
+      candidates = ordinary_stream->next();
+      TUPE_CHECK(candidates <= len, path << ": dataset '" << kOrdinaryCountsDataset << "' row " << i << ": "
+                                         << candidates << " exceeds the sequence's length " << len);
+    } else {
+      sample.resize(static_cast<size_t>(len));
+      for (auto& id : sample) id = token_stream->next();
+      candidates = count_ordinary(sample.data(), len, header.special);
+    }
+    index->add(len, candidates);
+    total += len;
+  }
+  TUPE_CHECK(total == static_cast<int64_t>(t), path << ": dataset '" << kSequenceLengthsDataset << "' sums to " << total
+                                                    << " tokens but dataset '" << kTokenIdsDataset << "' holds " << t);
+  return source;
+}
+
+std::unique_ptr<ShardSource> open_nvidia_shard_on_demand(const std::string& path, const DatasetOptions& options,
+                                                         int64_t& max_seq_len, std::shared_ptr<BlockCache> cache,
+                                                         uint64_t cache_key) {
+  h5::Lock lock;
+  const NvidiaShardFile f = open_nvidia_shard(path, options.vocab_size);
+  max_seq_len = f.seq;
+  // A block is one chunk of rows of input_ids (a miss then decompresses one chunk per
+  // dataset), or about 2^18 ids when the shard is not chunked.
+  const int64_t block_rows = std::clamp<int64_t>(f.chunk_rows > 0 ? f.chunk_rows : (int64_t{1} << 18) / f.seq, 16, 8192);
+  auto source = std::make_unique<NvidiaSource>(path, f.rows, block_rows, options.vocab_size, cache, cache_key);
+  for (int64_t first = 0; first < f.rows; first += block_rows) {
+    const ShardContents c = read_nvidia_rows(f, first, std::min(block_rows, f.rows - first));
+    for (int64_t k = 0; k < c.size(); ++k) {
+      const auto ku = static_cast<size_t>(k);
+      const int64_t b = c.offsets[ku], len = c.offsets[ku + 1] - b;
+      const int64_t mb = c.mask_offsets[ku], masks = c.mask_offsets[ku + 1] - mb;
+      std::vector<int32_t> ids(static_cast<size_t>(len));
+      for (int64_t j = 0; j < len; ++j)
+        ids[static_cast<size_t>(j)] = c.ids16.empty() ? c.ids32[static_cast<size_t>(b + j)] : c.ids16[static_cast<size_t>(b + j)];
+      const int64_t candidates = count_ordinary(ids.data(), len, options.nvidia_special, c.mask_positions.data() + mb,
+                                                c.mask_labels.data() + mb, masks);
+      source->mutable_index().add(len, candidates, masks);
+    }
+  }
+  return source;
+}
+
+}  // namespace tupe::data
