@@ -1,6 +1,6 @@
 // Loader throughput: masked batches per second of one rank (run by hand, not a test).
 //   loader_bench [--shards DIR_OR_FILE] [--seq 128] [--batch 256] [--steps 400] [--threads 0,1]
-//                [--world W]   (measures rank 0 of W: B / W rows per step)
+//                [--world W]   (measures rank 0 of W: B / W rows per step) [--in-memory]
 // Without --shards it uses an in-memory dataset of random full-length sequences (BERT vocab
 // size). Prints sequences/s (and tokens/s) per thread setting; threads = 0 builds in the
 // calling thread (one core), threads = k builds in k background threads.
@@ -26,7 +26,8 @@ int main(int argc, char** argv) {
       "batch", po::value(&batch)->default_value(256), "global batch (one rank)")(
       "steps", po::value(&steps)->default_value(400), "timed steps")(
       "world", po::value(&world)->default_value(1), "simulated world size (this is rank 0)")(
-      "threads", po::value(&threads_text)->default_value("0,1"), "comma-separated loader thread counts");
+      "threads", po::value(&threads_text)->default_value("0,1"), "comma-separated loader thread counts")(
+      "in-memory", "load the shards into memory (default: read on demand)");
   po::variables_map vm;
   po::store(po::parse_command_line(argc, argv, desc), vm);
   po::notify(vm);
@@ -49,10 +50,18 @@ int main(int argc, char** argv) {
     } else {
       DatasetOptions o;
       o.vocab_size = 30522;
+      o.in_memory = vm.count("in-memory") > 0;
+      const auto t0 = std::chrono::steady_clock::now();
       ds = open_pretrain_dataset({shards}, o);
+      std::printf("open: %.2f s (%s)\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                  o.in_memory ? "in memory" : "on demand");
     }
-    std::printf("dataset: %lld samples, max_seq_len %lld (%s)\n", static_cast<long long>(ds->size()),
-                static_cast<long long>(ds->info().max_seq_len), ds->info().format.c_str());
+    int64_t tokens_total = 0;
+    for (const auto& s : ds->info().shards) tokens_total += s.tokens;
+    std::printf("dataset: %lld samples, %lld tokens in %zu shards, max_seq_len %lld (%s), index %.1f MiB\n",
+                static_cast<long long>(ds->size()), static_cast<long long>(tokens_total), ds->info().shards.size(),
+                static_cast<long long>(ds->info().max_seq_len), ds->info().format.c_str(),
+                static_cast<double>(ds->read_stats().index_bytes) / (1 << 20));
     for (const auto& t : split_list(threads_text)) {
       LoaderConfig cfg;
       cfg.global_batch_size = batch;
