@@ -1,6 +1,7 @@
 // Loader throughput: masked batches per second of one rank (run by hand, not a test).
 //   loader_bench [--shards DIR_OR_FILE] [--seq 128] [--batch 256] [--steps 400] [--threads 0,1]
 //                [--world W]   (measures rank 0 of W: B / W rows per step) [--in-memory]
+//                [--no-prefetch] (on demand: the batch's reads one after another, no read-ahead hint)
 // Without --shards it uses an in-memory dataset of random full-length sequences (BERT vocab
 // size). Prints sequences/s (and tokens/s) per thread setting; threads = 0 builds in the
 // calling thread (one core), threads = k builds in k background threads.
@@ -16,6 +17,26 @@
 namespace po = boost::program_options;
 using namespace tupe::data;
 
+namespace {
+
+/// The dataset without its read-ahead hint (the reference for --no-prefetch).
+class NoPrefetch final : public PretrainDataset {
+ public:
+  explicit NoPrefetch(std::shared_ptr<const PretrainDataset> d) : d_(std::move(d)) {}
+  int64_t size() const override { return d_->size(); }
+  int64_t length(int64_t i) const override { return d_->length(i); }
+  int64_t ordinary_tokens(int64_t i) const override { return d_->ordinary_tokens(i); }
+  int64_t static_mask_count(int64_t i) const override { return d_->static_mask_count(i); }
+  void get(int64_t i, Sample& out) const override { d_->get(i, out); }
+  const DatasetInfo& info() const override { return d_->info(); }
+  ReadStats read_stats() const override { return d_->read_stats(); }
+
+ private:
+  std::shared_ptr<const PretrainDataset> d_;
+};
+
+}  // namespace
+
 int main(int argc, char** argv) {
   std::string shards, threads_text;
   int64_t seq = 128, batch = 256, steps = 400, samples = 100000, world = 1;
@@ -27,7 +48,8 @@ int main(int argc, char** argv) {
       "steps", po::value(&steps)->default_value(400), "timed steps")(
       "world", po::value(&world)->default_value(1), "simulated world size (this is rank 0)")(
       "threads", po::value(&threads_text)->default_value("0,1"), "comma-separated loader thread counts")(
-      "in-memory", "load the shards into memory (default: read on demand)");
+      "in-memory", "load the shards into memory (default: read on demand)")(
+      "no-prefetch", "no read-ahead hint for a batch's samples");
   po::variables_map vm;
   po::store(po::parse_command_line(argc, argv, desc), vm);
   po::notify(vm);
@@ -53,6 +75,7 @@ int main(int argc, char** argv) {
       o.in_memory = vm.count("in-memory") > 0;
       const auto t0 = std::chrono::steady_clock::now();
       ds = open_pretrain_dataset({shards}, o);
+      if (vm.count("no-prefetch")) ds = std::make_shared<NoPrefetch>(ds);
       std::printf("open: %.2f s (%s)\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
                   o.in_memory ? "in memory" : "on demand");
     }

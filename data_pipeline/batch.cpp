@@ -95,6 +95,7 @@ Batch BatchBuilder::build(int64_t epoch, const std::vector<int64_t>& step_indice
 
   ws.positions.clear();
   ws.labels.clear();
+  dataset_->prefetch(step_indices.data() + row_begin, b);  // this rank's rows read ahead together
   for (int64_t r = 0; r < b; ++r) {
     const int64_t index = step_indices[static_cast<size_t>(row_begin + r)];
     dataset_->get(index, ws.sample);

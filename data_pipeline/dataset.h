@@ -77,6 +77,10 @@ class PretrainDataset {
   virtual const DatasetInfo& info() const = 0;
   /// Counters of the reads so far (thread-safe).
   virtual ReadStats read_stats() const { return {}; }
+  /// Hint that samples indices[0..n) are read soon: on-demand readers ask the kernel to read
+  /// their bytes ahead (posix_fadvise WILLNEED), so the reads of one batch go to the disk
+  /// together instead of one after another. No effect for data in memory; never throws.
+  virtual void prefetch(const int64_t* /*indices*/, int64_t /*n*/) const {}
 };
 
 /// How to open shards.

@@ -156,6 +156,14 @@ void OnDemandDataset::get(int64_t i, Sample& out) const {
   s->read(k, out);
 }
 
+void OnDemandDataset::prefetch(const int64_t* indices, int64_t n) const {
+  for (int64_t k = 0; k < n; ++k) {
+    if (indices[k] < 0 || indices[k] >= size()) continue;  // get() names the bad index
+    const auto [s, local] = locate(indices[k]);
+    s->prefetch(local);
+  }
+}
+
 ReadStats OnDemandDataset::read_stats() const {
   ReadStats r = cache_ ? cache_->stats() : ReadStats{};
   for (const auto& s : shards_) {

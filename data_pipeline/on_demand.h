@@ -122,6 +122,8 @@ class ShardSource {
   /// tupe::Error "<path>: ..." for a file changed since open, a failed or short read, or an
   /// id outside the vocabulary.
   virtual void read(int64_t local, Sample& out) const = 0;
+  /// Asks the kernel to read sample `local`'s bytes ahead (no effect by default).
+  virtual void prefetch(int64_t /*local*/) const {}
 
  protected:
   ShardSource(std::string path, bool with_masks) : index_(with_masks), path_(std::move(path)) {}
@@ -157,6 +159,7 @@ class OnDemandDataset final : public PretrainDataset {
   void get(int64_t i, Sample& out) const override;
   const DatasetInfo& info() const override { return info_; }
   ReadStats read_stats() const override;
+  void prefetch(const int64_t* indices, int64_t n) const override;
 
  private:
   /// (shard, local index) of global sample i; throws for i outside [0, N).

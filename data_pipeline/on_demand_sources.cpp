@@ -102,6 +102,20 @@ class OwnDirectSource final : public ShardSource {
   }
   SampleIndex& mutable_index() { return index_; }
 
+  void prefetch(int64_t local) const override {
+    const int64_t begin = index_.begin(local), n = index_.length(local);
+    const auto eb = static_cast<int64_t>(layout_.element_bytes);
+    const auto chunk = static_cast<int64_t>(layout_.chunk_elements);
+    for (int64_t pos = begin; pos < begin + n;) {
+      const int64_t c = chunk ? pos / chunk : 0;
+      const int64_t within = chunk ? pos % chunk : pos;
+      const int64_t take = chunk ? std::min(begin + n - pos, chunk - within) : begin + n - pos;
+      ::posix_fadvise(fd_, static_cast<off_t>(layout_.addresses[static_cast<size_t>(c)] + within * eb),
+                      static_cast<off_t>(take * eb), POSIX_FADV_WILLNEED);
+      pos += take;
+    }
+  }
+
   void read(int64_t local, Sample& out) const override {
     check_unchanged(path_, identity_, file_identity(path_, fd_));
     const int64_t begin = index_.begin(local), n = index_.length(local);
