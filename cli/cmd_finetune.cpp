@@ -32,10 +32,11 @@ int finetune_job(const dist::MpiEnv& env, int argc, char** argv) {
   if (!cli.parse(argc, argv)) return 0;
   if (cli.vm().count("skip-bad-rows")) config.finetune.skip_bad_rows = true;
   config.effective = cli.effective();
-  // The whole effective config goes to the output folder; the console gets one line.
-  if (env.rank() == 0)
+  // Once the checks passed, the whole effective config goes to the output folder and the
+  // console gets one line.
+  glue::run_finetune_job(env, config, std::cout, [&] {
     std::cout << cli.write_effective(config.finetune.output_dir + "/effective_config.ini") << std::endl;
-  glue::run_finetuning(env, config, std::cout);
+  });
   return 0;
 }
 

@@ -66,7 +66,8 @@ std::filesystem::path save_reported_model(const FinetuneJobConfig& c, const Task
 
 }  // namespace
 
-std::vector<TaskResult> run_finetuning(const dist::MpiEnv& env, const FinetuneJobConfig& c, std::ostream& out) {
+std::vector<TaskResult> run_finetune_job(const dist::MpiEnv& env, const FinetuneJobConfig& c, std::ostream& out,
+                                         const std::function<void()>& on_start) {
   const FinetuneConfig& cfg = c.finetune;
   const auto tasks = check_config(c);
   // Every rank runs the same config on the same task files (name, size).
@@ -112,6 +113,7 @@ std::vector<TaskResult> run_finetuning(const dist::MpiEnv& env, const FinetuneJo
   header.config = c.effective;
   const auto lrs = cfg.learning_rate_list();
   const auto seeds = cfg.seed_list();
+  if (rank0 && on_start) on_start();
   if (rank0)
     out << "# fine-tuning " << header.model_name << " from " << encoder.dir.string() << " (step " << encoder.step
         << ") on " << env.world_size() << " rank(s), " << header.device << ", " << header.precision << "; "

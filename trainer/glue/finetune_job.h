@@ -3,6 +3,7 @@
 // paper's protocol (protocol.h), the reported run's weights saved and the results files
 // rewritten after every task (partial results survive a later failure).
 #pragma once
+#include <functional>
 #include <ostream>
 #include <vector>
 
@@ -25,8 +26,11 @@ struct FinetuneJobConfig {
 
 /// Runs fine-tuning on every task of config.finetune.tasks. Collective: every rank calls it;
 /// rank 0 prints progress to `out` and writes <output_dir>/results.json, results.md,
-/// submission/ and models/. Throws tupe::Error (one line) on bad options, task files, a
-/// checkpoint or vocabulary that does not fit, or a failed step.
-std::vector<TaskResult> run_finetuning(const dist::MpiEnv& env, const FinetuneJobConfig& config, std::ostream& out);
+/// submission/ and models/. `on_start` (may be empty) runs on rank 0 once every check has
+/// passed, before the first task (the CLI writes the effective config there). Throws
+/// tupe::Error (one line) on bad options, task files, a checkpoint or vocabulary that does
+/// not fit, or a failed step.
+std::vector<TaskResult> run_finetune_job(const dist::MpiEnv& env, const FinetuneJobConfig& config, std::ostream& out,
+                                         const std::function<void()>& on_start = {});
 
 }  // namespace tupe::glue

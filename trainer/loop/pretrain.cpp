@@ -139,7 +139,8 @@ void announce(PretrainJob& job) {
   job.progress->message(msg.str());
 }
 
-PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cfg, const std::string& resume) {
+PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cfg, const std::string& resume,
+                               const std::function<void()>& on_start) {
   check_config(cfg);
   // Every rank runs the same effective config (the first differing key is named).
   dist::require_agreement(env, "config check", dist::config_entries(cfg.effective));
@@ -150,6 +151,7 @@ PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cf
   build_model(job);
   resume_job(job, resume);
   start_loader(job);
+  if (on_start && job.rank == 0) on_start();
   announce(job);
   train_loop(job);
   job.result.final_step = job.state.step;
