@@ -1,6 +1,6 @@
 """`tupe export --format hf` against tupe's own forward pass, through the pinned transformers.
 
-Usage: hf_checks.py CHECK WORKDIR   with CHECK one of
+Usage: hf_checks.py CHECK WORKDIR [PRETRAINED_WORKDIR]   with CHECK one of
   pretrained  for each variant (TUPE-A, TUPE-R and TUPE-R tie-cls, BERT-A, BERT-R with and
               without the [CLS] buckets, pre-LN TUPE-A with eps 1e-5): `tupe pretrain` a tiny
               model (5 steps, real WikiText-2 shards), `tupe export`, load it with
@@ -10,7 +10,8 @@ Usage: hf_checks.py CHECK WORKDIR   with CHECK one of
               T5 buckets of modeling_tupe equal TUPE.md's table; a wrong [CLS] bucket or word-term
               scale in config.json moves the logits (the comparison has power); BERT-A also
               through --format hf-tupe.
-  finetuned   TUPE-R and BERT-A: `tupe finetune` on SST-2 (tiny), `tupe evaluate`, export; the
+  finetuned   TUPE-R and BERT-A (the checkpoints of `pretrained` in PRETRAINED_WORKDIR when given, else
+              pre-trained here): `tupe finetune` on SST-2 (tiny), `tupe evaluate`, export; the
               sequence-classification logits against tupe's forward (1e-5); transformers'
               predictions on SST-2 dev/test (tokenised by AutoTokenizer) against evaluate's
               accuracy and submission file; three AdamW steps of
@@ -153,7 +154,7 @@ CASES = [  # name, position_encoding, untie_cls, extra pretrain overrides
 ]
 
 
-def pretrained(work):
+def pretrained(work):  # its checkpoints stay for `finetuned` (CTest fixture HfCheckpoints)
     from transformers import AutoModel, AutoModelForMaskedLM, AutoModelForSequenceClassification
     shard_dir = shards(work)
     results = []
@@ -275,15 +276,19 @@ def classify(model, tok, sentences, max_length):
     return preds
 
 
-def finetuned(work):
+def finetuned(work, pretrained_work=None):
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
-    shard_dir = shards(work)
+    shard_dir = None if pretrained_work else shards(work)
     # Fine-tuning long enough that the predictions differ from row to row (the comparisons
     # below mean little for a model that predicts one class).
     for name, variant, untie, rows, epochs, lr in (("tupe-r", "tupe-relative", "true", "2000", "2", "1e-3"),
                                                    ("bert-a", "bert-absolute", "false", "1000", "1", "3e-3")):
         print(f"\n=== {name}")
-        ckpt = pretrain(work, shard_dir, name, "--model.position_encoding", variant, "--model.untie_cls", untie)
+        if pretrained_work:
+            ckpt = os.path.join(pretrained_work, "ckpt_" + name, "step_00000005")
+            check(os.path.isdir(ckpt), f"{ckpt}: the {name} checkpoint of the pretrained check")
+        else:
+            ckpt = pretrain(work, shard_dir, name, "--model.position_encoding", variant, "--model.untie_cls", untie)
         glue_out, eval_out = os.path.join(work, "glue_" + name), os.path.join(work, "eval_" + name)
         run(TUPE, "finetune", "--config", os.path.join(SOURCE, "configs", "glue", "tiny.ini"), "--finetune.checkpoint", ckpt,
             "--finetune.data_dir", GLUE, "--finetune.tasks", "SST-2", "--finetune.train_rows", rows, "--finetune.epochs", epochs,
@@ -407,5 +412,5 @@ if __name__ == "__main__":
     shutil.rmtree(workdir, ignore_errors=True)  # a fresh folder per run: outputs must not exist yet
     os.makedirs(workdir)
     start = time.time()
-    {"pretrained": pretrained, "finetuned": finetuned, "tokenizers": tokenizers}[check_name](workdir)
+    {"pretrained": pretrained, "finetuned": finetuned, "tokenizers": tokenizers}[check_name](workdir, *sys.argv[3:])
     print(f"all checks passed ({time.time() - start:.1f} s)")
