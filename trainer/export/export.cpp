@@ -116,8 +116,8 @@ std::optional<bool> lower_case_of_shards(const CheckpointModel& ckpt) {
     if (!ckpt.contents.state.vocab_sha256.empty() && header.vocab_sha256 != ckpt.contents.state.vocab_sha256)
       return std::nullopt;
     return header.lower_case;
-  } catch (const Error&) {
-    return std::nullopt;  // moved, deleted or NVIDIA shards: the caller asks for --lower-case
+  } catch (const std::exception&) {
+    return std::nullopt;  // moved, deleted, unreadable or NVIDIA shards: the caller asks for --lower-case
   }
 }
 
