@@ -34,11 +34,8 @@ int pretrain_job(const dist::MpiEnv& env, int argc, char** argv) {
   cfg.effective = cli.effective();
   const std::string resume = cli.vm()["resume"].as<std::string>();
 
-  if (env.rank() == 0 && cfg.train.progress) {
-    std::cout << "# effective config\n";
-    cli.print_effective(std::cout);
-    std::cout << std::endl;
-  }
+  // The whole effective config goes to the run folder; the console gets one line.
+  if (env.rank() == 0) std::cout << cli.write_effective(cfg.checkpoint.dir + "/effective_config.ini") << std::endl;
   {
     const auto result = trainer::run_pretraining(env, cfg, resume);
     if (env.rank() == 0) {

@@ -1,8 +1,15 @@
 #include "cli/config_cli.h"
 
+#include <unistd.h>
+
 #include <boost/program_options/parsers.hpp>
 #include <boost/program_options/value_semantic.hpp>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "common/error.h"
 #include "common/ini.h"
@@ -77,5 +84,36 @@ KeyValues ConfigCli::effective() const {
 }
 
 void ConfigCli::print_effective(std::ostream& os) const { os << format_ini(effective()); }
+
+std::string ConfigCli::write_effective(const std::string& file) const {
+  namespace fs = std::filesystem;
+  const KeyValues kv = effective();
+  std::error_code ec;
+  const fs::path path(file);
+  if (path.has_parent_path()) fs::create_directories(path.parent_path(), ec);
+  const fs::path temp = path.string() + ".tmp-" + std::to_string(::getpid());
+  {
+    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+    out << "# effective config of `tupe " << command_ << "`, written at its start\n" << format_ini(kv);
+    out.close();
+    TUPE_CHECK(out.good(), file << ": cannot write the effective config: "
+                                << (ec ? ec.message() : std::string(std::strerror(errno))));
+  }
+  fs::rename(temp, path, ec);
+  if (ec) fs::remove(temp);
+  TUPE_CHECK(!ec, file << ": cannot write the effective config: " << ec.message());
+  std::ostringstream line;
+  int64_t set = 0;
+  std::ostringstream listed;
+  for (const auto& [k, v] : kv) {
+    const auto d = defaults_.find(k);
+    if (d != defaults_.end() && d->second == v) continue;
+    if (set < 12) listed << (set ? ", " : "") << k << "=" << v;
+    ++set;
+  }
+  line << "# effective config: " << file << " (" << kv.size() << " keys; " << set << " set"
+       << (set ? ": " + listed.str() + (set > 12 ? ", ..." : "") : std::string()) << ")";
+  return line.str();
+}
 
 }  // namespace tupe::cli

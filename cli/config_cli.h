@@ -35,6 +35,7 @@ class ConfigCli {
     for (const auto& f : table.fields())
       add_field_option(desc, name + "." + f.name, f.help, f.get(target));
     config_options_.add(desc);
+    for (const auto& [k, v] : table.to_kv(target)) defaults_[name + "." + k] = v;
     sections_.push_back({name, [&table, &target, name](const KeyValues& kv, const std::string& where) {
                            table.apply(target, kv, where);
                          },
@@ -57,6 +58,13 @@ class ConfigCli {
   /// Prints the effective config as INI text.
   void print_effective(std::ostream& os) const;
 
+  /// Writes the effective config as INI text to `file` (its folder created; written under a
+  /// temporary name and renamed) and returns the one console line that says so:
+  /// "# effective config: FILE (N keys; K set: section.key=value, ...)", the keys whose value
+  /// differs from the built-in default listed (the first 12). Throws tupe::Error
+  /// "<file>: cannot write the effective config: <cause>".
+  std::string write_effective(const std::string& file) const;
+
  private:
   struct Section {
     std::string name;
@@ -70,6 +78,7 @@ class ConfigCli {
   boost::program_options::options_description own_options_;
   boost::program_options::options_description config_options_;
   std::vector<Section> sections_;
+  KeyValues defaults_;  ///< "section.key" -> built-in default, as registered
   boost::program_options::variables_map vm_;
 };
 

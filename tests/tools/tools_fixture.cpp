@@ -95,7 +95,6 @@ int make(const std::string& dir, const std::string& variant, const std::string& 
   for (const auto& [k, v] : model::ModelConfig::fields().to_kv(c)) contents.state.config["model." + k] = v;
   contents.state.config["tokenizer.lower_case"] = "true";
   contents.state.vocab_sha256 = file_sha256_hex(vocab);
-  contents.state.rng = trainer::capture_rng_states();
   trainer::CheckpointOptions options;
   options.dir = dir;
   options.keep_last = 0;

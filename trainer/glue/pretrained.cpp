@@ -97,7 +97,6 @@ fs::path save_finetuned_model(const fs::path& dir, int64_t steps, const trainer:
   contents.state.scheduler_step = steps;
   contents.state.config = config;
   contents.state.vocab_sha256 = vocab_sha256;
-  contents.state.rng = trainer::capture_rng_states();
   return store.save(contents);
 }
 
