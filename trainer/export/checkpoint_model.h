@@ -24,12 +24,9 @@ struct CheckpointModel {
   std::string task;                     ///< "glue.task" of a fine-tuned model, else ""
 };
 
-/// The model config of a checkpoint's saved effective config (keys "model.<field>").
-/// Throws tupe::Error "<where>: ..." for an unknown or bad model key, or when none is present.
-model::ModelConfig model_config_from_state(const KeyValues& config, const std::string& where);
-
 /// `dir` is a step_XXXXXXXX folder, or a checkpoint.dir holding them (the newest whole one
-/// is taken). Throws ONE-line tupe::Error naming the folder or file and the cause
+/// is taken: trainer::CheckpointStore::resolve); the model config is read strictly
+/// (model::model_config_from_saved: every model key must be saved). Throws ONE-line tupe::Error naming the folder or file and the cause
 /// (no checkpoint, bad manifest, missing/unexpected/mis-shaped tensors). A checkpoint with
 /// sentence_head.* tensors and no mlm_head.* is a fine-tuned model: the net gets a sentence
 /// head of sentence_head.out.weight's rows, and every tensor but mlm_head.* must match.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 
 #include "common/error.h"
 #include "dist/agreement.h"
@@ -64,6 +65,24 @@ std::filesystem::path save_reported_model(const FinetuneJobConfig& c, const Task
                               reported, saved, encoder.vocab_sha256);
 }
 
+/// The pre-trained encoder: rank 0 verifies the checkpoint's SHA-256s, the ranks agree on
+/// its verdict, then the others read it without re-hashing.
+PretrainedEncoder load_encoder_once_hashed(const dist::MpiEnv& env, const std::string& path) {
+  std::optional<PretrainedEncoder> encoder;
+  std::string error;
+  if (env.rank() == 0) {
+    try {
+      encoder = load_pretrained_encoder(path);
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  }
+  error = dist::first_error(env, error);
+  if (!error.empty()) throw AgreedError(error);  // every rank holds rank 0's message
+  if (!encoder) encoder = load_pretrained_encoder(path, trainer::CheckpointStore::Hashes::kSkip);
+  return std::move(*encoder);
+}
+
 }  // namespace
 
 std::vector<TaskResult> run_finetune_job(const dist::MpiEnv& env, const FinetuneJobConfig& c, std::ostream& out,
@@ -78,7 +97,7 @@ std::vector<TaskResult> run_finetune_job(const dist::MpiEnv& env, const Finetune
 
   // The encoder, tokenizer and device.
   const auto tokenizer = data::make_tokenizer(c.tokenizer);
-  const PretrainedEncoder encoder = load_pretrained_encoder(cfg.checkpoint);
+  const PretrainedEncoder encoder = load_encoder_once_hashed(env, cfg.checkpoint);
   const model::ModelConfig model_config = finetune_model_config(cfg, encoder, *tokenizer);
   const int64_t max_length = cfg.max_length > 0 ? cfg.max_length : model_config.max_positions;
   TUPE_CHECK(max_length <= model_config.max_positions,

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "dist/agreement.h"
 #include "dist/gather.h"
 #include "trainer/loop/pretrain_job.h"
 
@@ -59,6 +60,7 @@ void agree_on_step(dist::Communicator& comm, int rank, int64_t mine) {
 
 /// Restores weights, optimizer, scaler, steps and data position from `ck` (read from `from`).
 void restore(PretrainJob& job, const std::filesystem::path& from, CheckpointContents& ck) {
+  model::model_config_from_saved(ck.state.config, (from / "trainer_state.json").string());  // every model key saved
   check_config_compatible(ck.state.compat_kv(), job.state.compat_kv(), resume_must_match_keys(), from.string());
   const NamedTensors& named = job.runner->parameters();
   copy_named_tensors(named, ck.model, (from / "model.safetensors").string());
@@ -84,7 +86,24 @@ void restore(PretrainJob& job, const std::filesystem::path& from, CheckpointCont
 }  // namespace
 
 void resume_job(PretrainJob& job, const std::string& resume) {
-  std::optional<LoadedCheckpoint> loaded = find_checkpoint(job.cfg, resume, *job.progress);
+  // Rank 0 picks the checkpoint and verifies its SHA-256s; the other ranks read the one it
+  // picked without re-hashing (sizes, structure and keys are still checked), so a resume
+  // hashes the checkpoint once, not once per rank.
+  std::optional<LoadedCheckpoint> loaded;
+  std::string picked, error;
+  if (job.rank == 0) {
+    try {
+      loaded = find_checkpoint(job.cfg, resume, *job.progress);
+      if (loaded) picked = loaded->dir.string();
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  }
+  error = dist::first_error(job.env, error);
+  if (!error.empty()) throw AgreedError(error);  // every rank holds rank 0's message
+  picked = dist::broadcast_string(job.env, picked, 0);
+  if (job.rank != 0 && !picked.empty())
+    loaded = LoadedCheckpoint{picked, CheckpointStore::load(picked, CheckpointStore::Hashes::kSkip)};
   agree_on_step(job.comm(), job.rank, loaded ? loaded->contents.state.step : -1);
   if (!loaded) return;
   restore(job, loaded->dir, loaded->contents);
