@@ -62,12 +62,14 @@ bool ConfigCli::parse(int argc, char** argv) {
     for (const auto& s : sections_) mine = mine || s.name == sec;
     if (!mine && (others.empty() || others.back() != sec)) others.push_back(sec);
   }
+  // Relative paths in the file are relative to the file's folder.
+  const std::string base = file.empty() ? std::string() : std::filesystem::path(file).parent_path().string();
   for (const auto& sec : others)
-    TUPE_CHECK(check_other_section(sec, ini_section(file_kv, sec), file + " [" + sec + "]"),
+    TUPE_CHECK(check_other_section(sec, ini_section(file_kv, sec), file + " [" + sec + "]", base),
                file << ": unknown section [" << sec << "]: no subcommand reads it (sections: " << known_section_names()
                     << ")");
   for (const auto& s : sections_) {
-    s.apply(ini_section(file_kv, s.name), file + " [" + s.name + "]");
+    s.apply(s.rebase_paths(ini_section(file_kv, s.name), base), file + " [" + s.name + "]");
     KeyValues overrides;
     for (const auto& [k, v] : vm_)
       if (k.rfind(s.name + ".", 0) == 0) overrides[k.substr(s.name.size() + 1)] = v.as<std::string>();

@@ -18,9 +18,9 @@ namespace tupe::cli {
 namespace {
 
 template <class S>
-void check_fields(const KeyValues& kv, const std::string& where) {
+void check_fields(const KeyValues& kv, const std::string& where, const std::string& base) {
   S scratch;  // the defaults, then the file's values: keys, parses and ranges are checked
-  S::fields().apply(scratch, kv, where);
+  S::fields().apply(scratch, S::fields().rebase_paths(kv, base), where);
   try {
     scratch.validate();
   } catch (const Error& e) {
@@ -31,7 +31,7 @@ void check_fields(const KeyValues& kv, const std::string& where) {
 struct KnownSection {
   const char* name;
   const char* read_by;
-  void (*check)(const KeyValues&, const std::string&);
+  void (*check)(const KeyValues&, const std::string&, const std::string&);
 };
 
 const KnownSection kKnownSections[] = {
@@ -50,10 +50,11 @@ const KnownSection kKnownSections[] = {
 
 }  // namespace
 
-bool check_other_section(const std::string& name, const KeyValues& kv, const std::string& where) {
+bool check_other_section(const std::string& name, const KeyValues& kv, const std::string& where,
+                         const std::string& base) {
   for (const auto& s : kKnownSections)
     if (name == s.name) {
-      s.check(kv, where + " (read by tupe " + s.read_by + ")");
+      s.check(kv, where + " (read by tupe " + s.read_by + ")", base);
       return true;
     }
   return false;
