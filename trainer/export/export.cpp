@@ -12,6 +12,7 @@
 #include "trainer/export/hf_bert.h"
 #include "trainer/export/hf_tokenizer.h"
 #include "trainer/export/hf_tupe.h"
+#include "trainer/glue/custom_task.h"
 #include "trainer/glue/tasks.h"
 #include "trainer/safetensors.h"
 
@@ -60,7 +61,9 @@ void write_text(const fs::path& path, const std::string& text) {
 std::vector<std::string> task_labels(const CheckpointModel& ckpt) {
   if (ckpt.task.empty()) return {};
   try {
-    const glue::TaskSpec& spec = glue::find_task(ckpt.task, ckpt.dir.string());
+    glue::TaskSpec custom;
+    const glue::TaskSpec& spec =
+        glue::saved_model_task(ckpt.task, ckpt.contents.state.config, glue::CustomTaskConfig{}, ckpt.dir.string(), &custom);
     if (static_cast<int64_t>(spec.labels.size()) == ckpt.num_labels) return spec.labels;
   } catch (const Error&) {
   }
