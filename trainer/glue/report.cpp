@@ -185,7 +185,7 @@ std::string prediction_text(const TaskSpec& task, const Predictions& p, size_t r
   if (task.kind == TaskKind::kRegression) {
     char buf[32];
     const double v = std::clamp(p.scores.at(row), task.score_min, task.score_max);
-    std::snprintf(buf, sizeof buf, task.custom ? "%.6g" : "%.3f", v);
+    std::snprintf(buf, sizeof buf, task.custom ? "%.9g" : "%.3f", v);
     return buf;
   }
   return task.labels.at(static_cast<size_t>(p.labels.at(row)));
