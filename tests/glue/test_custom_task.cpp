@@ -19,7 +19,7 @@ using testing::ScratchDir;
 using testing::write_text;
 using Fields = std::vector<std::string>;
 
-TEST(CustomTaskCsv, QuotesCommasLineBreaksAndLineNumbers) {
+TEST(GlueCustomCsv, QuotesCommasLineBreaksAndLineNumbers) {
   const std::string text =
       "\xEF\xBB\xBF" "id,text,label\r\n"
       "1,plain,0\r\n"
@@ -49,7 +49,7 @@ TEST(CustomTaskCsv, QuotesCommasLineBreaksAndLineNumbers) {
   EXPECT_EQ(lines, (std::vector<int64_t>{2, 3, 4, 5, 7, 9, 10, 11, 12}));
 }
 
-TEST(CustomTaskCsv, SyntaxErrorsNameTheLine) {
+TEST(GlueCustomCsv, SyntaxErrorsNameTheLine) {
   EXPECT_EQ(error_of([] { parse_csv("a,b\n1,\"open\n2,3\n", "x.csv"); }),
             "x.csv:2: a quoted field opened on this line is never closed");
   EXPECT_NE(error_of([] { parse_csv("a,b\n1,2\n3,\"q\"x\n", "x.csv"); }).find("x.csv:3: 'x' after a closing quote"),
@@ -58,7 +58,7 @@ TEST(CustomTaskCsv, SyntaxErrorsNameTheLine) {
   EXPECT_NE(error_of([] { parse_csv(std::string("a,b\n1,x\0y\n", 10), "x.csv"); }).find("x.csv:2: NUL byte"), std::string::npos);
 }
 
-TEST(CustomTaskCsv, AgreesWithPythonsCsvWriterOnSst2Rows) {
+TEST(GlueCustomCsv, AgreesWithPythonsCsvWriterOnSst2Rows) {
   ScratchDir dir;
   std::string out;
   const auto csv = dir.path() / "sst.csv", ref = dir.path() / "sst.json";
@@ -71,7 +71,7 @@ TEST(CustomTaskCsv, AgreesWithPythonsCsvWriterOnSst2Rows) {
   for (size_t i = 0; i < t.rows.size(); ++i) ASSERT_EQ(t.rows[i].fields, want["rows"][i].get<Fields>()) << "row " << i;
 }
 
-TEST(CustomTaskJsonl, FieldsAndBadRows) {
+TEST(GlueCustomJsonl, FieldsAndBadRows) {
   const std::string text =
       "{\"s\": \"a text\", \"y\": 1, \"z\": 4.5}\n"
       "{\"s\": \"b\", \"y\": true, \"z\": \"x\"}\r\n"
@@ -108,7 +108,7 @@ CustomTaskConfig csv_task(const std::string& dir) {
   return c;
 }
 
-TEST(CustomTask, CsvClassificationSplitsWithBadRows) {
+TEST(GlueCustomTask, CsvClassificationSplitsWithBadRows) {
   ScratchDir dir;
   write_text(dir.path() / "train.csv", "text,label\n\"good, fine\",pos\nbad,neg\nodd,maybe\n\"x\",pos,extra\n");
   write_text(dir.path() / "dev.csv", "text,label\nok,pos\n");
@@ -134,7 +134,7 @@ TEST(CustomTask, CsvClassificationSplitsWithBadRows) {
   EXPECT_EQ(test.examples[1].index, "1");  // no index column: the row number from 0
 }
 
-TEST(CustomTask, JsonlRegressionTakesAnyFiniteScore) {
+TEST(GlueCustomTask, JsonlRegressionTakesAnyFiniteScore) {
   ScratchDir dir;
   write_text(dir.path() / "train.jsonl",
              "{\"a\": \"x\", \"b\": \"y\", \"score\": -2.5}\n{\"a\": \"x\", \"b\": \"y\", \"score\": \"nan\"}\n"
@@ -158,7 +158,7 @@ TEST(CustomTask, JsonlRegressionTakesAnyFiniteScore) {
   EXPECT_DOUBLE_EQ(read_split(task, task.dev.at(0), "").examples.at(0).score, 7.0);
 }
 
-TEST(CustomTask, ConfigChecksNameTheKey) {
+TEST(GlueCustomTask, ConfigChecksNameTheKey) {
   CustomTaskConfig ok = csv_task("/d");
   EXPECT_NO_THROW(ok.validate());
   EXPECT_NO_THROW(CustomTaskConfig{}.validate());  // no [task]: nothing to check
