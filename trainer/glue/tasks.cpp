@@ -162,7 +162,16 @@ std::vector<const TaskSpec*> parse_task_list(const std::string& text, const std:
   while (std::getline(ss, item, ',')) {
     item = trim(item);
     if (item.empty()) continue;
-    const TaskSpec& t = custom && fold(custom->name) == fold(item) ? *custom : find_task(item, where);
+    const TaskSpec* found = custom && fold(custom->name) == fold(item) ? custom : nullptr;
+    if (!found) {
+      try {
+        found = &find_task(item, where);
+      } catch (const Error& e) {
+        TUPE_FAIL(e.what() << (custom ? "; the [task] section describes '" + custom->name + "'"
+                                      : std::string("; a task of your own needs a [task] section of that name")));
+      }
+    }
+    const TaskSpec& t = *found;
     TUPE_CHECK(seen.insert(t.name).second, where << ": task " << t.name << " listed twice");
     out.push_back(&t);
   }
