@@ -24,8 +24,11 @@ int finetune_job(const dist::MpiEnv& env, int argc, char** argv) {
   glue::FinetuneJobConfig config;
   ConfigCli cli("finetune",
                 "Fine-tunes a pre-training checkpoint on GLUE tasks: LR grid x seeds, median over seeds per LR, best\n"
-                "LR reported (the paper's protocol by default). Under mpirun the global batch is split over the ranks.");
+                "LR reported (the paper's protocol by default). Under mpirun the global batch is split over the ranks.\n"
+                "A custom task (TSV, CSV or JSONL files) is described in a [task] section and run when finetune.tasks\n"
+                "names it (trainer/glue/custom_task.h; README \"Custom tasks\").");
   cli.section("finetune", glue::FinetuneConfig::fields(), config.finetune);
+  cli.section("task", glue::CustomTaskConfig::fields(), config.task);
   cli.section("tokenizer", data::TokenizerOptions::fields(), config.tokenizer);
   cli.section("dist", dist::DistOptions::fields(), config.dist);
   cli.options().add_options()("skip-bad-rows", "skip (and count) malformed task-file rows (= --finetune.skip_bad_rows true)");

@@ -9,6 +9,7 @@
 #include "data_pipeline/text/tokenizer_factory.h"
 #include "dist/options.h"
 #include "model/config.h"
+#include "trainer/glue/custom_task.h"
 #include "trainer/glue/finetune_config.h"
 #include "trainer/loop/train_options.h"
 #include "trainer/options.h"
@@ -43,6 +44,7 @@ const KnownSection kKnownSections[] = {
     {"dist", "pretrain, finetune, evaluate", &check_fields<dist::DistOptions>},
     {"train", "pretrain", &check_fields<trainer::TrainOptions>},
     {"finetune", "finetune, evaluate", &check_fields<glue::FinetuneConfig>},
+    {"task", "finetune, evaluate", &check_fields<glue::CustomTaskConfig>},
     {"tokenizer", "preprocess, finetune, evaluate", &check_fields<data::TokenizerOptions>},
     {"preprocess", "preprocess", &check_fields<data::PreprocessConfig>},
     {"vocab", "vocab", &check_fields<data::SentencePieceTrainOptions>},

@@ -62,7 +62,15 @@ fi
 check_error "vocab/v.txt" bash -c "cd '$pdir/elsewhere' && '$TUPE_BIN' preprocess --quiet --config ../conf/p.ini \
   --tokenizer.vocab vocab/v.txt --input ../text.txt --output out2"
 rm -rf "$pdir"
-for sub in info preprocess pretrain finetune evaluate export analyze vocab; do
+check_error "--mode: 'fill' is not one of fill-mask, embeddings" "$TUPE_BIN" predict --checkpoint /nonexistent --mode fill
+check_error "/nonexistent: no such checkpoint folder" "$TUPE_BIN" predict --checkpoint /nonexistent --mode fill-mask
+check_error "task.name: 'SST-2' is a GLUE task's name; choose another" "$TUPE_BIN" finetune --task.name SST-2
+# The README's custom-task preset parses and validates (its [task] section included).
+check_error "finetune.checkpoint: no pre-training checkpoint given" "$TUPE_BIN" finetune \
+  --config "$TUPE_SOURCE_DIR/configs/glue/custom-sst2.ini"
+check_error "finetune.tasks: unknown GLUE task 'mine'" "$TUPE_BIN" finetune --finetune.tasks mine \
+  --finetune.checkpoint /nonexistent --tokenizer.vocab /nonexistent
+for sub in info preprocess pretrain finetune evaluate export predict analyze vocab; do
   help="$("$TUPE_BIN" "$sub" --help 2>&1)" || { echo "FAILED: tupe $sub --help exited non-zero"; fail=1; }
   grep -q -- "(default: " <<<"$help" || { echo "FAILED: tupe $sub --help lists no defaults"; fail=1; }
 done

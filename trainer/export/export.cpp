@@ -4,19 +4,15 @@
 #include <unistd.h>
 
 #include <fstream>
-#include <optional>
 #include <regex>
 
 #include "common/error.h"
-#include "common/sha256.h"
-#include "data_pipeline/dataset.h"
-#include "data_pipeline/hdf5_util.h"
-#include "data_pipeline/loader_config.h"
-#include "data_pipeline/shard_format.h"
 #include "trainer/export/checkpoint_model.h"
+#include "trainer/export/checkpoint_vocab.h"
 #include "trainer/export/hf_bert.h"
 #include "trainer/export/hf_tokenizer.h"
 #include "trainer/export/hf_tupe.h"
+#include "trainer/glue/custom_task.h"
 #include "trainer/glue/tasks.h"
 #include "trainer/safetensors.h"
 
@@ -61,81 +57,13 @@ void write_text(const fs::path& path, const std::string& text) {
   TUPE_CHECK(out, path.string() << ": write failed");
 }
 
-int64_t count_lines(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  TUPE_CHECK(in, path.string() << ": cannot read");
-  int64_t n = 0;
-  std::string line;
-  while (std::getline(in, line)) ++n;
-  return n;
-}
-
-std::string saved_key(const CheckpointModel& ckpt, const std::string& key) {
-  const auto it = ckpt.contents.state.config.find(key);
-  return it == ckpt.contents.state.config.end() ? "" : it->second;
-}
-
-/// The vocabulary to copy: the option, else the checkpoint's tokenizer.vocab when readable.
-fs::path pick_vocab(const ExportOptions& options, const CheckpointModel& ckpt) {
-  if (!options.vocab.empty()) {
-    TUPE_CHECK(fs::is_regular_file(options.vocab), "--vocab " << options.vocab.string() << ": no such file");
-    return options.vocab;
-  }
-  const std::string saved = saved_key(ckpt, "tokenizer.vocab");
-  if (!saved.empty() && fs::is_regular_file(saved)) return saved;
-  return {};
-}
-
-void check_vocab(const fs::path& vocab, const CheckpointModel& ckpt) {
-  const std::string& saved = ckpt.contents.state.vocab_sha256;
-  const std::string actual = file_sha256_hex(vocab.string());
-  TUPE_CHECK(saved.empty() || saved == actual, vocab.string() << ": vocabulary sha256 " << actual
-                                                   << " differs from the checkpoint's " << saved << " (" << ckpt.dir.string() << ")");
-  if (tokenizer_kind_of(vocab) == "sentencepiece") {
-    const auto pieces = static_cast<int64_t>(read_sentencepiece_model(vocab).pieces.size());
-    TUPE_CHECK(pieces <= ckpt.config.vocab_size, vocab.string() << ": " << pieces << " pieces, more than the model's vocab_size "
-                                                                << ckpt.config.vocab_size);
-  } else if (vocab.extension() == ".txt") {
-    const int64_t lines = count_lines(vocab);
-    TUPE_CHECK(lines == ckpt.config.vocab_size, vocab.string() << ": " << lines << " tokens, the model has vocab_size "
-                                                               << ckpt.config.vocab_size);
-  }
-}
-
-/// The lower_case recorded by the first readable training shard of the checkpoint's run
-/// (data.train_shards) when it was made with the checkpoint's vocabulary; nullopt otherwise.
-std::optional<bool> lower_case_of_shards(const CheckpointModel& ckpt) {
-  const std::string shards = saved_key(ckpt, "data.train_shards");
-  if (shards.empty()) return std::nullopt;
-  try {
-    const auto files = data::list_shard_files(data::split_list(shards), "train");
-    if (files.empty()) return std::nullopt;
-    data::h5::Lock lock;
-    data::h5::Id file = data::h5::open_file_readonly(files.front());
-    const data::ShardHeader header = data::read_shard_header(files.front(), file.get());
-    if (!ckpt.contents.state.vocab_sha256.empty() && header.vocab_sha256 != ckpt.contents.state.vocab_sha256)
-      return std::nullopt;
-    return header.lower_case;
-  } catch (const std::exception&) {
-    return std::nullopt;  // moved, deleted, unreadable or NVIDIA shards: the caller asks for --lower-case
-  }
-}
-
-bool resolve_lower_case(const ExportOptions& options, const CheckpointModel& ckpt) {
-  if (options.lower_case == "true" || options.lower_case == "false") return options.lower_case == "true";
-  const std::string saved = saved_key(ckpt, "tokenizer.lower_case");
-  if (saved == "true" || saved == "false") return saved == "true";
-  if (const auto from_shards = lower_case_of_shards(ckpt)) return *from_shards;
-  TUPE_FAIL(ckpt.dir.string() << ": the checkpoint does not record whether its WordPiece vocabulary lower-cases text "
-                                 "(no tokenizer.lower_case, and no readable training shard of data.train_shards '"
-                              << saved_key(ckpt, "data.train_shards") << "'); give --lower-case true|false");
-}
-
 /// Label names of a fine-tuned GLUE model, in id order ({} for regression or an unknown task).
 std::vector<std::string> task_labels(const CheckpointModel& ckpt) {
   if (ckpt.task.empty()) return {};
   try {
-    const glue::TaskSpec& spec = glue::find_task(ckpt.task, ckpt.dir.string());
+    glue::TaskSpec custom;
+    const glue::TaskSpec& spec =
+        glue::saved_model_task(ckpt.task, ckpt.contents.state.config, glue::CustomTaskConfig{}, ckpt.dir.string(), &custom);
     if (static_cast<int64_t>(spec.labels.size()) == ckpt.num_labels) return spec.labels;
   } catch (const Error&) {
   }
@@ -190,11 +118,11 @@ ExportResult export_checkpoint(const ExportOptions& options) {
   TUPE_CHECK(result.format != "hf-bert" || refusal.empty(),
              where << ": cannot export to HuggingFace BertForMaskedLM (--format hf-bert): " << refusal
                    << "; use --format hf (tupe's modeling code, trust_remote_code=True)");
-  result.vocab = pick_vocab(options, ckpt);
-  if (!result.vocab.empty()) check_vocab(result.vocab, ckpt);
+  result.vocab = pick_checkpoint_vocab(options.vocab, ckpt);
+  if (!result.vocab.empty()) check_checkpoint_vocab(result.vocab, ckpt);
   const bool hf = result.format != "tupe";
   const bool lower_case = hf && !result.vocab.empty() && tokenizer_kind_of(result.vocab) == "wordpiece"
-                              ? resolve_lower_case(options, ckpt)
+                              ? resolve_lower_case(options.lower_case, ckpt)
                               : true;
 
   const fs::path tmp = options.output.string() + ".tmp-" + std::to_string(::getpid());

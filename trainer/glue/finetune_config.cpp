@@ -51,7 +51,7 @@ std::vector<int64_t> FinetuneConfig::seed_list() const {
 }
 
 void FinetuneConfig::validate() const {
-  parse_task_list(tasks, "finetune.tasks");
+  check_task_list_syntax(tasks, "finetune.tasks");  // names are resolved by the job (custom tasks)
   learning_rate_list();
   seed_list();
   TUPE_CHECK(!output_dir.empty(), "finetune.output_dir: must not be empty");

@@ -18,19 +18,23 @@ namespace tupe::glue {
 
 namespace {
 
-/// Validates the sections and the task files; returns the tasks.
-std::vector<const TaskSpec*> check_config(const FinetuneJobConfig& c) {
+/// Validates the sections and the task files; returns the tasks (`custom` receives the
+/// [task] section's task, which the returned pointers may point to).
+std::vector<const TaskSpec*> check_config(const FinetuneJobConfig& c, TaskSpec* custom) {
   const FinetuneConfig& cfg = c.finetune;
   cfg.validate();
+  c.task.validate();
+  if (c.task.enabled()) *custom = custom_task_spec(c.task);
   c.tokenizer.validate();
   c.dist.validate();
   TUPE_CHECK(c.dist.grad_reduce == dist::GradReduce::kSum,
              "dist.grad_reduce: average would divide by the world size twice: the loss is already divided by the "
              "global batch, so gradients are summed (use sum)");
-  TUPE_CHECK(!cfg.data_dir.empty(), "finetune.data_dir: no GLUE folder given");
   TUPE_CHECK(!cfg.checkpoint.empty(), "finetune.checkpoint: no pre-training checkpoint given");
   TUPE_CHECK(!c.tokenizer.vocab.empty(), "tokenizer.vocab: the pre-training vocabulary is required");
-  const auto tasks = parse_task_list(cfg.tasks, "finetune.tasks");
+  const auto tasks = parse_task_list(cfg.tasks, "finetune.tasks", c.task.enabled() ? custom : nullptr);
+  const bool glue = std::any_of(tasks.begin(), tasks.end(), [](const TaskSpec* t) { return !t->custom; });
+  TUPE_CHECK(!glue || !cfg.data_dir.empty(), "finetune.data_dir: no GLUE folder given");
   check_task_files(tasks, cfg.data_dir, cfg.predict_test);
   return tasks;
 }
@@ -88,7 +92,8 @@ PretrainedEncoder load_encoder_once_hashed(const dist::MpiEnv& env, const std::s
 std::vector<TaskResult> run_finetune_job(const dist::MpiEnv& env, const FinetuneJobConfig& c, std::ostream& out,
                                          const std::function<void()>& on_start) {
   const FinetuneConfig& cfg = c.finetune;
-  const auto tasks = check_config(c);
+  TaskSpec custom;  // the [task] section's task; outlives every pointer to it below
+  const auto tasks = check_config(c, &custom);
   // Every rank runs the same config on the same task files (name, size).
   dist::require_agreement(env, "config check", dist::config_entries(c.effective));
   dist::require_agreement(env, "data check", describe_task_files(tasks, cfg.data_dir, cfg.predict_test));

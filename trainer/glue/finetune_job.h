@@ -11,6 +11,7 @@
 #include "data_pipeline/text/tokenizer_factory.h"
 #include "dist/mpi_env.h"
 #include "dist/options.h"
+#include "trainer/glue/custom_task.h"
 #include "trainer/glue/finetune_config.h"
 #include "trainer/glue/report.h"
 
@@ -19,12 +20,14 @@ namespace tupe::glue {
 /// What `tupe finetune` reads from its config.
 struct FinetuneJobConfig {
   FinetuneConfig finetune;          ///< [finetune]
+  CustomTaskConfig task;            ///< [task]: a custom task (custom_task.h), run when finetune.tasks names it
   data::TokenizerOptions tokenizer; ///< [tokenizer]: the pre-training vocabulary
   dist::DistOptions dist;           ///< [dist]
   KeyValues effective;              ///< the whole effective config (reports, saved models)
 };
 
-/// Runs fine-tuning on every task of config.finetune.tasks. Collective: every rank calls it;
+/// Runs fine-tuning on every task of config.finetune.tasks (GLUE tasks, and the [task]
+/// section's custom task when listed by name). Collective: every rank calls it;
 /// rank 0 prints progress to `out` and writes <output_dir>/results.json, results.md,
 /// submission/ and models/. `on_start` (may be empty) runs on rank 0 once every check has
 /// passed, before the first task (the CLI writes the effective config there). Throws
