@@ -44,6 +44,20 @@ std::string format_double(double v) {
   return std::string(buf, ptr);
 }
 
+std::vector<std::string> split_comma_list(const std::string& text) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t comma = text.find(',', pos);
+    if (comma == std::string::npos) comma = text.size();
+    const std::string item = text.substr(pos, comma - pos);
+    const size_t b = item.find_first_not_of(" \t"), e = item.find_last_not_of(" \t");
+    if (b != std::string::npos) out.push_back(item.substr(b, e - b + 1));
+    pos = comma + 1;
+  }
+  return out;
+}
+
 std::string rebase_path_value(const std::string& value, PathField kind, const std::string& base) {
   if (kind == PathField::kNone || base.empty()) return value;
   auto one = [&](const std::string& p) {
@@ -52,19 +66,9 @@ std::string rebase_path_value(const std::string& value, PathField kind, const st
   };
   if (kind == PathField::kOne) return one(value);
   std::string out;
-  size_t pos = 0;
-  while (pos <= value.size()) {
-    size_t comma = value.find(',', pos);
-    if (comma == std::string::npos) comma = value.size();
-    std::string item = value.substr(pos, comma - pos);
-    const size_t b = item.find_first_not_of(" \t");
-    const size_t e = item.find_last_not_of(" \t");
-    item = b == std::string::npos ? std::string() : item.substr(b, e - b + 1);
-    if (!item.empty()) {
-      if (!out.empty()) out += ',';
-      out += one(item);
-    }
-    pos = comma + 1;
+  for (const std::string& item : split_comma_list(value)) {
+    if (!out.empty()) out += ',';
+    out += one(item);
   }
   return out;
 }

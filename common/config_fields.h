@@ -26,6 +26,10 @@ bool parse_bool(const std::string& key, const std::string& text);
 /// Formats a double with the shortest text that parses back to the same value.
 std::string format_double(double v);
 
+/// Splits "a, b ,,c" at commas into {"a", "b", "c"}: items trimmed of spaces and tabs,
+/// empty items dropped (the lists of config values: paths, learning rates, labels).
+std::vector<std::string> split_comma_list(const std::string& text);
+
 /// Whether a field names files: a relative path read from a config file is resolved against
 /// that file's folder (a path given on the command line, against the working directory).
 enum class PathField {

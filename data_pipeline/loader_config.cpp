@@ -90,19 +90,6 @@ const FieldTable<LoaderConfig>& LoaderConfig::fields() {
   return table;
 }
 
-std::vector<std::string> split_list(const std::string& text) {
-  std::vector<std::string> out;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    size_t comma = text.find(',', pos);
-    if (comma == std::string::npos) comma = text.size();
-    std::string item = text.substr(pos, comma - pos);
-    const size_t b = item.find_first_not_of(" \t");
-    const size_t e = item.find_last_not_of(" \t");
-    if (b != std::string::npos) out.push_back(item.substr(b, e - b + 1));
-    pos = comma + 1;
-  }
-  return out;
-}
+std::vector<std::string> split_list(const std::string& text) { return split_comma_list(text); }
 
 }  // namespace tupe::data

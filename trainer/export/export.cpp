@@ -7,6 +7,7 @@
 #include <regex>
 
 #include "common/error.h"
+#include "trainer/durable_io.h"
 #include "trainer/export/checkpoint_model.h"
 #include "trainer/export/checkpoint_vocab.h"
 #include "trainer/export/hf_bert.h"
@@ -49,13 +50,6 @@ std::string describe_tupe_tensor(const std::string& name) {
 
 namespace {
 
-void write_text(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  TUPE_CHECK(out, path.string() << ": cannot create");
-  out << text;
-  out.close();
-  TUPE_CHECK(out, path.string() << ": write failed");
-}
 
 /// Label names of a fine-tuned GLUE model, in id order ({} for regression or an unknown task).
 std::vector<std::string> task_labels(const CheckpointModel& ckpt) {
@@ -94,7 +88,7 @@ void write_tupe_layout(const fs::path& tmp, const CheckpointModel& ckpt, const E
                                                  : "tupe layout (requested with --format tupe); BertModel cannot hold it: " + refusal +
                                                        "; --format hf writes a Hugging Face folder with tupe's modeling code"}};
   trainer::write_safetensors(tmp / "model.safetensors", tensors, {{"format", "pt"}, {"tupe.position_encoding", variant}});
-  write_text(tmp / "config.json", cfg.dump(2) + "\n");
+  trainer::write_file_atomic(tmp / "config.json", cfg.dump(2) + "\n");
   if (!result.vocab.empty()) fs::copy_file(result.vocab, tmp / ("vocab" + result.vocab.extension().string()));
 }
 
@@ -134,7 +128,8 @@ ExportResult export_checkpoint(const ExportOptions& options) {
       result.architecture = ckpt.num_labels > 0 ? "BertForSequenceClassification" : "BertForMaskedLM";
       trainer::write_safetensors(tmp / "model.safetensors", to_hf_bert_tensors(ckpt.contents.model, ckpt.config, where),
                                  {{"format", "pt"}});
-      write_text(tmp / "config.json", hf_bert_config(ckpt.config, ckpt.num_labels, task_labels(ckpt)).dump(2) + "\n");
+      trainer::write_file_atomic(tmp / "config.json",
+                                 hf_bert_config(ckpt.config, ckpt.num_labels, task_labels(ckpt)).dump(2) + "\n");
       result.note = "transformers' " + result.architecture + " (no remote code): " +
                     (ckpt.num_labels > 0 ? "AutoModelForSequenceClassification" : "AutoModelForMaskedLM") +
                     ".from_pretrained(\"" + out + "\")";
@@ -143,8 +138,8 @@ ExportResult export_checkpoint(const ExportOptions& options) {
       result.architecture = ckpt.num_labels > 0 ? "TupeForSequenceClassification" : "TupeForMaskedLM";
       trainer::write_safetensors(tmp / "model.safetensors", to_hf_tupe_tensors(ckpt.contents.model, where),
                                  {{"format", "pt"}});
-      write_text(tmp / "config.json", hf_tupe_config(ckpt.config, heads).dump(2) + "\n");
-      for (const auto& [name, text] : hf_tupe_sources()) write_text(tmp / name, text);
+      trainer::write_file_atomic(tmp / "config.json", hf_tupe_config(ckpt.config, heads).dump(2) + "\n");
+      for (const auto& [name, text] : hf_tupe_sources()) trainer::write_file_atomic(tmp / name, text);
       result.note = "tupe's modeling code (" + result.architecture + "): " +
                     (ckpt.num_labels > 0 ? "AutoModelForSequenceClassification" : "AutoModelForMaskedLM") +
                     ".from_pretrained(\"" + out + "\", trust_remote_code=True)" +

@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "common/error.h"
+#include "trainer/durable_io.h"
 
 namespace tupe::exporting {
 namespace fs = std::filesystem;
@@ -140,13 +141,6 @@ std::vector<size_t> char_boundaries(const std::string& s) {
   return out;
 }
 
-void write_text(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  TUPE_CHECK(out, path.string() << ": cannot create");
-  out << text;
-  out.close();
-  TUPE_CHECK(out, path.string() << ": write failed");
-}
 
 const std::vector<std::pair<std::string, std::string>>& special_token_keys() {
   static const std::vector<std::pair<std::string, std::string>> keys = {
@@ -269,14 +263,15 @@ std::vector<std::string> write_hf_tokenizer(const fs::path& dir, const fs::path&
     config["do_lower_case"] = lower_case;
     config["strip_accents"] = nullptr;  // BERT: follows do_lower_case, as tupe's WordPiece
     config["tokenize_chinese_chars"] = true;
-    write_text(dir / "tokenizer_config.json", config.dump(2) + "\n");
+    trainer::write_file_atomic(dir / "tokenizer_config.json", config.dump(2) + "\n");
     return {"vocab.txt", "tokenizer_config.json"};
   }
   const SentencePieceModel model = read_sentencepiece_model(vocab);
-  write_text(dir / "tokenizer.json", sentencepiece_tokenizer_json(model, vocab.string()).dump() + "\n");
+  trainer::write_file_atomic(dir / "tokenizer.json",
+                             sentencepiece_tokenizer_json(model, vocab.string()).dump() + "\n");
   fs::copy_file(vocab, dir / "spm.model");
   config["tokenizer_class"] = "PreTrainedTokenizerFast";
-  write_text(dir / "tokenizer_config.json", config.dump(2) + "\n");
+  trainer::write_file_atomic(dir / "tokenizer_config.json", config.dump(2) + "\n");
   return {"tokenizer.json", "spm.model", "tokenizer_config.json"};
 }
 

@@ -12,17 +12,6 @@ namespace tupe::glue {
 
 namespace {
 
-std::vector<std::string> split_list(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    const size_t b = item.find_first_not_of(" \t"), e = item.find_last_not_of(" \t");
-    if (b != std::string::npos) out.push_back(item.substr(b, e - b + 1));
-  }
-  return out;
-}
-
 std::string extension_lower(const std::string& path) {
   const size_t dot = path.find_last_of('.'), slash = path.find_last_of('/');
   if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return "";
@@ -32,7 +21,7 @@ std::string extension_lower(const std::string& path) {
 }
 
 std::vector<std::string> metric_list(const CustomTaskConfig& c) {
-  if (!c.metrics.empty()) return split_list(c.metrics);
+  if (!c.metrics.empty()) return split_comma_list(c.metrics);
   if (c.kind == "regression") return {"pearson", "spearman"};
   return {"accuracy"};
 }
@@ -94,7 +83,7 @@ void CustomTaskConfig::validate() const {
   TUPE_CHECK(epochs > 0, "task.epochs: must be positive, got " << epochs);
   TUPE_CHECK(kind == "classification" || kind == "regression",
              "task.kind: '" << kind << "' is not one of classification, regression");
-  const auto values = split_list(labels);
+  const auto values = split_comma_list(labels);
   if (kind == "classification") {
     TUPE_CHECK(values.size() >= 2, "task.labels: a classification task needs at least 2 label values, got '" << labels << "'");
     TUPE_CHECK(std::set<std::string>(values.begin(), values.end()).size() == values.size(),
@@ -119,7 +108,7 @@ TaskSpec custom_task_spec(const CustomTaskConfig& c) {
   t.name = c.name;
   t.custom = true;
   t.kind = c.kind == "regression" ? TaskKind::kRegression : TaskKind::kClassification;
-  t.labels = t.kind == TaskKind::kClassification ? split_list(c.labels) : std::vector<std::string>{};
+  t.labels = t.kind == TaskKind::kClassification ? split_comma_list(c.labels) : std::vector<std::string>{};
   t.paper_epochs = c.epochs;
   t.metrics = metric_list(c);
   t.primary_metric = t.metrics.front();

@@ -9,25 +9,10 @@
 
 namespace tupe::glue {
 
-namespace {
-
-std::vector<std::string> split_commas(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    const size_t b = item.find_first_not_of(" \t"), e = item.find_last_not_of(" \t");
-    if (b != std::string::npos) out.push_back(item.substr(b, e - b + 1));
-  }
-  return out;
-}
-
-}  // namespace
-
 std::vector<double> FinetuneConfig::learning_rate_list() const {
   std::vector<double> out;
   std::set<double> seen;
-  for (const auto& item : split_commas(learning_rates)) {
+  for (const auto& item : split_comma_list(learning_rates)) {
     const double lr = parse_double("finetune.learning_rates", item);
     TUPE_CHECK(std::isfinite(lr) && lr > 0, "finetune.learning_rates: " << item << " is not a positive number");
     TUPE_CHECK(seen.insert(lr).second, "finetune.learning_rates: " << item << " listed twice");
@@ -40,7 +25,7 @@ std::vector<double> FinetuneConfig::learning_rate_list() const {
 std::vector<int64_t> FinetuneConfig::seed_list() const {
   std::vector<int64_t> out;
   std::set<int64_t> seen;
-  for (const auto& item : split_commas(seeds)) {
+  for (const auto& item : split_comma_list(seeds)) {
     const int64_t s = parse_int("finetune.seeds", item);
     TUPE_CHECK(s >= 0, "finetune.seeds: " << item << " must be >= 0");
     TUPE_CHECK(seen.insert(s).second, "finetune.seeds: " << item << " listed twice");
