@@ -48,6 +48,11 @@ check_error "too many positional options" "$TUPE_BIN" info --config "$cfg" stray
 for sub in info preprocess pretrain finetune evaluate export analyze vocab; do
   help="$("$TUPE_BIN" "$sub" --help 2>&1)" || { echo "FAILED: tupe $sub --help exited non-zero"; fail=1; }
   grep -q -- "(default: " <<<"$help" || { echo "FAILED: tupe $sub --help lists no defaults"; fail=1; }
+  # Test-only fault injection (TUPE_TEST_STALL, TUPE_TEST_CRASH_AFTER_FILES) is no user option.
+  if grep -qiE -- "test_stall|TUPE_TEST|TEST ONLY|crash_after" <<<"$help"; then
+    echo "FAILED: tupe $sub --help shows test-only fault injection"; fail=1
+  fi
 done
+check_error "unknown key 'test_stall_rank'" "$TUPE_BIN" pretrain --config "$cfg" --dist.test_stall_rank 1
 [ $fail -eq 0 ] && echo "cli checks passed"
 exit $fail
