@@ -11,31 +11,86 @@ set(TUPE_TEST_ENV
     "OMPI_ALLOW_RUN_AS_ROOT=1" "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"
     "OMPI_MCA_btl_vader_single_copy_mechanism=none" "OMPI_MCA_rmaps_base_oversubscribe=1")
 
-# tupe_gtest(NAME name SOURCES a.cpp ... LIBS lib ...): one GoogleTest executable; each
-# TEST() becomes one CTest test.
+# Test tiers: every test carries at least one of these CTest LABELS (`ctest -L unit`).
+#   unit        one process, no mpirun, no Python, no `tupe` job; seconds. `launch/test.sh --fast`
+#   mpi         ranks under mpirun
+#   python-ref  compared against a Python reference run by the test (torch, transformers,
+#               tokenizers, h5py, scikit-learn, safetensors, a reference written in the test)
+#   e2e         the `tupe` executable or a launch/ script end to end
+#   gpu         CUDA (reports itself skipped without a GPU)
+# The test TestTiers_every_test_has_one (tests/check_test_tiers.cmake) fails when a test has
+# no tier or a label that is no tier.
+set(TUPE_TEST_TIERS unit mpi python-ref e2e gpu)
+
+# tupe_check_tiers(where label...): a configure error unless every label is a tier.
+function(tupe_check_tiers where)
+  if(ARGC LESS 2)
+    message(FATAL_ERROR "${where}: no test tier (one of ${TUPE_TEST_TIERS})")
+  endif()
+  foreach(label ${ARGN})
+    if(NOT label IN_LIST TUPE_TEST_TIERS)
+      message(FATAL_ERROR "${where}: '${label}' is not a test tier (${TUPE_TEST_TIERS})")
+    endif()
+  endforeach()
+endfunction()
+
+# tupe_gtest(NAME name SOURCES a.cpp ... LIBS lib ... [TIMEOUT s] [LABELS tier...]
+#            [TIERS "tier[,tier]=gtest-filter" ...]): one GoogleTest executable; each TEST()
+# becomes one CTest test. Its tests carry LABELS (default: unit), except those matched by a
+# TIERS entry's filter (gtest syntax: Suite.Name patterns joined by ':'), which carry that
+# entry's tiers instead, e.g. TIERS "python-ref=TrainerOptimizers.AdamW*:TrainerSafetensors.*Python*".
 function(tupe_gtest)
-  cmake_parse_arguments(T "" "NAME;TIMEOUT" "SOURCES;LIBS" ${ARGN})
+  cmake_parse_arguments(T "" "NAME;TIMEOUT" "SOURCES;LIBS;LABELS;TIERS" ${ARGN})
   add_executable(${T_NAME} ${T_SOURCES})
   target_link_libraries(${T_NAME} PRIVATE GTest::gtest_main ${T_LIBS})
   target_compile_options(${T_NAME} PRIVATE ${TUPE_WARNINGS})
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 600)
   endif()
+  if(NOT T_LABELS)
+    set(T_LABELS unit)
+  endif()
+  tupe_check_tiers("${T_NAME}" ${T_LABELS})
   # gtest_discover_tests flattens PROPERTIES lists (only the first ENVIRONMENT entry would
   # survive), so the environment goes through the test "emulator", /usr/bin/env VAR=...,
-  # which runs the discovery and every discovered test.
+  # which runs the discovery and every discovered test. For the same reason a test with
+  # several tiers gets them as one LABELS list given last.
   set_target_properties(${T_NAME} PROPERTIES CROSSCOMPILING_EMULATOR "/usr/bin/env;${TUPE_TEST_ENV}")
-  gtest_discover_tests(${T_NAME} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT ${T_TIMEOUT})
+  set(others "")
+  foreach(entry ${T_TIERS})
+    string(FIND "${entry}" "=" eq)
+    if(eq LESS 1)
+      message(FATAL_ERROR "${T_NAME}: TIERS entry '${entry}' is not tier[,tier]=gtest-filter")
+    endif()
+    string(SUBSTRING "${entry}" 0 ${eq} tiers)
+    math(EXPR from "${eq} + 1")
+    string(SUBSTRING "${entry}" ${from} -1 filter)
+    string(REPLACE "," ";" tiers "${tiers}")
+    tupe_check_tiers("${T_NAME} TIERS" ${tiers})
+    gtest_discover_tests(${T_NAME} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60 TEST_FILTER "${filter}"
+                         PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${tiers}")
+    string(APPEND others ":${filter}")
+  endforeach()
+  set(rest "")
+  if(others)
+    string(SUBSTRING "${others}" 1 -1 others)
+    set(rest TEST_FILTER "-${others}")
+  endif()
+  gtest_discover_tests(${T_NAME} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60 ${rest}
+                       PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${T_LABELS}")
 endfunction()
 
-# tupe_mpi_test(NAME name NP n COMMAND exe args...): runs under mpirun with n ranks.
+# tupe_mpi_test(NAME name NP n COMMAND exe args... [LABELS tier...]): runs under mpirun with
+# n ranks; tiers: mpi plus LABELS (e.g. e2e for a `tupe` job).
 function(tupe_mpi_test)
-  cmake_parse_arguments(T "" "NAME;NP;TIMEOUT" "COMMAND" ${ARGN})
+  cmake_parse_arguments(T "" "NAME;NP;TIMEOUT" "COMMAND;LABELS" ${ARGN})
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 600)
   endif()
+  tupe_check_tiers("${T_NAME}" mpi ${T_LABELS})
   add_test(NAME ${T_NAME}
            COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${T_NP} --oversubscribe
                    --bind-to none ${T_COMMAND})
-  set_tests_properties(${T_NAME} PROPERTIES ENVIRONMENT "${TUPE_TEST_ENV}" TIMEOUT ${T_TIMEOUT})
+  set_tests_properties(${T_NAME} PROPERTIES ENVIRONMENT "${TUPE_TEST_ENV}" TIMEOUT ${T_TIMEOUT}
+                       LABELS "mpi;${T_LABELS}")
 endfunction()
