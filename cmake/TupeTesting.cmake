@@ -34,13 +34,15 @@ function(tupe_check_tiers where)
   endforeach()
 endfunction()
 
-# tupe_gtest(NAME name SOURCES a.cpp ... LIBS lib ... [TIMEOUT s] [LABELS tier...]
-#            [TIERS "tier[,tier]=gtest-filter" ...]): one GoogleTest executable; each TEST()
-# becomes one CTest test. Its tests carry LABELS (default: unit), except those matched by a
-# TIERS entry's filter (gtest syntax: Suite.Name patterns joined by ':'), which carry that
-# entry's tiers instead, e.g. TIERS "python-ref=TrainerOptimizers.AdamW*:TrainerSafetensors.*Python*".
+# tupe_gtest(NAME name SOURCES a.cpp ... LIBS lib ... [TIMEOUT s] [LABELS tier]
+#            [TIERS "tier=gtest-filter" ...]): one GoogleTest executable; each TEST() becomes one
+# CTest test. Its tests carry the tier LABELS (default: unit), except those matched by a TIERS
+# entry's filter (gtest syntax: Suite.Name patterns joined by ':'), which carry that entry's
+# tier instead, e.g. TIERS "python-ref=TrainerOptimizers.AdamW*:TrainerSafetensors.*Python*".
+# One tier per group: gtest_discover_tests flattens PROPERTIES lists, so a list of labels
+# would not survive.
 function(tupe_gtest)
-  cmake_parse_arguments(T "" "NAME;TIMEOUT" "SOURCES;LIBS;LABELS;TIERS" ${ARGN})
+  cmake_parse_arguments(T "" "NAME;TIMEOUT;LABELS" "SOURCES;LIBS;TIERS" ${ARGN})
   add_executable(${T_NAME} ${T_SOURCES})
   target_link_libraries(${T_NAME} PRIVATE GTest::gtest_main ${T_LIBS})
   target_compile_options(${T_NAME} PRIVATE ${TUPE_WARNINGS})
@@ -53,22 +55,18 @@ function(tupe_gtest)
   tupe_check_tiers("${T_NAME}" ${T_LABELS})
   # gtest_discover_tests flattens PROPERTIES lists (only the first ENVIRONMENT entry would
   # survive), so the environment goes through the test "emulator", /usr/bin/env VAR=...,
-  # which runs the discovery and every discovered test. For the same reason a test with
-  # several tiers gets them as one LABELS list given last.
+  # which runs the discovery and every discovered test.
   set_target_properties(${T_NAME} PROPERTIES CROSSCOMPILING_EMULATOR "/usr/bin/env;${TUPE_TEST_ENV}")
   set(others "")
   foreach(entry ${T_TIERS})
-    string(FIND "${entry}" "=" eq)
-    if(eq LESS 1)
-      message(FATAL_ERROR "${T_NAME}: TIERS entry '${entry}' is not tier[,tier]=gtest-filter")
+    if(NOT entry MATCHES "^([a-z-]+)=(.+)$")
+      message(FATAL_ERROR "${T_NAME}: TIERS entry '${entry}' is not tier=gtest-filter")
     endif()
-    string(SUBSTRING "${entry}" 0 ${eq} tiers)
-    math(EXPR from "${eq} + 1")
-    string(SUBSTRING "${entry}" ${from} -1 filter)
-    string(REPLACE "," ";" tiers "${tiers}")
-    tupe_check_tiers("${T_NAME} TIERS" ${tiers})
+    set(tier ${CMAKE_MATCH_1})
+    set(filter ${CMAKE_MATCH_2})
+    tupe_check_tiers("${T_NAME} TIERS" ${tier})
     gtest_discover_tests(${T_NAME} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60 TEST_FILTER "${filter}"
-                         PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${tiers}")
+                         PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS ${tier})
     string(APPEND others ":${filter}")
   endforeach()
   set(rest "")
@@ -77,7 +75,24 @@ function(tupe_gtest)
     set(rest TEST_FILTER "-${others}")
   endif()
   gtest_discover_tests(${T_NAME} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60 ${rest}
-                       PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${T_LABELS}")
+                       PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS ${T_LABELS})
+endfunction()
+
+# tupe_test_paths(target): where the target's executable finds the checkout, the build and
+# the shared data (tests/support/test_paths.h), compiled in RELATIVE to the executable's
+# folder: an absolute path in a -D would make every checkout's compile command differ, and
+# ccache would miss for it in a second checkout.
+function(tupe_test_paths target)
+  get_target_property(exe_dir ${target} RUNTIME_OUTPUT_DIRECTORY)
+  if(NOT exe_dir)
+    set(exe_dir ${CMAKE_CURRENT_BINARY_DIR})
+  endif()
+  get_filename_component(shared "${TUPE_SHARED_DATA}" ABSOLUTE)
+  file(RELATIVE_PATH to_source "${exe_dir}" "${CMAKE_SOURCE_DIR}")
+  file(RELATIVE_PATH to_build "${exe_dir}" "${CMAKE_BINARY_DIR}")
+  file(RELATIVE_PATH to_shared "${exe_dir}" "${shared}")
+  target_compile_definitions(${target} PRIVATE TUPE_TEST_TO_SOURCE="${to_source}" TUPE_TEST_TO_BUILD="${to_build}"
+                                               TUPE_TEST_TO_SHARED="${to_shared}")
 endfunction()
 
 # tupe_mpi_test(NAME name NP n COMMAND exe args... [LABELS tier...]): runs under mpirun with
@@ -87,10 +102,11 @@ function(tupe_mpi_test)
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 600)
   endif()
-  tupe_check_tiers("${T_NAME}" mpi ${T_LABELS})
+  set(labels mpi ${T_LABELS})
+  tupe_check_tiers("${T_NAME}" ${labels})
   add_test(NAME ${T_NAME}
            COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${T_NP} --oversubscribe
                    --bind-to none ${T_COMMAND})
   set_tests_properties(${T_NAME} PROPERTIES ENVIRONMENT "${TUPE_TEST_ENV}" TIMEOUT ${T_TIMEOUT}
-                       LABELS "mpi;${T_LABELS}")
+                       LABELS "${labels}")
 endfunction()
