@@ -13,6 +13,7 @@ set(TUPE_TEST_ENV
 
 # Test tiers: every test carries at least one of these CTest LABELS (`ctest -L unit`).
 #   unit        one process, no mpirun, no Python, no `tupe` job; seconds. `launch/test.sh --fast`
+#               (the unit tests of a GoogleTest executable are one CTest test: tupe_gtest)
 #   mpi         ranks under mpirun
 #   python-ref  compared against a Python reference run by the test (torch, transformers,
 #               tokenizers, h5py, scikit-learn, safetensors, a reference written in the test)
@@ -35,12 +36,16 @@ function(tupe_check_tiers where)
 endfunction()
 
 # tupe_gtest(NAME name SOURCES a.cpp ... LIBS lib ... [TIMEOUT s] [LABELS tier]
-#            [TIERS "tier=gtest-filter" ...]): one GoogleTest executable; each TEST() becomes one
-# CTest test. Its tests carry the tier LABELS (default: unit), except those matched by a TIERS
-# entry's filter (gtest syntax: Suite.Name patterns joined by ':'), which carry that entry's
-# tier instead, e.g. TIERS "python-ref=TrainerOptimizers.AdamW*:TrainerSafetensors.*Python*".
-# One tier per group: gtest_discover_tests flattens PROPERTIES lists, so a list of labels
-# would not survive.
+#            [TIERS "tier=gtest-filter" ...]): one GoogleTest executable. Its tests carry the
+# tier LABELS (default: unit), except those matched by a TIERS entry's filter (gtest syntax:
+# Suite.Name patterns joined by ':'), which carry that entry's tier instead, e.g.
+# TIERS "python-ref=TrainerOptimizers.AdamW*:TrainerSafetensors.*Python*".
+# The unit tests of the executable run as ONE CTest test named after it, in one process: a
+# process that loads LibTorch costs about half a second of CPU before its first test, more
+# than most unit tests take, so one process per test would make the unit tier several times
+# slower (launch/test.sh --fast). Run one of them with `<executable> --gtest_filter=Suite.Name`.
+# Every test of the other tiers is its own CTest test (gtest_discover_tests), one tier per
+# group: gtest_discover_tests flattens PROPERTIES lists, so a list of labels would not survive.
 function(tupe_gtest)
   cmake_parse_arguments(T "" "NAME;TIMEOUT;LABELS" "SOURCES;LIBS;TIERS" ${ARGN})
   add_executable(${T_NAME} ${T_SOURCES})
@@ -65,6 +70,9 @@ function(tupe_gtest)
     set(tier ${CMAKE_MATCH_1})
     set(filter ${CMAKE_MATCH_2})
     tupe_check_tiers("${T_NAME} TIERS" ${tier})
+    if(tier STREQUAL "unit")
+      message(FATAL_ERROR "${T_NAME}: unit is the default group (LABELS), not a TIERS entry")
+    endif()
     gtest_discover_tests(${T_NAME} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60 TEST_FILTER "${filter}"
                          PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS ${tier})
     string(APPEND others ":${filter}")
@@ -72,10 +80,22 @@ function(tupe_gtest)
   set(rest "")
   if(others)
     string(SUBSTRING "${others}" 1 -1 others)
-    set(rest TEST_FILTER "-${others}")
+    set(rest "-${others}")
   endif()
-  gtest_discover_tests(${T_NAME} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60 ${rest}
-                       PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS ${T_LABELS})
+  if(T_LABELS STREQUAL "unit")
+    set(filter_arg "")
+    if(rest)
+      set(filter_arg "--gtest_filter=${rest}")
+    endif()
+    add_test(NAME ${T_NAME} COMMAND ${T_NAME} ${filter_arg})
+    set_tests_properties(${T_NAME} PROPERTIES ENVIRONMENT "${TUPE_TEST_ENV}" TIMEOUT ${T_TIMEOUT} LABELS unit)
+  else()
+    if(rest)
+      set(rest TEST_FILTER "${rest}")
+    endif()
+    gtest_discover_tests(${T_NAME} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60 ${rest}
+                         PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS ${T_LABELS})
+  endif()
 endfunction()
 
 # tupe_test_paths(target): where the target's executable finds the checkout, the build and

@@ -1,9 +1,10 @@
+cmake_minimum_required(VERSION 3.25)
 # Passes when every CTest test of the build folder carries a test tier (cmake/TupeTesting.cmake)
 # and no label is anything else. Run by CTest as TestTiers_every_test_has_one (cmake -P).
 # Variables: CTEST (the ctest executable), BUILD (the build folder), TIERS (the tiers, ','-separated).
 string(REPLACE "," ";" TIERS "${TIERS}")
 list(JOIN TIERS "|" alternatives)
-execute_process(COMMAND ${CTEST} -N -LE "^(${alternatives})$" WORKING_DIRECTORY ${BUILD}
+execute_process(COMMAND ${CTEST} -N -FA ".*" -LE "^(${alternatives})$" WORKING_DIRECTORY ${BUILD}
                 OUTPUT_VARIABLE untiered RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0 OR NOT untiered MATCHES "Total Tests: 0")
   message(FATAL_ERROR "tests without a tier (${TIERS}); give each LABELS (cmake/TupeTesting.cmake):\n${untiered}")

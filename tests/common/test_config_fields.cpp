@@ -51,6 +51,8 @@ TEST(CommonConfigFields, ShortestDoubleTextReadsBackExactly) {
   EXPECT_EQ(format_double(0.1), "0.1");
   EXPECT_EQ(format_double(1e-5), "1e-05");
   EXPECT_EQ(format_double(3.0), "3");
+  EXPECT_EQ(format_double(1e-4), "1e-04");  // shorter than 0.0001
+  EXPECT_EQ(format_double(0.001), "0.001");
   EXPECT_EQ(format_double(0.1 + 0.2), "0.30000000000000004");
   for (const double v : {0.1 + 0.2, 1.0 / 3.0, 6.02214076e23, -2.5e-300})
     EXPECT_EQ(parse_double("k", format_double(v)), v) << format_double(v);
@@ -88,7 +90,7 @@ struct Sample {
 TEST(CommonConfigFields, TableAppliesAndPrintsEveryField) {
   Sample s;
   EXPECT_EQ(Sample::fields().to_kv(s),
-            (KeyValues{{"steps", "10"}, {"lr", "0.0001"}, {"shuffle", "true"}, {"name", "tiny"}, {"color", "red"}}));
+            (KeyValues{{"steps", "10"}, {"lr", "1e-04"}, {"shuffle", "true"}, {"name", "tiny"}, {"color", "red"}}));
   Sample::fields().apply(s, {{"steps", "1e3"}, {"lr", "5e-4"}, {"shuffle", "off"}, {"name", "a b"}, {"color", "blue"}},
                          "test");
   EXPECT_EQ(s.steps, 1000);
