@@ -27,6 +27,7 @@
 #include "dist/device.h"
 #include "dist/mpi_env.h"
 #include "trainer/durable_io.h"
+#include "trainer/glue/custom_task.h"
 #include "trainer/glue/evaluation.h"
 #include "trainer/glue/pretrained.h"
 #include "trainer/glue/report.h"
@@ -42,13 +43,16 @@ int evaluate_job(const dist::MpiEnv& env, int argc, char** argv) {
   glue::FinetuneConfig cfg;
   data::TokenizerOptions tok_options;
   dist::DistOptions dist_options;
+  glue::CustomTaskConfig task_config;
   std::string model_path;
   ConfigCli cli("evaluate",
                 "Evaluates a model fine-tuned by `tupe finetune` (its models/<TASK> folder) on the task's dev\n"
                 "split(s) and writes the submission file(s) of its test split(s). Reads data_dir, output_dir,\n"
                 "max_length (0 = the length it was trained with), eval_batch_size, device, precision, threads,\n"
-                "skip_bad_rows and predict_test from [finetune].");
+                "skip_bad_rows and predict_test from [finetune]. A custom task's files: the [task] section given\n"
+                "here when its name is the model's task, else the one the model recorded.");
   cli.section("finetune", glue::FinetuneConfig::fields(), cfg);
+  cli.section("task", glue::CustomTaskConfig::fields(), task_config);
   cli.section("tokenizer", data::TokenizerOptions::fields(), tok_options);
   cli.section("dist", dist::DistOptions::fields(), dist_options);
   cli.options().add_options()("model", po::value<std::string>(&model_path),
@@ -60,7 +64,7 @@ int evaluate_job(const dist::MpiEnv& env, int argc, char** argv) {
   tok_options.validate();
   dist_options.validate();
   TUPE_CHECK(!model_path.empty(), "evaluate: no model given (--model DIR)");
-  TUPE_CHECK(!cfg.data_dir.empty(), "finetune.data_dir: no GLUE folder given");
+  task_config.validate();
   TUPE_CHECK(!tok_options.vocab.empty(), "tokenizer.vocab: the model's vocabulary is required");
   // Every rank evaluates the same model with the same config (the first differing key named).
   KeyValues effective = cli.effective();
@@ -72,7 +76,10 @@ int evaluate_job(const dist::MpiEnv& env, int argc, char** argv) {
   auto tokenizer = data::make_tokenizer(tok_options);
   const glue::FinetunedModel saved = glue::load_finetuned_model(model_path);
   glue::check_vocabulary(saved.vocab_sha256, *tokenizer, saved.dir.string());
-  const glue::TaskSpec& task = glue::find_task(saved.task, (saved.dir / "trainer_state.json").string());
+  glue::TaskSpec custom;
+  const glue::TaskSpec& task = glue::saved_model_task(saved.task, saved.saved_config, task_config,
+                                                      (saved.dir / "trainer_state.json").string(), &custom);
+  TUPE_CHECK(task.custom || !cfg.data_dir.empty(), "finetune.data_dir: no GLUE folder given");
   const int64_t max_length = cfg.max_length > 0 ? cfg.max_length : saved.max_length;
   TUPE_CHECK(max_length >= 3 && max_length <= saved.config.max_positions,
              "finetune.max_length: " << max_length << " is outside [3, model.max_positions = "

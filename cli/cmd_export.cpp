@@ -1,7 +1,9 @@
-// tupe export --checkpoint DIR --output OUT [--vocab vocab.txt] [--format auto|hf|tupe]:
-// a pre-training checkpoint as a HuggingFace BertForMaskedLM folder (BERT-A) or as
-// safetensors + a JSON config naming every tensor (TUPE-A/R, BERT-R: HF has no such
-// architecture). Layouts: trainer/export/export.h.
+// tupe export --checkpoint DIR --output OUT [--vocab V] [--format auto|hf|hf-bert|hf-tupe|tupe]
+//     [--lower-case auto|true|false]:
+// a checkpoint of `tupe pretrain` or a model of `tupe finetune` as a Hugging Face folder
+// (BERT-A: transformers' BERT; every other variant: tupe's modeling code, loaded with
+// trust_remote_code=True) with the tokenizer files, or as safetensors + a JSON config naming
+// every tensor. Layouts: trainer/export/export.h.
 #include <boost/program_options/options_description.hpp>
 #include <boost/program_options/value_semantic.hpp>
 #include <iostream>
@@ -17,19 +19,26 @@ namespace po = boost::program_options;
 namespace tupe::cli {
 
 int run_export(int argc, char** argv) {
-  std::string checkpoint, output, vocab, format = "auto";
+  std::string checkpoint, output, vocab, format = "auto", lower_case = "auto";
   ConfigCli cli("export",
-                "Exports a pre-training checkpoint. BERT-A (bert-absolute, post-LN) -> a folder HuggingFace\n"
-                "transformers loads as BertForMaskedLM (config.json, model.safetensors with HF names,\n"
-                "vocab.txt). TUPE-A/R and BERT-R -> model.safetensors with tupe's names + config.json naming\n"
-                "every tensor (transformers has no TUPE architecture).");
+                "Exports a checkpoint of tupe pretrain (MLM head) or a model of tupe finetune (sentence head) as a\n"
+                "Hugging Face folder with the tokenizer files AutoTokenizer loads. BERT-A (bert-absolute, post-LN)\n"
+                "-> transformers' BertForMaskedLM / BertForSequenceClassification; every other variant (TUPE-A/R,\n"
+                "BERT-R, pre-LN) -> tupe's own modeling code (TupeForMaskedLM, TupeForSequenceClassification,\n"
+                "TupeModel), loaded with from_pretrained(OUT, trust_remote_code=True). --format tupe writes\n"
+                "model.safetensors with tupe's names + config.json naming every tensor.");
   cli.options().add_options()("checkpoint", po::value<std::string>(&checkpoint),
                               "checkpoint folder step_XXXXXXXX, or a checkpoint.dir (the newest whole one)")(
       "output", po::value<std::string>(&output), "folder to create (must not exist)")(
       "vocab", po::value<std::string>(&vocab),
-      "vocabulary to copy (default: the checkpoint's tokenizer.vocab when readable); its SHA-256 must match")(
+      "vocab.txt (WordPiece) or .model (SentencePiece) for the tokenizer files (default: the checkpoint's "
+      "tokenizer.vocab when readable); its SHA-256 must match the checkpoint's")(
       "format", po::value<std::string>(&format)->default_value("auto"),
-      "auto (hf for BERT-A, else tupe), hf (refused for non-BERT-A), tupe");
+      "auto = hf: transformers' BERT for BERT-A (post-LN), else tupe's modeling code; hf-bert (refused for "
+      "other variants); hf-tupe (tupe's modeling code for any variant, BERT-A included); tupe (tupe's names)")(
+      "lower-case", po::value<std::string>(&lower_case)->default_value("auto"),
+      "WordPiece lower-casing (do_lower_case): auto (the checkpoint's tokenizer.lower_case, else what its "
+      "training shards record), true, false");
   if (!cli.parse(argc, argv)) return 0;
   TUPE_CHECK(!checkpoint.empty(), "export: no checkpoint given (--checkpoint DIR)");
   TUPE_CHECK(!output.empty(), "export: no output folder given (--output OUT)");
@@ -38,9 +47,12 @@ int run_export(int argc, char** argv) {
   options.output = output;
   options.vocab = vocab;
   options.format = format;
+  options.lower_case = lower_case;
   const auto result = exporting::export_checkpoint(options);
-  std::cout << "exported " << result.checkpoint.string() << " -> " << output << " (format " << result.format << ")\n"
-            << (result.vocab.empty() ? std::string("no vocabulary copied (give --vocab)") : "vocabulary " + result.vocab.string())
+  std::cout << "exported " << result.checkpoint.string() << " -> " << output << " (format " << result.format
+            << (result.architecture.empty() ? "" : ", " + result.architecture) << ")\n"
+            << (result.vocab.empty() ? std::string("no vocabulary, no tokenizer files (give --vocab)")
+                                     : "vocabulary " + result.vocab.string())
             << "\n" << result.note << "\n";
   return 0;
 }

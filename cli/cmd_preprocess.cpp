@@ -1,13 +1,11 @@
 // tupe preprocess: raw text -> tokenised, packed HDF5 shards (data_pipeline/preprocess.h).
 // Runs alone or under mpirun: shard files are dealt to ranks round-robin, and the output is
-// byte-identical for any rank count. MPI (the project's MpiEnv, C API calls on
-// MPI_COMM_WORLD) is used to agree on success before any shard is renamed into place, to pass
-// the first error to rank 0, to check that every rank sees the same inputs and settings
-// (dist/agreement.h), to share the run id and to sum the totals. Usage:
+// byte-identical for any rank count. The ranks use the project's MPI environment
+// (dist/agreement.h, no MPI call here) to agree on success before any shard is renamed into
+// place, to pass the first error to every rank, to check that every rank sees the same inputs
+// and settings, to share the run id and to sum the totals. Usage:
 //   [mpirun -np W] tupe preprocess --input FILE_OR_FOLDER [...] --output DIR
 //       --tokenizer.vocab vocab.txt [--preprocess.max_seq_len 128 ...]
-#include <mpi.h>
-
 #include <boost/program_options/options_description.hpp>
 #include <boost/program_options/value_semantic.hpp>
 #include <algorithm>
@@ -31,22 +29,6 @@ namespace po = boost::program_options;
 namespace tupe::cli {
 
 namespace {
-
-/// All ranks agree whether a phase succeeded; returns "" when every rank did, else the
-/// error message of the lowest failing rank (on every rank).
-std::string agree(const std::string& my_error) {
-  int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  int mine = my_error.empty() ? size : rank, first = size;
-  MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (first == size) return "";
-  int len = rank == first ? static_cast<int>(my_error.size()) : 0;
-  MPI_Bcast(&len, 1, MPI_INT, first, MPI_COMM_WORLD);
-  std::string msg = rank == first ? my_error : std::string(static_cast<size_t>(len), ' ');
-  MPI_Bcast(msg.data(), len, MPI_CHAR, first, MPI_COMM_WORLD);
-  return msg;
-}
 
 /// Runs `f`, turning a tupe::Error into its message.
 template <class F>
@@ -95,7 +77,7 @@ int preprocess_job(const dist::MpiEnv& env, int argc, char** argv) {
   for (int i = 0; i < argc; ++i) command_line += std::string(" ") + argv[i];
 
   // Phase 1: options, inputs, tokenizer, output folder.
-  std::string err = agree(attempt([&] {
+  std::string err = dist::first_error(env, attempt([&] {
     help = !cli.parse(argc, argv);
     if (help) return;
     overwrite = cli.vm().count("overwrite") > 0;
@@ -134,8 +116,6 @@ int preprocess_job(const dist::MpiEnv& env, int argc, char** argv) {
       std::fprintf(stderr, "preprocess: note: kept %s (written on another host; remove it if no run writes there)\n",
                    f.c_str());
   if (rank == 0) {
-    std::cout << "# effective config\n";
-    cli.print_effective(std::cout);
     std::cout << "# " << plan.files.size() << " input files, " << plan.pieces.size() << " pieces, " << plan.jobs.size()
               << " shards, " << world << " ranks\n"
               << std::flush;
@@ -145,7 +125,7 @@ int preprocess_job(const dist::MpiEnv& env, int argc, char** argv) {
   const auto t0 = std::chrono::steady_clock::now();
   auto last_print = t0;
   std::vector<std::unique_ptr<data::ShardWriter>> writers;
-  err = agree(attempt([&] {
+  err = dist::first_error(env, attempt([&] {
     writers = data::run_preprocess_jobs(
         plan, config, *tokenizer, rank, world, command_line, run_id, [&](const data::PreprocessProgress& p) {
           const auto now = std::chrono::steady_clock::now();
@@ -172,39 +152,43 @@ int preprocess_job(const dist::MpiEnv& env, int argc, char** argv) {
   }
 
   // Phase 3: all ranks succeeded and wrote something: rename into place, then drop stale shards.
-  long long train_sequences = 0, all_train_sequences = 0;
+  int64_t train_sequences = 0;
   for (const auto& w : writers)
     if (w->final_path().find("validation-") == std::string::npos) train_sequences += w->num_sequences();
-  MPI_Allreduce(&train_sequences, &all_train_sequences, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
-  if (all_train_sequences == 0) {
+  if (dist::sum_over_ranks(env, {train_sequences})[0] == 0) {
     writers.clear();
     throw AgreedError(plan.files.front().path + (plan.files.size() > 1 ? " (and the other inputs)" : "") +
                       ": no training sequences (no tokenisable text)");
   }
-  err = agree(attempt([&] {
+  err = dist::first_error(env, attempt([&] {
     for (auto& w : writers) w->commit();
   }));
   if (!err.empty()) throw AgreedError(err);  // every rank holds the same message
-  MPI_Barrier(MPI_COMM_WORLD);
-  long long totals[4] = {0, 0, 0, 0}, sums[4] = {0, 0, 0, 0};
+  dist::barrier(env);
+  std::vector<int64_t> totals(4, 0);
   for (const auto& w : writers) {
     const int k = w->final_path().find("validation-") != std::string::npos ? 2 : 0;
     totals[k] += w->num_sequences();
     totals[k + 1] += w->num_tokens();
   }
-  MPI_Reduce(totals, sums, 4, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+  const std::vector<int64_t> sums = dist::sum_over_ranks(env, totals);
   if (rank == 0) {
     std::set<std::string> planned;
     for (const auto& j : plan.jobs) planned.insert(std::filesystem::path(j.path).lexically_normal().string());
     for (const auto& old : existing)
       if (!planned.count(std::filesystem::path(old).lexically_normal().string())) std::filesystem::remove(old);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("wrote %lld train sequences (%lld tokens) in %lld shards", sums[0], sums[1],
+    std::printf("wrote %lld train sequences (%lld tokens) in %lld shards", static_cast<long long>(sums[0]),
+                static_cast<long long>(sums[1]),
                 static_cast<long long>(config.num_shards));
     if (config.validation_ratio > 0)
-      std::printf(", %lld validation sequences (%lld tokens) in %lld shards", sums[2], sums[3],
+      std::printf(", %lld validation sequences (%lld tokens) in %lld shards", static_cast<long long>(sums[2]),
+                  static_cast<long long>(sums[3]),
                   static_cast<long long>(config.num_validation_shards));
     std::printf(" to %s in %.1f s\n", output.c_str(), secs);
+    // The whole effective config next to the shards (written after success only: a failed
+    // run leaves nothing); the console gets one line.
+    std::cout << cli.write_effective((std::filesystem::path(output) / "effective_config.ini").string()) << std::endl;
   }
   return 0;
 }

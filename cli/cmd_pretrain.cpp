@@ -34,13 +34,12 @@ int pretrain_job(const dist::MpiEnv& env, int argc, char** argv) {
   cfg.effective = cli.effective();
   const std::string resume = cli.vm()["resume"].as<std::string>();
 
-  if (env.rank() == 0 && cfg.train.progress) {
-    std::cout << "# effective config\n";
-    cli.print_effective(std::cout);
-    std::cout << std::endl;
-  }
   {
-    const auto result = trainer::run_pretraining(env, cfg, resume);
+    // Once the checks passed, the whole effective config goes to the run folder and the
+    // console gets one line.
+    const auto result = trainer::run_pretraining(env, cfg, resume, [&] {
+      std::cout << cli.write_effective(cfg.checkpoint.dir + "/effective_config.ini") << std::endl;
+    });
     if (env.rank() == 0) {
       std::cout << "pre-training " << (result.stopped_by_signal ? "stopped by signal" : "finished") << " at step "
                 << result.final_step;

@@ -17,6 +17,7 @@ int run_pretrain(int argc, char** argv);
 int run_finetune(int argc, char** argv);
 int run_evaluate(int argc, char** argv);
 int run_export(int argc, char** argv);
+int run_predict(int argc, char** argv);
 int run_analyze(int argc, char** argv);
 
 }  // namespace tupe::cli

@@ -1,8 +1,15 @@
 #include "cli/config_cli.h"
 
+#include <unistd.h>
+
 #include <boost/program_options/parsers.hpp>
 #include <boost/program_options/value_semantic.hpp>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "common/error.h"
 #include "common/ini.h"
@@ -55,12 +62,14 @@ bool ConfigCli::parse(int argc, char** argv) {
     for (const auto& s : sections_) mine = mine || s.name == sec;
     if (!mine && (others.empty() || others.back() != sec)) others.push_back(sec);
   }
+  // Relative paths in the file are relative to the file's folder.
+  const std::string base = file.empty() ? std::string() : std::filesystem::path(file).parent_path().string();
   for (const auto& sec : others)
-    TUPE_CHECK(check_other_section(sec, ini_section(file_kv, sec), file + " [" + sec + "]"),
+    TUPE_CHECK(check_other_section(sec, ini_section(file_kv, sec), file + " [" + sec + "]", base),
                file << ": unknown section [" << sec << "]: no subcommand reads it (sections: " << known_section_names()
                     << ")");
   for (const auto& s : sections_) {
-    s.apply(ini_section(file_kv, s.name), file + " [" + s.name + "]");
+    s.apply(s.rebase_paths(ini_section(file_kv, s.name), base), file + " [" + s.name + "]");
     KeyValues overrides;
     for (const auto& [k, v] : vm_)
       if (k.rfind(s.name + ".", 0) == 0) overrides[k.substr(s.name.size() + 1)] = v.as<std::string>();
@@ -77,5 +86,36 @@ KeyValues ConfigCli::effective() const {
 }
 
 void ConfigCli::print_effective(std::ostream& os) const { os << format_ini(effective()); }
+
+std::string ConfigCli::write_effective(const std::string& file) const {
+  namespace fs = std::filesystem;
+  const KeyValues kv = effective();
+  std::error_code ec;
+  const fs::path path(file);
+  if (path.has_parent_path()) fs::create_directories(path.parent_path(), ec);
+  const fs::path temp = path.string() + ".tmp-" + std::to_string(::getpid());
+  {
+    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+    out << "# effective config of `tupe " << command_ << "`, written at its start\n" << format_ini(kv);
+    out.close();
+    TUPE_CHECK(out.good(), file << ": cannot write the effective config: "
+                                << (ec ? ec.message() : std::string(std::strerror(errno))));
+  }
+  fs::rename(temp, path, ec);
+  if (ec) fs::remove(temp);
+  TUPE_CHECK(!ec, file << ": cannot write the effective config: " << ec.message());
+  std::ostringstream line;
+  int64_t set = 0;
+  std::ostringstream listed;
+  for (const auto& [k, v] : kv) {
+    const auto d = defaults_.find(k);
+    if (d != defaults_.end() && d->second == v) continue;
+    if (set < 12) listed << (set ? ", " : "") << k << "=" << v;
+    ++set;
+  }
+  line << "# effective config: " << file << " (" << kv.size() << " keys; " << set << " set"
+       << (set ? ": " + listed.str() + (set > 12 ? ", ..." : "") : std::string()) << ")";
+  return line.str();
+}
 
 }  // namespace tupe::cli

@@ -4,6 +4,10 @@
 // every field becomes an option `--section.field VALUE` whose help names its unit and
 // default. `--config FILE` reads an INI file first; options given on the command line
 // override it. Unknown sections or keys are errors naming the file or the option.
+// Paths: a relative path in a config file (fields declared with FieldTable::path or
+// path_list) is resolved against the config file's folder, so `--config configs/x.ini`
+// works from any working directory; a path given on the command line is taken relative to
+// the working directory, as usual for command-line arguments.
 #pragma once
 #include <boost/program_options/options_description.hpp>
 #include <boost/program_options/variables_map.hpp>
@@ -17,9 +21,11 @@
 namespace tupe::cli {
 
 /// Validates the keys and values of section `name` (one another subcommand reads) against
-/// its field table; returns false when no subcommand reads such a section. Throws tupe::Error
+/// its field table, its relative paths resolved against `base` (the config file's folder);
+/// returns false when no subcommand reads such a section. Throws tupe::Error
 /// "<where> (read by tupe ...): ..." for an unknown key or a bad value (config_sections.cpp).
-bool check_other_section(const std::string& name, const KeyValues& kv, const std::string& where);
+bool check_other_section(const std::string& name, const KeyValues& kv, const std::string& where,
+                         const std::string& base);
 /// "model, data, ...": every section some subcommand reads.
 std::string known_section_names();
 
@@ -35,10 +41,12 @@ class ConfigCli {
     for (const auto& f : table.fields())
       add_field_option(desc, name + "." + f.name, f.help, f.get(target));
     config_options_.add(desc);
+    for (const auto& [k, v] : table.to_kv(target)) defaults_[name + "." + k] = v;
     sections_.push_back({name, [&table, &target, name](const KeyValues& kv, const std::string& where) {
                            table.apply(target, kv, where);
                          },
-                         [&table, &target]() { return table.to_kv(target); }});
+                         [&table, &target]() { return table.to_kv(target); },
+                         [&table](const KeyValues& kv, const std::string& base) { return table.rebase_paths(kv, base); }});
   }
 
   /// Options of the command itself (not config fields), e.g. --resume.
@@ -57,11 +65,19 @@ class ConfigCli {
   /// Prints the effective config as INI text.
   void print_effective(std::ostream& os) const;
 
+  /// Writes the effective config as INI text to `file` (its folder created; written under a
+  /// temporary name and renamed) and returns the one console line that says so:
+  /// "# effective config: FILE (N keys; K set: section.key=value, ...)", the keys whose value
+  /// differs from the built-in default listed (the first 12). Throws tupe::Error
+  /// "<file>: cannot write the effective config: <cause>".
+  std::string write_effective(const std::string& file) const;
+
  private:
   struct Section {
     std::string name;
     std::function<void(const KeyValues&, const std::string&)> apply;
     std::function<KeyValues()> to_kv;
+    std::function<KeyValues(const KeyValues&, const std::string&)> rebase_paths;  ///< against the config's folder
   };
   static void add_field_option(boost::program_options::options_description& desc, const std::string& key,
                                const std::string& help, const std::string& default_text);
@@ -70,6 +86,7 @@ class ConfigCli {
   boost::program_options::options_description own_options_;
   boost::program_options::options_description config_options_;
   std::vector<Section> sections_;
+  KeyValues defaults_;  ///< "section.key" -> built-in default, as registered
   boost::program_options::variables_map vm_;
 };
 

@@ -9,6 +9,7 @@
 #include "data_pipeline/text/tokenizer_factory.h"
 #include "dist/options.h"
 #include "model/config.h"
+#include "trainer/glue/custom_task.h"
 #include "trainer/glue/finetune_config.h"
 #include "trainer/loop/train_options.h"
 #include "trainer/options.h"
@@ -18,9 +19,9 @@ namespace tupe::cli {
 namespace {
 
 template <class S>
-void check_fields(const KeyValues& kv, const std::string& where) {
+void check_fields(const KeyValues& kv, const std::string& where, const std::string& base) {
   S scratch;  // the defaults, then the file's values: keys, parses and ranges are checked
-  S::fields().apply(scratch, kv, where);
+  S::fields().apply(scratch, S::fields().rebase_paths(kv, base), where);
   try {
     scratch.validate();
   } catch (const Error& e) {
@@ -31,7 +32,7 @@ void check_fields(const KeyValues& kv, const std::string& where) {
 struct KnownSection {
   const char* name;
   const char* read_by;
-  void (*check)(const KeyValues&, const std::string&);
+  void (*check)(const KeyValues&, const std::string&, const std::string&);
 };
 
 const KnownSection kKnownSections[] = {
@@ -43,6 +44,7 @@ const KnownSection kKnownSections[] = {
     {"dist", "pretrain, finetune, evaluate", &check_fields<dist::DistOptions>},
     {"train", "pretrain", &check_fields<trainer::TrainOptions>},
     {"finetune", "finetune, evaluate", &check_fields<glue::FinetuneConfig>},
+    {"task", "finetune, evaluate", &check_fields<glue::CustomTaskConfig>},
     {"tokenizer", "preprocess, finetune, evaluate", &check_fields<data::TokenizerOptions>},
     {"preprocess", "preprocess", &check_fields<data::PreprocessConfig>},
     {"vocab", "vocab", &check_fields<data::SentencePieceTrainOptions>},
@@ -50,10 +52,11 @@ const KnownSection kKnownSections[] = {
 
 }  // namespace
 
-bool check_other_section(const std::string& name, const KeyValues& kv, const std::string& where) {
+bool check_other_section(const std::string& name, const KeyValues& kv, const std::string& where,
+                         const std::string& base) {
   for (const auto& s : kKnownSections)
     if (name == s.name) {
-      s.check(kv, where + " (read by tupe " + s.read_by + ")");
+      s.check(kv, where + " (read by tupe " + s.read_by + ")", base);
       return true;
     }
   return false;

@@ -19,7 +19,8 @@ const tupe::cli::Command kCommands[] = {
     {"pretrain", "pre-train TUPE-BERT (MLM) data-parallel under mpirun, with checkpoints", tupe::cli::run_pretrain},
     {"finetune", "fine-tune a checkpoint on GLUE (LR grid x seeds, median per LR), submission files", tupe::cli::run_finetune},
     {"evaluate", "GLUE dev metrics and submission files of a fine-tuned model", tupe::cli::run_evaluate},
-    {"export", "a checkpoint as a HuggingFace BertForMaskedLM folder (BERT-A) or safetensors + JSON", tupe::cli::run_export},
+    {"export", "a checkpoint as a Hugging Face folder (every variant; BERT-A as BertForMaskedLM) or safetensors + JSON", tupe::cli::run_export},
+    {"predict", "fill-mask top-k and embeddings (safetensors) of a checkpoint on text lines, CPU or GPU", tupe::cli::run_predict},
     {"analyze", "positional heatmaps, position-embedding probes, loss/LR curves of a checkpoint", tupe::cli::run_analyze},
     {"info", "print a model config and its parameter table", tupe::cli::run_info},
 };

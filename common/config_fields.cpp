@@ -1,5 +1,7 @@
 #include "common/config_fields.h"
 
+#include <filesystem>
+
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -42,17 +44,28 @@ std::string format_double(double v) {
   return std::string(buf, ptr);
 }
 
-std::vector<std::string> diff_kv(const KeyValues& a, const KeyValues& b) {
-  std::vector<std::string> out;
-  for (const auto& [k, v] : a) {
-    auto it = b.find(k);
-    if (it == b.end())
-      out.push_back(k + ": " + v + " -> (absent)");
-    else if (it->second != v)
-      out.push_back(k + ": " + v + " -> " + it->second);
+std::string rebase_path_value(const std::string& value, PathField kind, const std::string& base) {
+  if (kind == PathField::kNone || base.empty()) return value;
+  auto one = [&](const std::string& p) {
+    if (p.empty() || std::filesystem::path(p).is_absolute()) return p;
+    return (std::filesystem::path(base) / p).lexically_normal().string();
+  };
+  if (kind == PathField::kOne) return one(value);
+  std::string out;
+  size_t pos = 0;
+  while (pos <= value.size()) {
+    size_t comma = value.find(',', pos);
+    if (comma == std::string::npos) comma = value.size();
+    std::string item = value.substr(pos, comma - pos);
+    const size_t b = item.find_first_not_of(" \t");
+    const size_t e = item.find_last_not_of(" \t");
+    item = b == std::string::npos ? std::string() : item.substr(b, e - b + 1);
+    if (!item.empty()) {
+      if (!out.empty()) out += ',';
+      out += one(item);
+    }
+    pos = comma + 1;
   }
-  for (const auto& [k, v] : b)
-    if (!a.count(k)) out.push_back(k + ": (absent) -> " + v);
   return out;
 }
 

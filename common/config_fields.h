@@ -26,6 +26,18 @@ bool parse_bool(const std::string& key, const std::string& text);
 /// Formats a double with the shortest text that parses back to the same value.
 std::string format_double(double v);
 
+/// Whether a field names files: a relative path read from a config file is resolved against
+/// that file's folder (a path given on the command line, against the working directory).
+enum class PathField {
+  kNone,  ///< not a path
+  kOne,   ///< one path ("" = none)
+  kList,  ///< comma-separated paths
+};
+
+/// `value` with each relative path of kind `kind` made relative to `base` (the config file's
+/// folder; lexically normalised). Absolute paths, "" and kNone values are returned as they are.
+std::string rebase_path_value(const std::string& value, PathField kind, const std::string& base);
+
 /// One field of a config struct S.
 template <class S>
 struct Field {
@@ -33,6 +45,7 @@ struct Field {
   std::string help;  ///< meaning with unit, e.g. "model width d (elements)"
   std::function<std::string(const S&)> get;
   std::function<void(S&, const std::string&)> set;  ///< throws tupe::Error on bad text
+  PathField path = PathField::kNone;                ///< names files (see rebase_paths)
 };
 
 template <class S>
@@ -56,6 +69,18 @@ class FieldTable {
   FieldTable& text(const std::string& name, std::string S::*m, std::string help) {
     fields_.push_back({name, std::move(help), [m](const S& s) { return s.*m; },
                        [m](S& s, const std::string& t) { s.*m = t; }});
+    return *this;
+  }
+  /// A text field naming one file or folder (resolved against the config file's folder).
+  FieldTable& path(const std::string& name, std::string S::*m, std::string help) {
+    text(name, m, std::move(help));
+    fields_.back().path = PathField::kOne;
+    return *this;
+  }
+  /// A text field naming comma-separated files or folders (each resolved like path()).
+  FieldTable& path_list(const std::string& name, std::string S::*m, std::string help) {
+    text(name, m, std::move(help));
+    fields_.back().path = PathField::kList;
     return *this;
   }
   /// A field with custom conversion (enums): `get` prints, `set` parses (throwing on bad text).
@@ -86,6 +111,14 @@ class FieldTable {
       }
     }
   }
+  /// `kv` (read from a config file in folder `base`) with its path fields' relative values
+  /// resolved against `base`; unknown keys are left for apply() to name.
+  KeyValues rebase_paths(const KeyValues& kv, const std::string& base) const {
+    KeyValues out = kv;
+    for (auto& [key, value] : out)
+      if (const Field<S>* f = find(key)) value = rebase_path_value(value, f->path, base);
+    return out;
+  }
   const Field<S>* find(const std::string& key) const {
     for (const auto& f : fields_)
       if (f.name == key) return &f;
@@ -96,7 +129,5 @@ class FieldTable {
   std::vector<Field<S>> fields_;
 };
 
-/// Keys of `a` and `b` whose values differ (or exist in one only), as "key: a -> b" lines.
-std::vector<std::string> diff_kv(const KeyValues& a, const KeyValues& b);
 
 }  // namespace tupe

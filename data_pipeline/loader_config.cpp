@@ -54,8 +54,8 @@ DatasetOptions LoaderConfig::dataset_options(const std::string& split, const std
 const FieldTable<LoaderConfig>& LoaderConfig::fields() {
   static const FieldTable<LoaderConfig> table = [] {
     FieldTable<LoaderConfig> t;
-    t.text("train_shards", &LoaderConfig::train_shards, "comma-separated shard files or folders (train split)")
-        .text("validation_shards", &LoaderConfig::validation_shards,
+    t.path_list("train_shards", &LoaderConfig::train_shards, "comma-separated shard files or folders (train split)")
+        .path_list("validation_shards", &LoaderConfig::validation_shards,
               "comma-separated shard files or folders (validation split); empty = no validation")
         .integer("vocab_size", &LoaderConfig::vocab_size,
                  "vocabulary size (ids); required for NVIDIA shards, 0 = as recorded in own shards")

@@ -176,26 +176,48 @@ class OwnDirectSource final : public ShardSource {
   FileIdentity identity_;
 };
 
-/// Own shard with compressed (or big-endian) token_ids: chunk-sized blocks through the cache.
-class OwnCachedSource final : public ShardSource {
+/// A shard read in blocks through the dataset's BlockCache: block b holds units
+/// [b*block, (b+1)*block) of `count` (tokens of an own shard, rows of an NVIDIA one).
+class CachedSource : public ShardSource {
  public:
-  OwnCachedSource(const std::string& path, int64_t num_tokens, int64_t block_tokens, int64_t vocab_size,
-                  std::shared_ptr<BlockCache> cache, uint64_t key)
-      : ShardSource(path, false),
-        tokens_(num_tokens),
-        block_(block_tokens),
+  CachedSource(const std::string& path, bool with_masks, int64_t count, int64_t block, int64_t vocab_size,
+               std::shared_ptr<BlockCache> cache, uint64_t key)
+      : ShardSource(path, with_masks),
+        count_(count),
+        block_(block),
         vocab_(vocab_size),
         cache_(std::move(cache)),
         key_(key),
         identity_(path_identity(path)) {}
   SampleIndex& mutable_index() { return index_; }
 
+ protected:
+  /// Block b, loaded by `load(b)` when the cache lacks it.
+  BlockCache::Block block(int64_t b) const {
+    return cache_->get(block_key(key_, b), [&] { return load(b); });
+  }
+  /// Reads and checks block b (under the HDF5 lock, after checking the file is unchanged).
+  virtual ShardContents load(int64_t b) const = 0;
+
+  int64_t count_, block_, vocab_;
+  std::shared_ptr<BlockCache> cache_;
+  uint64_t key_;
+  FileIdentity identity_;
+};
+
+/// Own shard with compressed (or big-endian) token_ids: chunk-sized blocks through the cache.
+class OwnCachedSource final : public CachedSource {
+ public:
+  OwnCachedSource(const std::string& path, int64_t num_tokens, int64_t block_tokens, int64_t vocab_size,
+                  std::shared_ptr<BlockCache> cache, uint64_t key)
+      : CachedSource(path, false, num_tokens, block_tokens, vocab_size, std::move(cache), key) {}
+
   void read(int64_t local, Sample& out) const override {
     const int64_t begin = index_.begin(local), n = index_.length(local);
     out.token_ids.resize(static_cast<size_t>(n));
     for (int64_t pos = begin; pos < begin + n;) {
       const int64_t b = pos / block_;
-      const BlockCache::Block blk = cache_->get(block_key(key_, b), [&] { return load(b); });
+      const BlockCache::Block blk = block(b);
       const int64_t within = pos - b * block_;
       const int64_t take = std::min(begin + n - pos, blk->offsets.back() - within);
       auto* dst = out.token_ids.data() + (pos - begin);
@@ -212,8 +234,8 @@ class OwnCachedSource final : public ShardSource {
   }
 
  private:
-  ShardContents load(int64_t b) const {
-    const int64_t first = b * block_, n = std::min(block_, tokens_ - first);
+  ShardContents load(int64_t b) const override {
+    const int64_t first = b * block_, n = std::min(block_, count_ - first);
     std::vector<int32_t> ids;
     {
       h5::Lock lock;
@@ -232,29 +254,18 @@ class OwnCachedSource final : public ShardSource {
     return c;
   }
 
-  int64_t tokens_, block_, vocab_;
-  std::shared_ptr<BlockCache> cache_;
-  uint64_t key_;
-  FileIdentity identity_;
 };
 
 /// NVIDIA shard: blocks of rows through the cache.
-class NvidiaSource final : public ShardSource {
+class NvidiaSource final : public CachedSource {
  public:
   NvidiaSource(const std::string& path, int64_t rows, int64_t block_rows, int64_t vocab_size,
                std::shared_ptr<BlockCache> cache, uint64_t key)
-      : ShardSource(path, true),
-        rows_(rows),
-        block_(block_rows),
-        vocab_(vocab_size),
-        cache_(std::move(cache)),
-        key_(key),
-        identity_(path_identity(path)) {}
-  SampleIndex& mutable_index() { return index_; }
+      : CachedSource(path, true, rows, block_rows, vocab_size, std::move(cache), key) {}
 
   void read(int64_t local, Sample& out) const override {
     const int64_t b = local / block_;
-    const BlockCache::Block blk = cache_->get(block_key(key_, b), [&] { return load(b); });
+    const BlockCache::Block blk = block(b);
     const auto k = static_cast<size_t>(local - b * block_);
     const auto begin = static_cast<size_t>(blk->offsets[k]), end = static_cast<size_t>(blk->offsets[k + 1]);
     out.token_ids.resize(end - begin);
@@ -273,20 +284,14 @@ class NvidiaSource final : public ShardSource {
   }
 
   /// Rows [b*R, min((b+1)*R, N)), read and checked (read_nvidia_rows).
-  ShardContents load(int64_t b) const {
+  ShardContents load(int64_t b) const override {
     h5::Lock lock;
     check_unchanged(path_, identity_, path_identity(path_));
     const NvidiaShardFile f = open_nvidia_shard(path_, vocab_);
-    TUPE_CHECK(f.rows == rows_, path_ << ": changed since it was opened (" << rows_ << " -> " << f.rows << " rows)");
+    TUPE_CHECK(f.rows == count_, path_ << ": changed since it was opened (" << count_ << " -> " << f.rows << " rows)");
     const int64_t first = b * block_;
-    return read_nvidia_rows(f, first, std::min(block_, rows_ - first));
+    return read_nvidia_rows(f, first, std::min(block_, count_ - first));
   }
-
- private:
-  int64_t rows_, block_, vocab_;
-  std::shared_ptr<BlockCache> cache_;
-  uint64_t key_;
-  FileIdentity identity_;
 };
 
 }  // namespace

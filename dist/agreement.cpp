@@ -55,6 +55,30 @@ std::string broadcast_string(const MpiEnv& env, const std::string& text, int roo
   return out;
 }
 
+std::string first_error(const MpiEnv& env, const std::string& my_error) {
+  int first = env.world_size();
+  {
+    auto lock = env.lock();
+    const int mine = my_error.empty() ? env.world_size() : env.rank();
+    TUPE_MPI_CHECK(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+  }
+  if (first == env.world_size()) return "";
+  return broadcast_string(env, env.rank() == first ? my_error : std::string(), first);
+}
+
+std::vector<int64_t> sum_over_ranks(const MpiEnv& env, const std::vector<int64_t>& values) {
+  std::vector<int64_t> sums(values.size(), 0);
+  auto lock = env.lock();
+  TUPE_MPI_CHECK(MPI_Allreduce(values.data(), sums.data(), static_cast<int>(values.size()), MPI_INT64_T, MPI_SUM,
+                               MPI_COMM_WORLD));
+  return sums;
+}
+
+void barrier(const MpiEnv& env) {
+  auto lock = env.lock();
+  TUPE_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+}
+
 std::string first_difference(const MpiEnv& env, const std::string& what, const std::vector<AgreementEntry>& entries) {
   if (env.world_size() == 1) return "";
   const std::string mine = serialise(entries);

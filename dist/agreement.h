@@ -30,6 +30,16 @@ std::string first_difference(const MpiEnv& env, const std::string& what, const s
 /// when the ranks' entries differ.
 void require_agreement(const MpiEnv& env, const std::string& what, const std::vector<AgreementEntry>& entries);
 
+/// Collective: "" when `my_error` is "" on every rank, else the error of the lowest rank
+/// with one, on every rank (ranks agree whether a phase succeeded, and on one message).
+std::string first_error(const MpiEnv& env, const std::string& my_error);
+
+/// Collective: the element-wise sums of `values` (the same length on every rank) over ranks.
+std::vector<int64_t> sum_over_ranks(const MpiEnv& env, const std::vector<int64_t>& values);
+
+/// Collective: returns when every rank has entered it.
+void barrier(const MpiEnv& env);
+
 /// Collective: `text` of rank `root` on every rank.
 std::string broadcast_string(const MpiEnv& env, const std::string& text, int root = 0);
 

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "dist/gather.h"
 
 namespace tupe::dist {
 
@@ -20,12 +21,7 @@ struct Fingerprint {
 };
 
 std::vector<Fingerprint> gather(Communicator& comm, const Fingerprint& mine, const std::string& name) {
-  std::vector<uint8_t> local(sizeof(Fingerprint)), all;
-  std::memcpy(local.data(), &mine, sizeof(Fingerprint));
-  comm.all_gather_host(local, all, name)->wait();
-  std::vector<Fingerprint> out(static_cast<size_t>(comm.world_size()));
-  std::memcpy(out.data(), all.data(), all.size());
-  return out;
+  return all_gather_value(comm, mine, name);
 }
 
 /// Ranks whose record differs from rank 0's, as "1, 3".

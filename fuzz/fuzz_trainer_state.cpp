@@ -31,8 +31,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                       r.loss_scaler.growth_tracker == s.loss_scaler.growth_tracker &&
                       r.loss_scaler.consecutive_skips == s.loss_scaler.consecutive_skips &&
                       r.loss_scaler.total_skips == s.loss_scaler.total_skips && r.data.epoch == s.data.epoch &&
-                      r.data.consumed_samples == s.data.consumed_samples && r.rng.cpu == s.rng.cpu &&
-                      r.rng.cuda == s.rng.cuda && r.config == s.config;
+                      r.data.consumed_samples == s.data.consumed_samples &&
+                      r.config == s.config;
     if (!same) tupe_fuzz::fail("trainer state differs after to_json/from_json");
     tupe_fuzz::note("accepted");
   } catch (const tupe::Error& e) {

@@ -1,6 +1,7 @@
 #include "model/config.h"
 
 #include <cmath>
+#include <sstream>
 
 namespace tupe::model {
 
@@ -82,6 +83,28 @@ const FieldTable<ModelConfig>& ModelConfig::fields() {
     return t;
   }();
   return table;
+}
+
+ModelConfig model_config_from_saved(const KeyValues& saved, const std::string& where) {
+  KeyValues model_kv;
+  for (const auto& [k, v] : saved)
+    if (k.rfind("model.", 0) == 0) model_kv[k.substr(6)] = v;
+  std::vector<std::string> missing;
+  for (const auto& f : ModelConfig::fields().fields())
+    if (!model_kv.count(f.name)) missing.push_back("model." + f.name);
+  if (!missing.empty()) {
+    std::ostringstream os;
+    for (size_t i = 0; i < missing.size(); ++i) os << (i ? ", " : "") << missing[i];
+    TUPE_FAIL(where << ": the saved config lacks " << missing.size() << " model key(s): " << os.str());
+  }
+  ModelConfig config;
+  ModelConfig::fields().apply(config, model_kv, where + " [model]");
+  try {
+    config.validate();
+  } catch (const Error& e) {
+    TUPE_FAIL(where << ": saved " << e.what());
+  }
+  return config;
 }
 
 }  // namespace tupe::model

@@ -70,4 +70,11 @@ struct ModelConfig {
   static const FieldTable<ModelConfig>& fields();
 };
 
+/// The ModelConfig a checkpoint saved as "model.<key>" entries of its effective config
+/// (trainer_state.json), strictly: every key of the field table must be there (a default
+/// never fills a gap: defaults change between versions), each parsed and the whole
+/// validated. Throws tupe::Error "<where>: the saved config lacks N model key(s): ..." or
+/// "<where>: saved model.<key>: ...". Used by every reader of checkpoints.
+ModelConfig model_config_from_saved(const KeyValues& saved_config, const std::string& where);
+
 }  // namespace tupe::model

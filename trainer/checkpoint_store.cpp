@@ -266,7 +266,7 @@ fs::path CheckpointStore::save(const CheckpointContents& contents) {
   return final_path;
 }
 
-CheckpointContents CheckpointStore::load(const fs::path& checkpoint_dir) {
+CheckpointContents CheckpointStore::load(const fs::path& checkpoint_dir, Hashes hashes) {
   std::error_code ec;
   TUPE_CHECK(fs::is_directory(checkpoint_dir, ec),
              checkpoint_dir.string() << ": " << (fs::exists(checkpoint_dir, ec) ? "not a folder" : "no such folder")
@@ -279,7 +279,7 @@ CheckpointContents CheckpointStore::load(const fs::path& checkpoint_dir) {
                                       "with --resume auto");
   }
   const Manifest manifest = validate_manifest(checkpoint_dir);
-  verify_contents(checkpoint_dir, manifest);
+  if (hashes == Hashes::kVerify) verify_contents(checkpoint_dir, manifest);
   const int64_t step = manifest.step;
   CheckpointContents out;
   out.model = read_safetensors(checkpoint_dir / kModelFile).tensors;
@@ -291,6 +291,17 @@ CheckpointContents CheckpointStore::load(const fs::path& checkpoint_dir) {
   TUPE_CHECK(out.state.step == step, state_path.string() << ": key 'step': " << out.state.step
                                                          << " disagrees with the manifest's " << step);
   return out;
+}
+
+fs::path CheckpointStore::resolve(const fs::path& path) {
+  TUPE_CHECK(!path.empty(), "checkpoint: no path given");
+  std::error_code ec;
+  TUPE_CHECK(fs::is_directory(path, ec), path.string() << ": no such checkpoint folder");
+  if (fs::exists(path / kManifestFile, ec)) return path;
+  const auto newest = latest(path);
+  TUPE_CHECK(newest.has_value(), path.string() << ": holds no whole checkpoint (no manifest.json, no whole step_<N> "
+                                                  "folder)");
+  return *newest;
 }
 
 std::vector<int64_t> CheckpointStore::whole_steps(const fs::path& dir) {

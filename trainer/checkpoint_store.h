@@ -66,11 +66,22 @@ class CheckpointStore {
   /// file on failure, leaving no partial checkpoint behind.
   std::filesystem::path save(const CheckpointContents& contents);
 
+  /// Whether load() re-hashes every file (SHA-256). Under MPI only rank 0 does (about 1.3 GB
+  /// at BERT-Base size) and the ranks agree on its verdict; the others check sizes,
+  /// structure and keys only.
+  enum class Hashes { kVerify, kSkip };
+
   /// Reads a checkpoint folder; validates the manifest and the files (sizes, SHA-256 of
-  /// every file, safetensors structure, JSON keys) and that the step agrees. Tensors come
-  /// back on the CPU. Throws ONE-line tupe::Error naming the file and the cause (also for
-  /// a path that is no folder, or a checkpoint.dir given in place of a checkpoint).
-  static CheckpointContents load(const std::filesystem::path& checkpoint_dir);
+  /// every file unless `hashes` is kSkip, safetensors structure, JSON keys) and that the
+  /// step agrees. Tensors come back on the CPU. Throws ONE-line tupe::Error naming the file
+  /// and the cause (also for a path that is no folder, or a checkpoint.dir given in place of
+  /// a checkpoint). The one reader of resume, fine-tuning, evaluation, export and analysis.
+  static CheckpointContents load(const std::filesystem::path& checkpoint_dir, Hashes hashes = Hashes::kVerify);
+
+  /// A checkpoint folder from a user's path: `path` itself when it holds manifest.json, else
+  /// the newest whole step_<N> folder under it. Throws tupe::Error "<path>: no such
+  /// checkpoint folder" / "<path>: holds no whole checkpoint ...".
+  static std::filesystem::path resolve(const std::filesystem::path& path);
 
   /// The newest whole checkpoint folder under `dir`, or nullopt (no folder, or none whole).
   /// "Whole": a valid manifest and files of the listed sizes (contents are not read).

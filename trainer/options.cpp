@@ -114,7 +114,7 @@ const FieldTable<CheckpointOptions>& CheckpointOptions::fields() {
   using C = CheckpointOptions;
   static const FieldTable<C> table = [] {
     FieldTable<C> t;
-    t.text("dir", &C::dir, "folder of the step_<8 digits>/ checkpoints")
+    t.path("dir", &C::dir, "folder of the step_<8 digits>/ checkpoints")
         .integer("every_steps", &C::every_steps, "save interval (optimizer steps); 0 = only at the end")
         .integer("keep_last", &C::keep_last, "newest checkpoints kept; 0 = keep all")
         .integer("keep_every", &C::keep_every, "also keep steps that are multiples of this; 0 = none");

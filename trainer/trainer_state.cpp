@@ -78,9 +78,6 @@ std::string trainer_state_to_json(const TrainerState& s) {
                       {"consecutive_skips", s.loss_scaler.consecutive_skips},
                       {"total_skips", s.loss_scaler.total_skips}};
   j["data_position"] = {{"epoch", s.data.epoch}, {"consumed_samples", s.data.consumed_samples}};
-  Json cuda = Json::array();
-  for (const auto& bytes : s.rng.cuda) cuda.push_back(to_hex(bytes.data(), bytes.size()));
-  j["rng"] = {{"cpu", to_hex(s.rng.cpu.data(), s.rng.cpu.size())}, {"cuda", cuda}};
   Json config = Json::object();
   for (const auto& [k, v] : s.config) config[k] = v;
   j["config"] = config;
@@ -116,13 +113,6 @@ TrainerState trainer_state_from_json(const std::string& text, const std::string&
   s.loss_scaler.total_skips = r.non_negative("loss_scaler.total_skips");
   s.data.epoch = r.non_negative("data_position.epoch");
   s.data.consumed_samples = r.non_negative("data_position.consumed_samples");
-  s.rng.cpu = from_hex(r.text("rng.cpu"), where + ": key 'rng.cpu'");
-  const Json& cuda = r.at("rng.cuda");
-  TUPE_CHECK(cuda.is_array(), where << ": key 'rng.cuda': expected an array of hex strings");
-  for (size_t i = 0; i < cuda.size(); ++i) {
-    TUPE_CHECK(cuda[i].is_string(), where << ": key 'rng.cuda[" << i << "]': expected a hex string");
-    s.rng.cuda.push_back(from_hex(cuda[i].get<std::string>(), where + ": key 'rng.cuda[" + std::to_string(i) + "]'"));
-  }
   const Json& config = r.at("config");
   TUPE_CHECK(config.is_object(), where << ": key 'config': expected an object of strings");
   for (const auto& [k, v] : config.items()) {

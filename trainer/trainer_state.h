@@ -1,13 +1,15 @@
 // trainer_state.json of a checkpoint: everything besides the tensors that an exact resume
-// needs (FORMATS.md section 4): steps, loss-scaler state, RNG states (hex), data position,
-// the full effective config, the vocabulary hash, world size and the format version.
+// needs (FORMATS.md section 4): steps, loss-scaler state, data position, the full effective
+// config, the vocabulary hash, world size and the format version. No random-number
+// generator state: every step reseeds from (seed, step, rank) and masks are a pure function
+// of (seed, epoch, sample), so resume needs none (trainer/loop/resume.cpp). The "rng" entry
+// that builds before 2026-11-30 wrote is accepted and ignored.
 //
 //   {"format": "tupe-trainer-state", "format_version": 1, "step": 1200,
 //    "scheduler_step": 1200, "world_size": 8, "vocab_sha256": "ab12...",
 //    "loss_scaler": {"scale": 32768.0, "growth_tracker": 17, "consecutive_skips": 0,
 //                    "total_skips": 3},
 //    "data_position": {"epoch": 0, "consumed_samples": 307200},
-//    "rng": {"cpu": "<hex>", "cuda": ["<hex>", ...]},
 //    "config": {"model.hidden_size": "768", ...}}
 #pragma once
 #include <cstdint>
@@ -15,7 +17,6 @@
 
 #include "common/config_fields.h"
 #include "trainer/loss_scaler.h"
-#include "trainer/rng_state.h"
 
 namespace tupe::trainer {
 
@@ -33,7 +34,6 @@ struct TrainerState {
   int64_t step = 0;            ///< optimizer steps completed (skipped fp16 steps included)
   int64_t scheduler_step = 0;  ///< LR-schedule updates completed; the next LR is lr(scheduler_step + 1)
   LossScalerState loss_scaler;
-  RngStates rng;
   DataPosition data;
   KeyValues config;          ///< full effective config, "section.key" -> value text
   std::string vocab_sha256;  ///< SHA-256 (hex) of the vocabulary file the model was trained with

@@ -79,8 +79,8 @@ const FieldTable<SentencePieceTrainOptions>& SentencePieceTrainOptions::fields()
   using S = SentencePieceTrainOptions;
   static const FieldTable<S> table = [] {
     FieldTable<S> t;
-    t.text("input", &S::input, "UTF-8 text files, comma-separated (one sentence or paragraph a line)")
-        .text("model", &S::model, "output SentencePiece .model path (piece list written to <stem>.vocab)")
+    t.path_list("input", &S::input, "UTF-8 text files, comma-separated (one sentence or paragraph a line)")
+        .path("model", &S::model, "output SentencePiece .model path (piece list written to <stem>.vocab)")
         .integer("vocab_size", &S::vocab_size, "pieces in the model, the 5 special tokens included (ids)")
         .text("model_type", &S::model_type, "unigram | bpe")
         .boolean("lower_case", &S::lower_case, "fold case (SentencePiece rule nmt_nfkc_cf; else nmt_nfkc)")

@@ -18,7 +18,7 @@ const FieldTable<TokenizerOptions>& TokenizerOptions::fields() {
   static const FieldTable<S> table = [] {
     FieldTable<S> t;
     t.text("kind", &S::kind, "wordpiece (BERT vocab.txt) | sentencepiece (.model file)")
-        .text("vocab", &S::vocab, "path of the vocab.txt or SentencePiece .model")
+        .path("vocab", &S::vocab, "path of the vocab.txt or SentencePiece .model")
         .boolean("lower_case", &S::lower_case, "lower-case (wordpiece: and strip accents, as BERT)")
         .integer("max_word_chars", &S::max_word_chars, "wordpiece: longer words become [UNK] (characters)");
     return t;

@@ -48,7 +48,32 @@ check_error "dist.grad_reduce: average would divide by the world size twice" "$T
   --dist.grad_reduce average
 check_error "unknown subcommand" "$TUPE_BIN" pretrian
 check_error "too many positional options" "$TUPE_BIN" info --config "$cfg" stray_word
-for sub in info preprocess pretrain finetune evaluate export analyze vocab; do
+# Paths in a config file are relative to the file's folder; on the command line, to the
+# working directory. A config in one folder naming "vocab/v.txt" next to it, run from another.
+pdir="$(mktemp -d)"; mkdir -p "$pdir/conf/vocab" "$pdir/elsewhere/vocab"
+cp "$TUPE_SOURCE_DIR/../shared/data/vocab/bert-base-uncased-vocab.txt" "$pdir/conf/vocab/v.txt"
+printf 'line one of the text\nline two of the text\n' > "$pdir/text.txt"
+printf '[tokenizer]\nvocab = vocab/v.txt\n[preprocess]\ndocuments = line\nvalidation_ratio = 0\n' > "$pdir/conf/p.ini"
+if (cd "$pdir/elsewhere" && "$TUPE_BIN" preprocess --quiet --config ../conf/p.ini --input ../text.txt --output out > /dev/null 2>&1) &&
+   [ -f "$pdir/elsewhere/out/train-00000-of-00001.h5" ] &&
+   grep -qx "vocab = ../conf/vocab/v.txt" "$pdir/elsewhere/out/effective_config.ini"; then
+  echo "ok: a config's relative vocab path is found next to the config"
+else
+  echo "FAILED: a relative path in a config file was not resolved against its folder"; fail=1
+fi
+# The same relative path on the command line is the working directory's (none there).
+check_error "vocab/v.txt" bash -c "cd '$pdir/elsewhere' && '$TUPE_BIN' preprocess --quiet --config ../conf/p.ini \
+  --tokenizer.vocab vocab/v.txt --input ../text.txt --output out2"
+rm -rf "$pdir"
+check_error "--mode: 'fill' is not one of fill-mask, embeddings" "$TUPE_BIN" predict --checkpoint /nonexistent --mode fill
+check_error "/nonexistent: no such checkpoint folder" "$TUPE_BIN" predict --checkpoint /nonexistent --mode fill-mask
+check_error "task.name: 'SST-2' is a GLUE task's name; choose another" "$TUPE_BIN" finetune --task.name SST-2
+# The README's custom-task preset parses and validates (its [task] section included).
+check_error "finetune.checkpoint: no pre-training checkpoint given" "$TUPE_BIN" finetune \
+  --config "$TUPE_SOURCE_DIR/configs/glue/custom-sst2.ini"
+check_error "finetune.tasks: unknown GLUE task 'mine'" "$TUPE_BIN" finetune --finetune.tasks mine \
+  --finetune.checkpoint /nonexistent --tokenizer.vocab /nonexistent
+for sub in info preprocess pretrain finetune evaluate export predict analyze vocab; do
   help="$("$TUPE_BIN" "$sub" --help 2>&1)" || { echo "FAILED: tupe $sub --help exited non-zero"; fail=1; }
   grep -q -- "(default: " <<<"$help" || { echo "FAILED: tupe $sub --help lists no defaults"; fail=1; }
   # Test-only fault injection (TUPE_TEST_STALL, TUPE_TEST_CRASH_AFTER_FILES) is no user option.

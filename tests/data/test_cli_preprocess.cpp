@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 
 #include "data_pipeline/dataset.h"
 #include "data_test_util.h"
@@ -66,8 +67,14 @@ TEST(DataCliPreprocess, GoodRunWritesShardsOnlyAndRefusesToOverwrite) {
   std::vector<std::string> names;
   for (const auto& e : std::filesystem::directory_iterator(dir / "out")) names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
-  EXPECT_EQ(names, (std::vector<std::string>{"train-00000-of-00002.h5", "train-00001-of-00002.h5",
-                                             "validation-00000-of-00001.h5"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"effective_config.ini", "train-00000-of-00002.h5",
+                                             "train-00001-of-00002.h5", "validation-00000-of-00001.h5"}));
+  auto config_text = [&] {
+    std::ifstream in(dir / "out/effective_config.ini");
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  EXPECT_NE(config_text().find("num_shards = 2"), std::string::npos) << config_text();
+  EXPECT_NE(r.output.find("# effective config: " + (dir / "out/effective_config.ini")), std::string::npos) << r.output;
   DatasetOptions o;
   const auto train = open_pretrain_dataset({dir / "out"}, o);
   o.split = "validation";
@@ -80,8 +87,10 @@ TEST(DataCliPreprocess, GoodRunWritesShardsOnlyAndRefusesToOverwrite) {
   names.clear();
   for (const auto& e : std::filesystem::directory_iterator(dir / "out")) names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
-  EXPECT_EQ(names, (std::vector<std::string>{"train-00000-of-00001.h5", "validation-00000-of-00001.h5"}))
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"effective_config.ini", "train-00000-of-00001.h5", "validation-00000-of-00001.h5"}))
       << "stale shards of the earlier layout are removed";
+  EXPECT_NE(config_text().find("num_shards = 1"), std::string::npos) << config_text();
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include "dist/communicator.h"
 #include "dist/device.h"
+#include "dist/gather.h"
 #include "dist/nccl_communicator.h"
 #include "tests/dist/mpi_test_env.h"
 
@@ -115,6 +116,22 @@ TEST(MpiAllGatherHost, BytesOfEveryRankInRankOrder) {
   comm->barrier("barrier")->wait();
   EXPECT_EQ(comm->counts().all_gather, 1);
   EXPECT_EQ(comm->counts().barrier, 1);
+}
+
+TEST(MpiAllGatherValue, RecordsInRankOrderAndAnyRank) {
+  auto comm = make_mpi_comm();
+  const int world = comm->world_size(), rank = comm->rank();
+  struct Record {
+    int64_t a;
+    double b;
+  };
+  const std::vector<Record> all = all_gather_value(*comm, Record{rank, 0.5 * rank}, "records");
+  int64_t wrong = static_cast<int64_t>(all.size()) != world;
+  for (int r = 0; r < world && !wrong; ++r) wrong += all[r].a != r || all[r].b != 0.5 * r;
+  EXPECT_EQ(sum_over_ranks(wrong), 0);
+  EXPECT_TRUE(any_rank(*comm, rank == world - 1, "last rank only"));
+  EXPECT_FALSE(any_rank(*comm, false, "nobody"));
+  EXPECT_EQ(comm->counts().all_gather, 3);
 }
 
 /// Expects `fn` to throw tupe::Error whose message contains `needle`.

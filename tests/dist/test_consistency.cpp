@@ -72,6 +72,18 @@ TEST(Agreement, MissingEntryAndDifferentKeysAreNamed) {
   EXPECT_EQ(broadcast_string(e, e.rank() == 0 ? big : std::string("other")), big);
 }
 
+TEST(Agreement, FirstErrorIsTheLowestFailingRanksAndSumsAddUp) {
+  const MpiEnv& e = env();
+  const int world = e.world_size();
+  EXPECT_EQ(first_error(e, ""), "");
+  // Every rank but 0 fails with its own message: every rank gets rank 1's (rank 0's on one rank).
+  const std::string mine = e.rank() == 0 && world > 1 ? "" : "error of rank " + std::to_string(e.rank());
+  EXPECT_EQ(first_error(e, mine), world > 1 ? "error of rank 1" : "error of rank 0");
+  const std::vector<int64_t> sums = sum_over_ranks(e, {int64_t{1}, int64_t{e.rank()}, int64_t{1} << 40});
+  EXPECT_EQ(sums, (std::vector<int64_t>{world, int64_t{world} * (world - 1) / 2, int64_t{world} << 40}));
+  barrier(e);
+}
+
 TEST(Consistency, ParameterMismatchNamesTheRanksAndCounts) {
   auto comm = make_mpi_comm();
   const int last = comm->world_size() - 1;

@@ -44,7 +44,6 @@ inline std::filesystem::path write_pretraining_checkpoint(
   for (const auto& [k, v] : model::ModelConfig::fields().to_kv(config)) contents.state.config["model." + k] = v;
   contents.state.config["train.seed"] = std::to_string(seed);
   contents.state.vocab_sha256 = vocab_sha256;
-  contents.state.rng = trainer::capture_rng_states();
   if (edit) edit(contents);
   trainer::CheckpointOptions options;
   options.dir = dir.string();

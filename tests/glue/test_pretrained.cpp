@@ -116,11 +116,12 @@ TEST(GluePretrained, VocabularyAndConfigChecks) {
   for (const auto& [k, v] : model::ModelConfig::fields().to_kv(tiny_config())) saved["model." + k] = v;
   saved.erase("model.num_heads");
   saved.erase("model.position_encoding");
-  EXPECT_EQ(error_of([&] { model_config_from(saved, "state.json"); }),
+  EXPECT_EQ(error_of([&] { model::model_config_from_saved(saved, "state.json"); }),
             "state.json: the saved config lacks 2 model key(s): model.num_heads, model.position_encoding");
   saved["model.num_heads"] = "4";
   saved["model.position_encoding"] = "tupe-r";
-  EXPECT_NE(error_of([&] { model_config_from(saved, "state.json"); }).find("position_encoding"), std::string::npos);
+  EXPECT_NE(error_of([&] { model::model_config_from_saved(saved, "state.json"); }).find("position_encoding"),
+            std::string::npos);
   ScratchDir empty;
   EXPECT_NE(error_of([&] { load_pretrained_encoder(empty.path()); }).find("holds no whole checkpoint"), std::string::npos);
 }

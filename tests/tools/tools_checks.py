@@ -2,12 +2,12 @@
 
 Usage: tools_checks.py CHECK WORKDIR   with CHECK one of
   export_hf           BERT-A -> HF folder; transformers' BertForMaskedLM logits == tupe's (1e-5, fp32)
-  export_tupe         TUPE-R -> safetensors + JSON naming every tensor; tensors bit-identical
+  export_tupe         TUPE-R --format tupe -> safetensors + JSON naming every tensor; tensors bit-identical
   analyze_sinusoidal  probes on a sinusoidal position table (near-zero errors) vs the random
                       init table (large errors); BERT-A terms vs a float64 numpy re-computation;
                       PNG sizes from their IHDR headers; curves.csv vs the JSONL written here
   analyze_tupe        TUPE-R heatmap input: the [CLS] reset rows/columns are constant
-  errors              one-line errors: HF format for TUPE refused with the reason, output exists,
+  errors              one-line errors: hf-bert format for TUPE refused with the reason, output exists,
                       vocabulary of another checkpoint, malformed metrics line
 Environment: TUPE_BIN (tupe), TUPE_TOOLS_FIXTURE (tools_fixture), TUPE_SHARED_DATA.
 Fails (never skips) when torch, transformers, safetensors or numpy is missing.
@@ -91,9 +91,8 @@ def export_hf(work):
 def export_tupe(work):
     ckpt = make(work, "tupe_r", "tupe-relative", "init")
     out = os.path.join(work, "tupe")
-    p = run(TUPE, "export", "--checkpoint", ckpt, "--output", out, "--vocab", VOCAB)
-    check("format tupe" in p.stdout and "HuggingFace transformers has no tupe-relative architecture" in p.stdout,
-          "TUPE-R exported in tupe format, saying HF has no TUPE architecture")
+    p = run(TUPE, "export", "--checkpoint", ckpt, "--output", out, "--vocab", VOCAB, "--format", "tupe")
+    check("format tupe" in p.stdout and "tupe layout" in p.stdout, "TUPE-R exported in tupe format")
     cfg = json.load(open(os.path.join(out, "config.json")))
     exported = load_file(os.path.join(out, "model.safetensors"))
     saved = load_file(os.path.join(ckpt, "model.safetensors"))
@@ -203,8 +202,8 @@ def errors(work):
         check(p.returncode == 1 and len(lines) == 1 and all(x in lines[0] for x in parts),
               f"one-line error with {parts}")
 
-    p = run(TUPE, "export", "--checkpoint", ckpt, "--output", out, "--format", "hf", ok=False)
-    one_line_error(p, "step_00000100", "cannot export to HuggingFace BertForMaskedLM", "tupe-relative", "--format tupe")
+    p = run(TUPE, "export", "--checkpoint", ckpt, "--output", out, "--format", "hf-bert", ok=False)
+    one_line_error(p, "step_00000100", "cannot export to HuggingFace BertForMaskedLM", "tupe-relative", "--format hf ")
     check(not os.path.exists(out) and not any(n.startswith("out.tmp") for n in os.listdir(work)), "nothing left behind")
     os.makedirs(out)
     p = run(TUPE, "export", "--checkpoint", ckpt, "--output", out, ok=False)
@@ -213,6 +212,10 @@ def errors(work):
     p = run(TUPE, "export", "--checkpoint", ckpt, "--output", out, "--vocab", CASED_VOCAB, ok=False)
     one_line_error(p, CASED_VOCAB, "differs from the checkpoint's")
     check(not os.path.exists(out), "nothing written on a vocabulary mismatch")
+    for option, value in (("--format", "onnx"), ("--lower-case", "maybe")):
+        p = run(TUPE, "export", "--checkpoint", ckpt, "--output", out, option, value, ok=False)
+        one_line_error(p, option, f"'{value}' is not one of")
+    check(not os.path.exists(out) and not any(n.startswith("out.tmp") for n in os.listdir(work)), "nothing left behind")
     bad = os.path.join(work, "bad.jsonl")
     with open(bad, "w") as f:
         f.write('{"step": 10, "loss": 3.0, "lr": 0.001}\n\n{"step": "x"}\n')

@@ -10,14 +10,29 @@
 //       loads CKPT with tupe's loader and writes "input_ids" (2, 40) int64, "attention_mask"
 //       (2, 40) int64 (row 1 padded from 30) and "logits" (80, V) float32: MLM logits at every
 //       position, from TupeBert::mlm_logits.
+//   tools_fixture forward CKPT OUT.safetensors
+//       tupe's own forward pass of a checkpoint of `tupe pretrain` or a model of `tupe finetune`
+//       (exporting::load_checkpoint_model, eval mode, float32) on 2 rows of L = max_positions
+//       random ids in [5, V), row 1 padded from L/2 + 3: "input_ids", "attention_mask" (2, L)
+//       int64, "hidden_<i>" (2, L, d) the input of layer i, "last_hidden" (2, L, d) the encoder
+//       output, "mlm_logits" (2 L, V) at every position (with an MLM head), "sentence_logits"
+//       (2, C) (with a sentence head).
+//   tools_fixture tokenize KIND VOCAB LOWER_CASE TEXT OUT.json
+//       tupe's tokenizer (wordpiece | sentencepiece) on each line of TEXT (CR/LF stripped,
+//       empty lines skipped): {"lines": [...], "ids": [[...], ...]} without special tokens, and
+//       {"special": {"cls": id, ...}}.
 #include <ATen/ATen.h>
 
 #include <cmath>
 #include <cstdio>
 #include <exception>
+#include <fstream>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "common/sha256.h"
+#include "data_pipeline/text/tokenizer_factory.h"
 #include "model/tupe_bert.h"
 #include "trainer/checkpoint_store.h"
 #include "trainer/export/checkpoint_model.h"
@@ -80,7 +95,6 @@ int make(const std::string& dir, const std::string& variant, const std::string& 
   for (const auto& [k, v] : model::ModelConfig::fields().to_kv(c)) contents.state.config["model." + k] = v;
   contents.state.config["tokenizer.lower_case"] = "true";
   contents.state.vocab_sha256 = file_sha256_hex(vocab);
-  contents.state.rng = trainer::capture_rng_states();
   trainer::CheckpointOptions options;
   options.dir = dir;
   options.keep_last = 0;
@@ -105,6 +119,56 @@ int logits(const std::string& ckpt_dir, const std::string& out) {
   return 0;
 }
 
+int forward(const std::string& ckpt_dir, const std::string& out) {
+  auto ckpt = exporting::load_checkpoint_model(ckpt_dir);
+  const int64_t B = 2, L = ckpt.config.max_positions;
+  at::manual_seed(5);
+  at::Tensor ids = at::randint(5, ckpt.config.vocab_size, {B, L}, at::kLong);
+  at::Tensor mask = at::ones({B, L}, at::kLong);
+  mask.select(0, 1).narrow(0, L / 2 + 3, L - L / 2 - 3).zero_();
+  at::NoGradGuard no_grad;
+  const model::EncoderOutput enc = ckpt.net->encoder->forward(ids, mask, {}, /*record_layers=*/true);
+  trainer::NamedTensors tensors = {{"input_ids", ids}, {"attention_mask", mask}, {"last_hidden", enc.hidden}};
+  for (size_t i = 0; i < enc.layer_inputs.size(); ++i)
+    tensors.emplace_back("hidden_" + std::to_string(i), enc.layer_inputs[i].contiguous());
+  if (ckpt.has_mlm_head)
+    tensors.emplace_back("mlm_logits", ckpt.net->mlm_logits(ids, mask, {}, at::arange(B * L, at::kLong)));
+  if (ckpt.num_labels > 0) tensors.emplace_back("sentence_logits", ckpt.net->sentence_logits(ids, mask, {}));
+  trainer::write_safetensors(out, tensors);
+  std::printf("wrote %s\n", out.c_str());
+  return 0;
+}
+
+int tokenize(const std::string& kind, const std::string& vocab, const std::string& lower, const std::string& text,
+             const std::string& out) {
+  data::TokenizerOptions options;
+  options.kind = kind;
+  options.vocab = vocab;
+  options.lower_case = lower == "true";
+  options.validate();
+  const auto tokenizer = data::make_tokenizer(options);
+  std::ifstream in(text, std::ios::binary);
+  if (!in) throw Error(text + ": cannot read");
+  nlohmann::json lines = nlohmann::json::array(), ids = nlohmann::json::array();
+  std::string line;
+  while (std::getline(in, line)) {
+    while (!line.empty() && (line.back() == '\r' || line.back() == '\n')) line.pop_back();
+    if (line.empty()) continue;
+    lines.push_back(line);
+    ids.push_back(tokenizer->encode(line));
+  }
+  const data::SpecialTokens sp = tokenizer->special_tokens();
+  const nlohmann::json doc = {
+      {"lines", lines},
+      {"ids", ids},
+      {"special", {{"pad", sp.pad}, {"unk", sp.unk}, {"cls", sp.cls}, {"sep", sp.sep}, {"mask", sp.mask}}}};
+  std::ofstream o(out, std::ios::binary);
+  o << doc.dump() << "\n";
+  if (!o) throw Error(out + ": write failed");
+  std::printf("wrote %s (%zu lines)\n", out.c_str(), lines.size());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -112,7 +176,11 @@ int main(int argc, char** argv) {
     const std::string mode = argc > 1 ? argv[1] : "";
     if (mode == "make" && argc == 6) return make(argv[2], argv[3], argv[4], argv[5]);
     if (mode == "logits" && argc == 4) return logits(argv[2], argv[3]);
-    std::fprintf(stderr, "usage: tools_fixture make DIR VARIANT TABLE VOCAB | logits CKPT OUT.safetensors\n");
+    if (mode == "forward" && argc == 4) return forward(argv[2], argv[3]);
+    if (mode == "tokenize" && argc == 7) return tokenize(argv[2], argv[3], argv[4], argv[5], argv[6]);
+    std::fprintf(stderr,
+                 "usage: tools_fixture make DIR VARIANT TABLE VOCAB | logits CKPT OUT.safetensors | forward CKPT "
+                 "OUT.safetensors | tokenize KIND VOCAB LOWER_CASE TEXT OUT.json\n");
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tools_fixture: %s\n", e.what());

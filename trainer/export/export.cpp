@@ -7,9 +7,13 @@
 #include <regex>
 
 #include "common/error.h"
-#include "common/sha256.h"
 #include "trainer/export/checkpoint_model.h"
+#include "trainer/export/checkpoint_vocab.h"
 #include "trainer/export/hf_bert.h"
+#include "trainer/export/hf_tokenizer.h"
+#include "trainer/export/hf_tupe.h"
+#include "trainer/glue/custom_task.h"
+#include "trainer/glue/tasks.h"
 #include "trainer/safetensors.h"
 
 namespace tupe::exporting {
@@ -53,31 +57,55 @@ void write_text(const fs::path& path, const std::string& text) {
   TUPE_CHECK(out, path.string() << ": write failed");
 }
 
-int64_t count_lines(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  TUPE_CHECK(in, path.string() << ": cannot read");
-  int64_t n = 0;
-  std::string line;
-  while (std::getline(in, line)) ++n;
-  return n;
+/// Label names of a fine-tuned GLUE model, in id order ({} for regression or an unknown task).
+std::vector<std::string> task_labels(const CheckpointModel& ckpt) {
+  if (ckpt.task.empty()) return {};
+  try {
+    glue::TaskSpec custom;
+    const glue::TaskSpec& spec =
+        glue::saved_model_task(ckpt.task, ckpt.contents.state.config, glue::CustomTaskConfig{}, ckpt.dir.string(), &custom);
+    if (static_cast<int64_t>(spec.labels.size()) == ckpt.num_labels) return spec.labels;
+  } catch (const Error&) {
+  }
+  return {};
 }
 
-/// The vocabulary to copy: the option, else the checkpoint's tokenizer.vocab when readable.
-fs::path pick_vocab(const ExportOptions& options, const CheckpointModel& ckpt) {
-  if (!options.vocab.empty()) {
-    TUPE_CHECK(fs::is_regular_file(options.vocab), "--vocab " << options.vocab.string() << ": no such file");
-    return options.vocab;
+void write_tupe_layout(const fs::path& tmp, const CheckpointModel& ckpt, const ExportResult& result,
+                       const std::string& refusal) {
+  trainer::NamedTensors tensors;
+  nlohmann::json described = nlohmann::json::object();
+  for (const auto& [name, t] : ckpt.contents.model) {
+    tensors.emplace_back(name, t.detach().to(at::kFloat).contiguous());
+    described[name] = {{"shape", t.sizes().vec()}, {"dtype", "F32"}, {"meaning", describe_tupe_tensor(name)}};
   }
-  const auto it = ckpt.contents.state.config.find("tokenizer.vocab");
-  if (it != ckpt.contents.state.config.end() && fs::is_regular_file(it->second)) return it->second;
-  return {};
+  const std::string variant = model::to_string(ckpt.config.position_encoding);
+  nlohmann::json model_kv = nlohmann::json::object();
+  for (const auto& [k, v] : model::ModelConfig::fields().to_kv(ckpt.config)) model_kv[k] = v;
+  nlohmann::json cfg = {{"format", "tupe-model"},
+                        {"format_version", 1},
+                        {"architecture", "TUPE-BERT (Ke, He, Liu, ICLR 2021)"},
+                        {"position_encoding", variant},
+                        {"source_checkpoint", ckpt.dir.string()},
+                        {"step", ckpt.contents.state.step},
+                        {"vocab_sha256", ckpt.contents.state.vocab_sha256},
+                        {"model", model_kv},
+                        {"tensors", described},
+                        {"note", refusal.empty() ? std::string("tupe layout (requested with --format tupe)")
+                                                 : "tupe layout (requested with --format tupe); BertModel cannot hold it: " + refusal +
+                                                       "; --format hf writes a Hugging Face folder with tupe's modeling code"}};
+  trainer::write_safetensors(tmp / "model.safetensors", tensors, {{"format", "pt"}, {"tupe.position_encoding", variant}});
+  write_text(tmp / "config.json", cfg.dump(2) + "\n");
+  if (!result.vocab.empty()) fs::copy_file(result.vocab, tmp / ("vocab" + result.vocab.extension().string()));
 }
 
 }  // namespace
 
 ExportResult export_checkpoint(const ExportOptions& options) {
-  TUPE_CHECK(options.format == "auto" || options.format == "hf" || options.format == "tupe",
-             "--format: '" << options.format << "' is not one of auto, hf, tupe");
+  const std::string& f = options.format;
+  TUPE_CHECK(f == "auto" || f == "hf" || f == "hf-bert" || f == "hf-tupe" || f == "tupe",
+             "--format: '" << f << "' is not one of auto, hf, hf-bert, hf-tupe, tupe");
+  TUPE_CHECK(options.lower_case == "auto" || options.lower_case == "true" || options.lower_case == "false",
+             "--lower-case: '" << options.lower_case << "' is not one of auto, true, false");
   TUPE_CHECK(!options.output.empty(), "--output: missing");
   TUPE_CHECK(!fs::exists(options.output), "--output " << options.output.string() << ": already exists (remove it first)");
   CheckpointModel ckpt = load_checkpoint_model(options.checkpoint);
@@ -86,66 +114,46 @@ ExportResult export_checkpoint(const ExportOptions& options) {
 
   ExportResult result;
   result.checkpoint = ckpt.dir;
-  result.format = options.format == "auto" ? (refusal.empty() ? "hf" : "tupe") : options.format;
-  TUPE_CHECK(result.format != "hf" || refusal.empty(),
-             where << ": cannot export to HuggingFace BertForMaskedLM (--format hf): " << refusal << "; use --format tupe");
-
-  result.vocab = pick_vocab(options, ckpt);
-  if (!result.vocab.empty()) {
-    const std::string& saved = ckpt.contents.state.vocab_sha256;
-    const std::string actual = file_sha256_hex(result.vocab.string());
-    TUPE_CHECK(saved.empty() || saved == actual, result.vocab.string() << ": vocabulary sha256 " << actual
-                                                     << " differs from the checkpoint's " << saved << " (" << where << ")");
-    if (result.vocab.extension() == ".txt") {
-      const int64_t lines = count_lines(result.vocab);
-      TUPE_CHECK(lines == ckpt.config.vocab_size, result.vocab.string() << ": " << lines << " tokens, the model has vocab_size "
-                                                                        << ckpt.config.vocab_size);
-    }
-  }
+  result.format = (f == "auto" || f == "hf") ? (refusal.empty() ? "hf-bert" : "hf-tupe") : f;
+  TUPE_CHECK(result.format != "hf-bert" || refusal.empty(),
+             where << ": cannot export to HuggingFace BertForMaskedLM (--format hf-bert): " << refusal
+                   << "; use --format hf (tupe's modeling code, trust_remote_code=True)");
+  result.vocab = pick_checkpoint_vocab(options.vocab, ckpt);
+  if (!result.vocab.empty()) check_checkpoint_vocab(result.vocab, ckpt);
+  const bool hf = result.format != "tupe";
+  const bool lower_case = hf && !result.vocab.empty() && tokenizer_kind_of(result.vocab) == "wordpiece"
+                              ? resolve_lower_case(options.lower_case, ckpt)
+                              : true;
 
   const fs::path tmp = options.output.string() + ".tmp-" + std::to_string(::getpid());
   fs::remove_all(tmp);
   fs::create_directories(tmp);
   try {
-    if (result.format == "hf") {
+    const std::string out = options.output.string();
+    if (result.format == "hf-bert") {
+      result.architecture = ckpt.num_labels > 0 ? "BertForSequenceClassification" : "BertForMaskedLM";
       trainer::write_safetensors(tmp / "model.safetensors", to_hf_bert_tensors(ckpt.contents.model, ckpt.config, where),
                                  {{"format", "pt"}});
-      write_text(tmp / "config.json", hf_bert_config(ckpt.config).dump(2) + "\n");
-      if (!result.vocab.empty()) {
-        fs::copy_file(result.vocab, tmp / "vocab.txt");
-        const auto lc = ckpt.contents.state.config.find("tokenizer.lower_case");
-        const bool lower = lc == ckpt.contents.state.config.end() || lc->second == "true";
-        nlohmann::json tok = {{"tokenizer_class", "BertTokenizer"}, {"do_lower_case", lower},
-                              {"model_max_length", ckpt.config.max_positions}};
-        write_text(tmp / "tokenizer_config.json", tok.dump(2) + "\n");
-      }
-      result.note = "HuggingFace BertForMaskedLM: BertForMaskedLM.from_pretrained(\"" + options.output.string() + "\")";
+      write_text(tmp / "config.json", hf_bert_config(ckpt.config, ckpt.num_labels, task_labels(ckpt)).dump(2) + "\n");
+      result.note = "transformers' " + result.architecture + " (no remote code): " +
+                    (ckpt.num_labels > 0 ? "AutoModelForSequenceClassification" : "AutoModelForMaskedLM") +
+                    ".from_pretrained(\"" + out + "\")";
+    } else if (result.format == "hf-tupe") {
+      HeadInfo heads{ckpt.has_mlm_head, ckpt.num_labels, task_labels(ckpt), ckpt.task};
+      result.architecture = ckpt.num_labels > 0 ? "TupeForSequenceClassification" : "TupeForMaskedLM";
+      trainer::write_safetensors(tmp / "model.safetensors", to_hf_tupe_tensors(ckpt.contents.model, where),
+                                 {{"format", "pt"}});
+      write_text(tmp / "config.json", hf_tupe_config(ckpt.config, heads).dump(2) + "\n");
+      for (const auto& [name, text] : hf_tupe_sources()) write_text(tmp / name, text);
+      result.note = "tupe's modeling code (" + result.architecture + "): " +
+                    (ckpt.num_labels > 0 ? "AutoModelForSequenceClassification" : "AutoModelForMaskedLM") +
+                    ".from_pretrained(\"" + out + "\", trust_remote_code=True)" +
+                    (refusal.empty() ? "" : " (not BertForMaskedLM: " + refusal + ")");
     } else {
-      trainer::NamedTensors tensors;
-      nlohmann::json described = nlohmann::json::object();
-      for (const auto& [name, t] : ckpt.contents.model) {
-        tensors.emplace_back(name, t.detach().to(at::kFloat).contiguous());
-        described[name] = {{"shape", t.sizes().vec()}, {"dtype", "F32"}, {"meaning", describe_tupe_tensor(name)}};
-      }
-      const std::string variant = model::to_string(ckpt.config.position_encoding);
-      result.note = refusal.empty() ? "tupe layout (requested with --format tupe)"
-                                    : "no HuggingFace layout: " + refusal + "; wrote tupe's layout (config.json names every tensor)";
-      nlohmann::json model_kv = nlohmann::json::object();
-      for (const auto& [k, v] : model::ModelConfig::fields().to_kv(ckpt.config)) model_kv[k] = v;
-      nlohmann::json cfg = {{"format", "tupe-model"},
-                            {"format_version", 1},
-                            {"architecture", "TUPE-BERT (Ke, He, Liu, ICLR 2021)"},
-                            {"position_encoding", variant},
-                            {"source_checkpoint", ckpt.dir.string()},
-                            {"step", ckpt.contents.state.step},
-                            {"vocab_sha256", ckpt.contents.state.vocab_sha256},
-                            {"model", model_kv},
-                            {"tensors", described},
-                            {"note", result.note}};
-      trainer::write_safetensors(tmp / "model.safetensors", tensors, {{"format", "pt"}, {"tupe.position_encoding", variant}});
-      write_text(tmp / "config.json", cfg.dump(2) + "\n");
-      if (!result.vocab.empty()) fs::copy_file(result.vocab, tmp / ("vocab" + result.vocab.extension().string()));
+      write_tupe_layout(tmp, ckpt, result, refusal);
+      result.note = "tupe layout: model.safetensors under tupe's names, config.json naming every tensor";
     }
+    if (hf && !result.vocab.empty()) write_hf_tokenizer(tmp, result.vocab, lower_case, ckpt.config.max_positions);
     fs::rename(tmp, options.output);
   } catch (...) {
     std::error_code ec;

@@ -12,9 +12,8 @@ namespace tupe::exporting {
 std::string hf_bert_refusal(const model::ModelConfig& config) {
   using model::PositionEncoding;
   if (config.position_encoding != PositionEncoding::kBertAbsolute)
-    return "HuggingFace transformers has no " + model::to_string(config.position_encoding) +
-           " architecture (BertModel has neither TUPE's untied positional term nor a relative bias in the "
-           "attention logits); only bert-absolute checkpoints become BertForMaskedLM";
+    return "BertModel has no " + model::to_string(config.position_encoding) +
+           " attention (neither TUPE's untied positional term nor a relative bias in its logits)";
   if (config.layer_norm != model::LayerNormPlacement::kPost)
     return "BertModel is post-LN; this checkpoint is pre-LN (model.layer_norm = pre)";
   return "";
@@ -32,6 +31,10 @@ std::string hf_bert_name(const std::string& n) {
       {"mlm_head.norm.weight", "cls.predictions.transform.LayerNorm.weight"},
       {"mlm_head.norm.bias", "cls.predictions.transform.LayerNorm.bias"},
       {"mlm_head.bias", "cls.predictions.bias"},
+      {"sentence_head.dense.weight", "bert.pooler.dense.weight"},
+      {"sentence_head.dense.bias", "bert.pooler.dense.bias"},
+      {"sentence_head.out.weight", "classifier.weight"},
+      {"sentence_head.out.bias", "classifier.bias"},
   };
   for (const auto& [from, to] : fixed)
     if (n == from) return to;
@@ -61,9 +64,13 @@ trainer::NamedTensors to_hf_bert_tensors(const trainer::NamedTensors& tupe_tenso
     out.emplace_back(hf, tensor.detach().to(at::kFloat).contiguous());
     seen.insert(name);
   }
-  for (const char* required : {"encoder.embeddings.word.weight", "encoder.embeddings.position.weight",
-                               "encoder.embeddings.norm.weight", "mlm_head.dense.weight", "mlm_head.bias"})
-    TUPE_CHECK(seen.count(required), where << ": tensor '" << required << "' is missing");
+  const bool classifier = seen.count("sentence_head.out.weight") > 0;
+  std::vector<std::string> required = {"encoder.embeddings.word.weight", "encoder.embeddings.position.weight",
+                                       "encoder.embeddings.norm.weight"};
+  for (const char* head : {"mlm_head.dense.weight", "mlm_head.bias"})
+    if (!classifier) required.emplace_back(head);
+  if (classifier) required.emplace_back("sentence_head.dense.weight");
+  for (const auto& name : required) TUPE_CHECK(seen.count(name), where << ": tensor '" << name << "' is missing");
   if (!seen.count("encoder.embeddings.segment.weight")) {
     // BertModel always adds a token-type embedding; one zero row adds nothing.
     out.emplace_back("bert.embeddings.token_type_embeddings.weight", at::zeros({1, config.hidden_size}, at::kFloat));
@@ -71,9 +78,9 @@ trainer::NamedTensors to_hf_bert_tensors(const trainer::NamedTensors& tupe_tenso
   return out;
 }
 
-nlohmann::json hf_bert_config(const model::ModelConfig& c) {
-  return {
-      {"architectures", {"BertForMaskedLM"}},
+nlohmann::json hf_bert_config(const model::ModelConfig& c, int64_t num_labels, const std::vector<std::string>& labels) {
+  nlohmann::json cfg = {
+      {"architectures", {num_labels > 0 ? "BertForSequenceClassification" : "BertForMaskedLM"}},
       {"model_type", "bert"},
       {"vocab_size", c.vocab_size},
       {"hidden_size", c.hidden_size},
@@ -92,6 +99,20 @@ nlohmann::json hf_bert_config(const model::ModelConfig& c) {
       {"tie_word_embeddings", true},
       {"dtype", "float32"},
   };
+  if (num_labels > 0) {
+    cfg["num_labels"] = num_labels;
+    cfg["problem_type"] = num_labels == 1 ? "regression" : "single_label_classification";
+    if (static_cast<int64_t>(labels.size()) == num_labels) {
+      nlohmann::json id2label = nlohmann::json::object(), label2id = nlohmann::json::object();
+      for (size_t i = 0; i < labels.size(); ++i) {
+        id2label[std::to_string(i)] = labels[i];
+        label2id[labels[i]] = static_cast<int64_t>(i);
+      }
+      cfg["id2label"] = id2label;
+      cfg["label2id"] = label2id;
+    }
+  }
+  return cfg;
 }
 
 }  // namespace tupe::exporting

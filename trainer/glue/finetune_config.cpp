@@ -51,7 +51,7 @@ std::vector<int64_t> FinetuneConfig::seed_list() const {
 }
 
 void FinetuneConfig::validate() const {
-  parse_task_list(tasks, "finetune.tasks");
+  check_task_list_syntax(tasks, "finetune.tasks");  // names are resolved by the job (custom tasks)
   learning_rate_list();
   seed_list();
   TUPE_CHECK(!output_dir.empty(), "finetune.output_dir: must not be empty");
@@ -86,9 +86,9 @@ const FieldTable<FinetuneConfig>& FinetuneConfig::fields() {
   static const FieldTable<C> table = [] {
     FieldTable<C> t;
     t.text("tasks", &C::tasks, "comma-separated GLUE tasks (CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE, WNLI) or all")
-        .text("data_dir", &C::data_dir, "GLUE folder holding <TASK>/{train,dev,test}.tsv and diagnostic/")
-        .text("checkpoint", &C::checkpoint, "pre-training checkpoint: a step_<N> folder or a checkpoint dir (newest)")
-        .text("output_dir", &C::output_dir, "folder for results.json, results.md, submission/ and models/")
+        .path("data_dir", &C::data_dir, "GLUE folder holding <TASK>/{train,dev,test}.tsv and diagnostic/")
+        .path("checkpoint", &C::checkpoint, "pre-training checkpoint: a step_<N> folder or a checkpoint dir (newest)")
+        .path("output_dir", &C::output_dir, "folder for results.json, results.md, submission/ and models/")
         .text("learning_rates", &C::learning_rates, "peak learning-rate grid, comma-separated")
         .text("seeds", &C::seeds, "seeds per learning rate, comma-separated (head init, data order, dropout)")
         .integer("batch_size", &C::batch_size, "global batch (examples per optimizer step, all ranks)")

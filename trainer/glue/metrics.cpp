@@ -100,6 +100,7 @@ double spearman(const std::vector<double>& x, const std::vector<double>& y) {
 }
 
 std::vector<std::string> metric_names(const TaskSpec& task) {
+  if (!task.metrics.empty()) return task.metrics;
   if (task.kind == TaskKind::kRegression) return {"pearson", "spearman"};
   if (task.primary_metric == "mcc") return {"mcc", "accuracy"};
   if (task.name == "MRPC" || task.name == "QQP") return {"accuracy", "f1"};
@@ -119,6 +120,7 @@ MetricValues classification_metrics(const TaskSpec& task, const std::vector<int6
 }
 
 MetricValues regression_metrics(const std::vector<double>& predicted, const std::vector<double>& gold) {
+  // Both correlations always (cheap); a custom task's metrics list orders the report.
   return {{"pearson", pearson(predicted, gold)}, {"spearman", spearman(predicted, gold)}};
 }
 

@@ -40,8 +40,8 @@ std::vector<double> average_ranks(const std::vector<double>& values);
 /// Spearman's rho = Pearson's r of the average ranks.
 double spearman(const std::vector<double>& x, const std::vector<double>& y);
 
-/// The metrics GLUE reports for `task`, primary first: CoLA {mcc, accuracy}; STS-B
-/// {pearson, spearman}; MRPC, QQP {accuracy, f1}; the others {accuracy}.
+/// The metrics reported for `task`, primary first: a custom task's own list; CoLA {mcc,
+/// accuracy}; STS-B {pearson, spearman}; MRPC, QQP {accuracy, f1}; the others {accuracy}.
 std::vector<std::string> metric_names(const TaskSpec& task);
 
 /// Metrics of a classification task's predictions (label ids).

@@ -15,45 +15,14 @@ bool starts_with(const std::string& s, const std::string& prefix) { return s.rfi
 
 }  // namespace
 
-fs::path resolve_checkpoint_dir(const fs::path& path) {
-  TUPE_CHECK(!path.empty(), "checkpoint: no path given (finetune.checkpoint)");
-  TUPE_CHECK(fs::is_directory(path), path.string() << ": no such checkpoint folder");
-  if (fs::exists(path / "manifest.json")) return path;
-  const auto latest = trainer::CheckpointStore::latest(path);
-  TUPE_CHECK(latest.has_value(), path.string() << ": holds no whole checkpoint (no manifest.json, no step_<N> folder)");
-  return *latest;
-}
-
-model::ModelConfig model_config_from(const KeyValues& saved, const std::string& where) {
-  KeyValues model_kv;
-  for (const auto& [k, v] : saved)
-    if (starts_with(k, "model.")) model_kv[k.substr(6)] = v;
-  std::vector<std::string> missing;
-  for (const auto& f : model::ModelConfig::fields().fields())
-    if (!model_kv.count(f.name)) missing.push_back("model." + f.name);
-  if (!missing.empty()) {
-    std::ostringstream os;
-    for (size_t i = 0; i < missing.size(); ++i) os << (i ? ", " : "") << missing[i];
-    TUPE_FAIL(where << ": the saved config lacks " << missing.size() << " model key(s): " << os.str());
-  }
-  model::ModelConfig config;
-  model::ModelConfig::fields().apply(config, model_kv, where + " [model]");
-  try {
-    config.validate();
-  } catch (const Error& e) {
-    TUPE_FAIL(where << ": saved " << e.what());
-  }
-  return config;
-}
-
-PretrainedEncoder load_pretrained_encoder(const fs::path& path) {
+PretrainedEncoder load_pretrained_encoder(const fs::path& path, trainer::CheckpointStore::Hashes hashes) {
   PretrainedEncoder out;
-  out.dir = resolve_checkpoint_dir(path);
-  trainer::CheckpointContents contents = trainer::CheckpointStore::load(out.dir);
+  out.dir = trainer::CheckpointStore::resolve(path);
+  trainer::CheckpointContents contents = trainer::CheckpointStore::load(out.dir, hashes);
   const std::string where = (out.dir / "trainer_state.json").string();
   out.step = contents.state.step;
   out.saved_config = contents.state.config;
-  out.config = model_config_from(contents.state.config, where);
+  out.config = model::model_config_from_saved(contents.state.config, where);
   out.vocab_sha256 = contents.state.vocab_sha256;
   for (auto& [name, tensor] : contents.model)
     if (!starts_with(name, "mlm_head.")) out.encoder.emplace_back(name, tensor);
@@ -97,17 +66,16 @@ fs::path save_finetuned_model(const fs::path& dir, int64_t steps, const trainer:
   contents.state.scheduler_step = steps;
   contents.state.config = config;
   contents.state.vocab_sha256 = vocab_sha256;
-  contents.state.rng = trainer::capture_rng_states();
   return store.save(contents);
 }
 
 FinetunedModel load_finetuned_model(const fs::path& path) {
   FinetunedModel out;
-  out.dir = resolve_checkpoint_dir(path);
+  out.dir = trainer::CheckpointStore::resolve(path);
   trainer::CheckpointContents contents = trainer::CheckpointStore::load(out.dir);
   const std::string where = (out.dir / "trainer_state.json").string();
   out.saved_config = contents.state.config;
-  out.config = model_config_from(contents.state.config, where);
+  out.config = model::model_config_from_saved(contents.state.config, where);
   auto get = [&](const std::string& key) {
     auto it = contents.state.config.find(key);
     TUPE_CHECK(it != contents.state.config.end(),

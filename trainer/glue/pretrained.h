@@ -16,17 +16,10 @@
 #include "data_pipeline/tokenizer.h"
 #include "model/config.h"
 #include "model/tupe_bert.h"
+#include "trainer/checkpoint_store.h"
 #include "trainer/named_tensors.h"
 
 namespace tupe::glue {
-
-/// A checkpoint folder: `path` itself when it holds a manifest.json, else the newest whole
-/// step_<N> folder under it. Throws tupe::Error "<path>: ..." when there is none.
-std::filesystem::path resolve_checkpoint_dir(const std::filesystem::path& path);
-
-/// The ModelConfig stored as "model.<key>" entries of a checkpoint config; throws tupe::Error
-/// "<where>: ..." listing missing keys, or naming an unknown or unparsable one.
-model::ModelConfig model_config_from(const KeyValues& saved_config, const std::string& where);
 
 /// What fine-tuning takes from a pre-training checkpoint.
 struct PretrainedEncoder {
@@ -38,8 +31,10 @@ struct PretrainedEncoder {
   KeyValues saved_config;       ///< its whole effective config
 };
 
-/// Loads a checkpoint (see resolve_checkpoint_dir). Throws tupe::Error naming the file.
-PretrainedEncoder load_pretrained_encoder(const std::filesystem::path& path);
+/// Loads a checkpoint (trainer::CheckpointStore::resolve, then load with `hashes`; the model
+/// config strictly, model::model_config_from_saved). Throws tupe::Error naming the file.
+PretrainedEncoder load_pretrained_encoder(const std::filesystem::path& path,
+                                          trainer::CheckpointStore::Hashes hashes = trainer::CheckpointStore::Hashes::kVerify);
 
 /// Refuses a vocabulary other than the checkpoint's: throws tupe::Error "<where>: the
 /// checkpoint was trained with vocabulary sha256 X, the tokenizer's is Y".

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "trainer/glue/table_formats.h"
 #include "trainer/glue/tsv.h"
 
 namespace tupe::glue {
@@ -25,13 +26,13 @@ size_t resolve(const TsvTable& table, const ColumnRef& ref) {
 
 bool blank(const std::string& s) { return s.find_first_not_of(" \t\r\n") == std::string::npos; }
 
-/// The score of an STS-B row, or nullopt when it is not a finite number in [0, 5].
-std::optional<double> parse_score(const std::string& text) {
+/// The score of a regression row, or nullopt when it is not a finite number in [lo, hi].
+std::optional<double> parse_score(const std::string& text, double lo, double hi) {
   if (text.empty() || blank(text)) return std::nullopt;
   errno = 0;
   char* end = nullptr;
   const double v = std::strtod(text.c_str(), &end);
-  if (errno != 0 || end != text.c_str() + text.size() || !std::isfinite(v) || v < 0 || v > 5) return std::nullopt;
+  if (errno != 0 || end != text.c_str() + text.size() || !std::isfinite(v) || v < lo || v > hi) return std::nullopt;
   return v;
 }
 
@@ -41,9 +42,25 @@ std::string label_list(const TaskSpec& task) {
   return os.str();
 }
 
+/// The keys a JSONL split needs, in table column order.
+std::vector<std::string> jsonl_keys(const SplitSpec& split) {
+  std::vector<std::string> keys;
+  for (const ColumnRef* c : {&split.text_a, &split.text_b, &split.label, &split.index})
+    if (!c->name.empty()) keys.push_back(c->name);
+  return keys;
+}
+
+std::string score_range(const TaskSpec& task) {
+  if (!std::isfinite(task.score_min) && !std::isfinite(task.score_max)) return "a finite number";
+  std::ostringstream os;
+  os << "a number in [" << task.score_min << ", " << task.score_max << "]";
+  return os.str();
+}
+
 }  // namespace
 
 std::string split_path(const SplitSpec& split, const std::string& glue_dir) {
+  if (split.own_path) return split.file;
   return (std::filesystem::path(glue_dir) / split.file).string();
 }
 
@@ -56,16 +73,20 @@ SplitData read_split(const TaskSpec& task, const SplitSpec& split, const std::st
   out.labelled = split.labelled();
   TUPE_CHECK(std::filesystem::is_regular_file(out.path),
              out.path << ": no such file (" << task.name << " " << split.name << " split)");
-  const TsvTable table = read_tsv(out.path, split.header);
+  const TsvTable table = read_table(out.path, split.format, split.header, jsonl_keys(split));
   const size_t columns = split.header ? table.header.size() : static_cast<size_t>(split.num_columns);
   const size_t a = resolve(table, split.text_a), b = resolve(table, split.text_b);
   const size_t label = resolve(table, split.label), index = resolve(table, split.index);
 
+  int64_t ordinal = -1;  // 0-based data row: the submission id of a test file without an index column
   for (const TsvRow& row : table.rows) {
+    ++ordinal;
     std::string problem;
     Example ex;
     ex.line = row.line;
-    if (row.fields.size() != columns) {
+    if (!row.problem.empty()) {
+      problem = row.problem;
+    } else if (row.fields.size() != columns) {
       std::ostringstream os;
       os << "expected " << columns << " columns" << (split.header ? " (as the header)" : "") << ", got "
          << row.fields.size() << (row.fields.size() == 1 && row.fields[0].empty() ? " (empty line)" : "");
@@ -82,8 +103,8 @@ SplitData read_split(const TaskSpec& task, const SplitSpec& split, const std::st
       } else if (label != std::string::npos) {
         const std::string& text = row.fields[label];
         if (task.kind == TaskKind::kRegression) {
-          const auto score = parse_score(text);
-          if (!score) problem = "score '" + text + "' is not a number in [0, 5]";
+          const auto score = parse_score(text, task.score_min, task.score_max);
+          if (!score) problem = "score '" + text + "' is not " + score_range(task);
           else ex.score = *score;
         } else {
           ex.label = label_id(task, text);
@@ -93,6 +114,8 @@ SplitData read_split(const TaskSpec& task, const SplitSpec& split, const std::st
       if (problem.empty() && index != std::string::npos) {
         ex.index = row.fields[index];
         if (blank(ex.index)) problem = "empty index";
+      } else if (problem.empty() && !split.submission.empty()) {
+        ex.index = std::to_string(ordinal);
       }
     }
     if (problem.empty()) {

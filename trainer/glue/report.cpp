@@ -184,7 +184,8 @@ std::string results_markdown(const ReportHeader& header, const std::vector<TaskR
 std::string prediction_text(const TaskSpec& task, const Predictions& p, size_t row) {
   if (task.kind == TaskKind::kRegression) {
     char buf[32];
-    std::snprintf(buf, sizeof buf, "%.3f", std::clamp(p.scores.at(row), 0.0, 5.0));
+    const double v = std::clamp(p.scores.at(row), task.score_min, task.score_max);
+    std::snprintf(buf, sizeof buf, task.custom ? "%.9g" : "%.3f", v);
     return buf;
   }
   return task.labels.at(static_cast<size_t>(p.labels.at(row)));

@@ -44,7 +44,7 @@ nlohmann::json results_json(const ReportHeader& header, const std::vector<TaskRe
 std::string results_markdown(const ReportHeader& header, const std::vector<TaskResult>& results);
 
 /// One submission line's prediction text: the label name, or the score clipped to [0, 5]
-/// with 3 decimals (STS-B).
+/// with 3 decimals (STS-B; a custom regression task: unclipped, 9 significant digits).
 std::string prediction_text(const TaskSpec& task, const Predictions& predictions, size_t row);
 
 /// The submission file text: "index\tprediction\n" then one line per example.

@@ -82,12 +82,21 @@ std::vector<std::pair<std::string, std::string>> describe_task_files(const std::
 }
 
 void check_task_files(const std::vector<const TaskSpec*>& tasks, const std::string& data_dir, bool with_test) {
-  std::vector<std::string> missing;
+  std::vector<std::string> missing, missing_own;
   size_t missing_test = 0;
   for (const auto& [t, s] : task_files(tasks, with_test)) {
     if (std::filesystem::is_regular_file(split_path(*s, data_dir))) continue;
+    if (s->own_path) {  // a custom task's file: its [task] key
+      missing_own.push_back("task." + s->name + " = " + s->file);
+      continue;
+    }
     missing.push_back(s->file);
     missing_test += s->labelled() ? 0 : 1;
+  }
+  if (!missing_own.empty()) {
+    std::ostringstream os;
+    for (size_t i = 0; i < missing_own.size(); ++i) os << (i ? ", " : "") << missing_own[i];
+    TUPE_FAIL("custom task: " << missing_own.size() << " file(s) missing: " << os.str());
   }
   if (missing.empty()) return;
   std::ostringstream os;

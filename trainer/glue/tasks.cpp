@@ -149,7 +149,8 @@ const TaskSpec& find_task(const std::string& name, const std::string& where) {
   TUPE_FAIL(where << ": unknown GLUE task '" << name << "' (tasks: " << names.str() << ")");
 }
 
-std::vector<const TaskSpec*> parse_task_list(const std::string& text, const std::string& where) {
+std::vector<const TaskSpec*> parse_task_list(const std::string& text, const std::string& where,
+                                             const TaskSpec* custom) {
   std::vector<const TaskSpec*> out;
   if (trim(text) == "all") {
     for (const auto& t : all_tasks()) out.push_back(&t);
@@ -161,12 +162,34 @@ std::vector<const TaskSpec*> parse_task_list(const std::string& text, const std:
   while (std::getline(ss, item, ',')) {
     item = trim(item);
     if (item.empty()) continue;
-    const TaskSpec& t = find_task(item, where);
+    const TaskSpec* found = custom && fold(custom->name) == fold(item) ? custom : nullptr;
+    if (!found) {
+      try {
+        found = &find_task(item, where);
+      } catch (const Error& e) {
+        TUPE_FAIL(e.what() << (custom ? "; the [task] section describes '" + custom->name + "'"
+                                      : std::string("; a task of your own needs a [task] section of that name")));
+      }
+    }
+    const TaskSpec& t = *found;
     TUPE_CHECK(seen.insert(t.name).second, where << ": task " << t.name << " listed twice");
     out.push_back(&t);
   }
   TUPE_CHECK(!out.empty(), where << ": no task given (a comma-separated list of GLUE tasks, or all)");
   return out;
+}
+
+void check_task_list_syntax(const std::string& text, const std::string& where) {
+  if (trim(text) == "all") return;
+  std::set<std::string> seen;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    item = trim(item);
+    if (item.empty()) continue;
+    TUPE_CHECK(seen.insert(fold(item)).second, where << ": task " << item << " listed twice");
+  }
+  TUPE_CHECK(!seen.empty(), where << ": no task given (a comma-separated list of GLUE tasks, or all)");
 }
 
 int64_t label_id(const TaskSpec& task, const std::string& text) {

@@ -33,6 +33,8 @@ struct SplitSpec {
   ColumnRef index;         ///< the id written to the submission file (test files)
   std::string submission;  ///< test files: submission file name, e.g. "SST-2.tsv"; "" otherwise
   std::string table_column;///< dev files: column of the results table, e.g. "MNLI-m"
+  std::string format = "tsv"; ///< tsv (GLUE's) | csv (RFC 4180) | jsonl (table_formats.h)
+  bool own_path = false;   ///< `file` is used as given (custom tasks), not under the GLUE folder
   bool labelled() const { return !label.name.empty() || label.position >= 0; }
   bool pair() const { return !text_b.name.empty() || text_b.position >= 0; }
 };
@@ -48,6 +50,10 @@ struct TaskSpec {
   SplitSpec train;
   std::vector<SplitSpec> dev;      ///< labelled evaluation files (MNLI: matched, mismatched)
   std::vector<SplitSpec> test;     ///< unlabelled files for submission (MNLI: + the diagnostic set AX)
+  /// Metrics reported, primary first; empty = GLUE's rule (metrics.h metric_names).
+  std::vector<std::string> metrics;
+  double score_min = 0, score_max = 5;  ///< regression: gold scores outside are bad rows; predictions clipped
+  bool custom = false;             ///< described by the config's [task] section (custom_task.h)
 
   /// Outputs of the sentence head: the number of labels, 1 for regression.
   int64_t num_outputs() const { return kind == TaskKind::kRegression ? 1 : static_cast<int64_t>(labels.size()); }
@@ -60,9 +66,15 @@ const std::vector<TaskSpec>& all_tasks();
 /// Throws tupe::Error "<where>: unknown GLUE task '<name>' (tasks: ...)".
 const TaskSpec& find_task(const std::string& name, const std::string& where);
 
-/// Parses "all" or a comma-separated list of task names into specs (in the given order,
-/// duplicates refused). Throws tupe::Error naming `where`.
-std::vector<const TaskSpec*> parse_task_list(const std::string& text, const std::string& where);
+/// Parses "all" (the nine GLUE tasks) or a comma-separated list of task names into specs (in
+/// the given order, duplicates refused); `custom` (may be null) is a task of the config's
+/// [task] section, found by its name. Throws tupe::Error naming `where`.
+std::vector<const TaskSpec*> parse_task_list(const std::string& text, const std::string& where,
+                                             const TaskSpec* custom = nullptr);
+
+/// Checks the syntax of a task list without resolving names (a custom task's name is known
+/// only with its [task] section): items non-empty, none twice. Throws tupe::Error naming `where`.
+void check_task_list_syntax(const std::string& text, const std::string& where);
 
 /// The label id of `text` for `task`, or -1 when it is not one of its label names.
 int64_t label_id(const TaskSpec& task, const std::string& text);

@@ -44,7 +44,7 @@ TsvTable read_tsv(const std::string& path, bool has_header) {
       table.header = split_tabs(line);
       continue;
     }
-    table.rows.push_back({line_number, split_tabs(line)});
+    table.rows.push_back({line_number, split_tabs(line), {}});
   }
   TUPE_CHECK(!has_header || line_number >= 1, path << ": empty file (expected a header line)");
   return table;

@@ -13,6 +13,7 @@ namespace tupe::glue {
 struct TsvRow {
   int64_t line = 0;                 ///< 1-based line number in the file
   std::vector<std::string> fields;  ///< split on TAB, verbatim (no unquoting, no trimming)
+  std::string problem;              ///< "" = readable; else why the row is bad (JSONL: not an object, a key missing)
 };
 
 /// A whole TSV file.

@@ -19,6 +19,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 
 #include "common/config_fields.h"
@@ -61,8 +62,11 @@ struct PretrainResult {
 void install_checkpoint_signal_handlers();
 
 /// Runs pre-training. `resume`: "none", "auto" (newest whole checkpoint under
-/// checkpoint.dir, or a fresh start, saying so) or a checkpoint folder. Collective: every
-/// rank calls it. Throws tupe::Error on bad config, data, checkpoints or a failed step.
-PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& config, const std::string& resume);
+/// checkpoint.dir, or a fresh start, saying so) or a checkpoint folder. `on_start` (may be
+/// empty) runs on rank 0 once every check has passed, before step 1: the CLI writes the
+/// effective config into checkpoint.dir there (a refused run writes nothing). Collective:
+/// every rank calls it. Throws tupe::Error on bad config, data, checkpoints or a failed step.
+PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& config, const std::string& resume,
+                               const std::function<void()>& on_start = {});
 
 }  // namespace tupe::trainer

@@ -30,7 +30,7 @@ const FieldTable<TrainOptions>& TrainOptions::fields() {
         .integer("seed", &TrainOptions::seed, "seed of the model init and of the per-step dropout RNG")
         .text("device", &TrainOptions::device, "auto | cpu | cuda (GPU: local rank mod visible GPUs)")
         .integer("threads", &TrainOptions::threads, "intra-op CPU threads per rank; 0 = LibTorch default")
-        .text("metrics_dir", &TrainOptions::metrics_dir, "folder of per-rank metrics JSONL; \"\" = <checkpoint.dir>/metrics")
+        .path("metrics_dir", &TrainOptions::metrics_dir, "folder of per-rank metrics JSONL; \"\" = <checkpoint.dir>/metrics")
         .real("peak_tflops", &TrainOptions::peak_tflops,
               "peak TFLOP/s for the MFU figure; 0 = auto (GPU datasheet table by name and precision; CPU: measured)")
         .boolean("tf32", &TrainOptions::tf32, "TF32 tensor cores for fp32 matmuls on CUDA")

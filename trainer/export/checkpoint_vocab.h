@@ -1,0 +1,27 @@
+// The vocabulary and WordPiece lower-casing of a checkpoint, as `tupe export` and
+// `tupe predict` resolve them: the vocabulary is the one given (--vocab), else the
+// checkpoint's recorded tokenizer.vocab when that file is readable; its SHA-256 must equal
+// the checkpoint's. Lower-casing: the option (--lower-case true|false), else the checkpoint's
+// tokenizer.lower_case, else what its training shards (data.train_shards) record.
+#pragma once
+#include <filesystem>
+#include <string>
+
+#include "trainer/export/checkpoint_model.h"
+
+namespace tupe::exporting {
+
+/// `option` when given (throws tupe::Error "--vocab <path>: no such file" when absent), else
+/// the checkpoint's tokenizer.vocab when readable, else "" (no vocabulary known).
+std::filesystem::path pick_checkpoint_vocab(const std::filesystem::path& option, const CheckpointModel& ckpt);
+
+/// Throws ONE-line tupe::Error "<vocab>: ..." when the vocabulary's SHA-256 differs from the
+/// checkpoint's, a vocab.txt's line count is not vocab_size, or a SentencePiece model has
+/// more pieces than vocab_size.
+void check_checkpoint_vocab(const std::filesystem::path& vocab, const CheckpointModel& ckpt);
+
+/// WordPiece lower-casing: `option` "true"/"false", or "auto" (recorded, see above). Throws
+/// tupe::Error "<checkpoint>: ... give --lower-case true|false" when nothing records it.
+bool resolve_lower_case(const std::string& option, const CheckpointModel& ckpt);
+
+}  // namespace tupe::exporting

@@ -1,0 +1,91 @@
+// The pre-training job's state and its phases (internal to trainer/loop; the entry point is
+// run_pretraining in pretrain.h). run_pretraining reads top to bottom:
+//   check_config -> setup_device -> open_data -> build_model   (pretrain.cpp)
+//   -> resume_job                                              (resume.cpp)
+//   -> start_loader -> announce                                (pretrain.cpp)
+//   -> train_loop: per step run_step, log_step, validate_if_due, save_checkpoint
+//                                                              (pretrain_loop.cpp)
+// Each phase fills or uses fields of one PretrainJob; nothing is global except the signal
+// flag (pretrain_loop.cpp), which a signal handler can reach and nothing else can.
+#pragma once
+#include <c10/core/Device.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "data_pipeline/dataset.h"
+#include "data_pipeline/loader.h"
+#include "dist/context.h"
+#include "model/tupe_bert.h"
+#include "trainer/checkpoint_store.h"
+#include "trainer/loop/batch_plan.h"
+#include "trainer/loop/metrics.h"
+#include "trainer/loop/pretrain.h"
+#include "trainer/loop/step.h"
+#include "trainer/trainer_state.h"
+
+namespace tupe::trainer {
+
+/// Everything one rank's pre-training run holds. Fields are declared in construction order
+/// (destroyed in reverse: the loader's threads and the step runner go before what they use).
+struct PretrainJob {
+  PretrainJob(const dist::MpiEnv& e, const PretrainConfig& c)
+      : env(e), cfg(c), rank(e.rank()), world(e.world_size()) {}
+  const dist::MpiEnv& env;
+  const PretrainConfig& cfg;
+  const int rank, world;
+  int64_t max_steps = 0;  ///< train.max_steps, else optimizer.total_steps
+
+  // setup_device
+  std::unique_ptr<dist::DistContext> context;  ///< communicator and watchdog of this rank
+  bool use_cuda = false;
+  std::unique_ptr<Progress> progress;          ///< rank 0 prints
+  // open_data
+  std::shared_ptr<const data::PretrainDataset> train_data, validation_data;  ///< validation may be null
+  data::LoaderConfig loader_config;            ///< cfg.data with pin_memory resolved
+  BatchPlan plan;                              ///< micro-batch and accumulation
+  // build_model
+  model::TupeBert net{nullptr};
+  std::unique_ptr<StepRunner> runner;          ///< optimizer, scaler, LR schedule, DDP
+  std::unique_ptr<CheckpointStore> store;
+  // resume_job
+  TrainerState state;                          ///< step, data position, scaler; saved in checkpoints
+  std::string resumed_state_file;              ///< trainer_state.json resumed from ("" = fresh start)
+  // start_loader, announce
+  std::unique_ptr<data::Loader> loader;
+  std::unique_ptr<MetricsLog> metrics;
+  double peak_tflops = 0;                      ///< MFU denominator per rank (TFLOP/s); <= 0: no MFU
+  PretrainResult result;
+
+  dist::Communicator& comm() { return context->comm(); }
+  const c10::Device& device() const { return context->device(); }
+};
+
+// pretrain.cpp
+/// Validates every section and the combinations pre-training refuses. Throws tupe::Error.
+void check_config(const PretrainConfig& cfg);
+/// Resolves the device, creates the communicator (collective) and the progress printer.
+void setup_device(PretrainJob& job);
+/// Opens the train and validation shards; the ranks agree on them; checks them against the
+/// model config; plans micro-batches.
+void open_data(PretrainJob& job);
+/// Builds the model with rank 0's initial weights on every rank, the step runner and the
+/// checkpoint store (rank 0 checks checkpoint.dir is writable).
+void build_model(PretrainJob& job);
+/// Starts the loader at the (resumed) data position and opens the metrics log.
+void start_loader(PretrainJob& job);
+/// Picks the MFU peak and prints the one-line run summary.
+void announce(PretrainJob& job);
+
+// resume.cpp
+/// Applies `--resume` (auto | none | a checkpoint folder): finds the checkpoint, checks every
+/// rank took the same one and that it fits this config, and restores weights, optimizer,
+/// loss scaler, steps and data position into the job.
+void resume_job(PretrainJob& job, const std::string& resume);
+
+// pretrain_loop.cpp
+/// Runs steps until max_steps or a checkpoint signal; logs, validates and checkpoints.
+void train_loop(PretrainJob& job);
+
+}  // namespace tupe::trainer

@@ -1,0 +1,190 @@
+// The training loop of pre-training (pretrain_job.h): steps, log lines and metrics,
+// validation, checkpoints, and the SIGTERM/SIGUSR1 stop.
+#include <ATen/ATen.h>
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <sstream>
+
+#include "common/error.h"
+#include "dist/gather.h"
+#include "trainer/loop/autocast.h"
+#include "trainer/loop/flops.h"
+#include "trainer/loop/pretrain_job.h"
+
+namespace tupe::trainer {
+
+namespace {
+
+// Set by the signal handler, read at step boundaries (the only process-wide state: a
+// signal handler can reach nothing else).
+volatile std::sig_atomic_t g_checkpoint_signal = 0;
+
+extern "C" void on_checkpoint_signal(int) { g_checkpoint_signal = 1; }
+
+using Clock = std::chrono::steady_clock;
+
+/// Per-step dropout seed from (seed, step, rank): SplitMix64 finaliser over the three.
+uint64_t step_seed(int64_t seed, int64_t step, int rank) {
+  uint64_t z = static_cast<uint64_t>(seed) * 0x9E3779B97F4A7C15ULL ^ static_cast<uint64_t>(step) * 0xBF58476D1CE4E5B9ULL ^
+               static_cast<uint64_t>(rank + 1) * 0x94D049BB133111EBULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+/// Sums `values` over all ranks (a small host/device tensor through the communicator).
+std::vector<double> all_reduce_sum(dist::Communicator& comm, const std::vector<double>& values,
+                                   const c10::Device& device, const std::string& name) {
+  at::Tensor t = at::tensor(values, at::kDouble).to(device);
+  comm.all_reduce({t}, name)->wait();
+  t = t.cpu();
+  return std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
+}
+
+
+/// Validation MLM loss over the held-out split: (sum of CE, masked tokens) over all ranks.
+double evaluate(PretrainJob& job) {
+  const PretrainConfig& cfg = job.cfg;
+  data::EvalIterator it(job.validation_data, cfg.data, job.rank, job.world);
+  job.net->eval();
+  double loss_sum = 0, count = 0;
+  {
+    at::NoGradGuard no_grad;
+    const auto amp = amp_dtype(cfg.precision.precision);
+    for (int64_t s = 0; cfg.train.eval_batches == 0 || s < cfg.train.eval_batches; ++s) {
+      auto b = it.next();
+      if (!b) break;
+      if (b->rows() == 0 || b->masked_positions.numel() == 0) continue;
+      data::Batch d = to_device(*b, job.device());
+      loss_sum += masked_lm_loss_sum(*job.net, d, amp, job.device()).item<double>();
+      count += static_cast<double>(b->masked_positions.numel());
+    }
+  }
+  job.net->train();
+  auto sums = all_reduce_sum(job.comm(), {loss_sum, count}, job.device(), "validation loss");
+  TUPE_CHECK(sums[1] > 0, "validation: the validation split has no masked tokens");
+  return sums[0] / sums[1];
+}
+
+/// Rank 0 saves; every rank learns whether the save worked (one byte each).
+void save_checkpoint(PretrainJob& job) {
+  job.state.loss_scaler = job.runner->scaler().state();
+  const auto pos = job.loader->state();
+  job.state.data = DataPosition{pos.epoch, pos.consumed_samples};
+  std::string error;
+  if (job.rank == 0) {
+    try {
+      NamedTensors weights;
+      for (auto& [n, t] : job.runner->parameters()) weights.emplace_back(n, t.detach());
+      job.store->save(CheckpointContents{weights, job.runner->optimizer().state_dict(), job.state});
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  const std::vector<uint8_t> ok = dist::all_gather_value<uint8_t>(job.comm(), error.empty() ? 1 : 0, "checkpoint status");
+  TUPE_CHECK(error.empty(), error);
+  TUPE_CHECK(ok[0] == 1, "checkpoint: rank 0 failed to save step " << job.state.step << " (see rank 0's message)");
+  job.result.last_checkpoint = CheckpointStore::checkpoint_path(job.cfg.checkpoint.dir, job.state.step);
+  job.progress->message("checkpoint saved: " + job.result.last_checkpoint.string());
+}
+
+/// Steps and tokens since the last log line.
+struct Window {
+  Clock::time_point start = Clock::now();
+  int64_t steps = 0, tokens = 0;
+};
+
+/// A log step: the global loss (one all-reduce), the progress line and a metrics record.
+/// The only step that reads the device (loss, norm, skips, scale).
+void log_step(PretrainJob& job, const data::Batch& batch, const StepResult& out, Window& window) {
+  const PretrainConfig& cfg = job.cfg;
+  DynamicLossScaler& scaler = job.runner->scaler();
+  const int64_t step = job.state.step;
+  scaler.check_divergence(step);
+  const double global_masked = static_cast<double>(batch.global_masked_count);
+  const double local_loss_sum = out.loss_sum.item<double>();
+  const double grad_norm = out.found_inf.item<float>() > 0 ? INFINITY : out.grad_norm.item<double>();
+  const double global_loss = all_reduce_sum(job.comm(), {local_loss_sum}, job.device(), "loss")[0] / global_masked;
+  const double dt = std::chrono::duration<double>(Clock::now() - window.start).count();
+  ProgressLine p;
+  p.step = step;
+  p.max_steps = job.max_steps;
+  p.loss = global_loss;
+  p.lr = out.lr;
+  p.grad_norm = grad_norm;
+  p.loss_scale = scaler.scale();
+  p.tokens_per_s = static_cast<double>(window.tokens) / dt;
+  p.eta_s = dt / static_cast<double>(window.steps) * static_cast<double>(job.max_steps - step);
+  p.skipped = scaler.state().total_skips;
+  const int64_t padded = batch.input_ids.size(1);
+  const double flops_per_token = training_flops_per_token(
+      cfg.model, padded, cfg.data.global_batch_size,
+      global_masked / static_cast<double>(cfg.data.global_batch_size * padded));
+  if (job.peak_tflops > 0) p.mfu = flops_per_token * p.tokens_per_s / (job.peak_tflops * 1e12 * job.world);
+  job.progress->update(p);
+  const auto pos = job.loader->state();
+  job.metrics->write({{"step", step},
+                      {"epoch", pos.epoch},
+                      {"consumed_samples", pos.consumed_samples},
+                      {"loss", global_loss},
+                      {"local_loss", local_loss_sum / std::max(1.0, static_cast<double>(batch.masked_positions.numel()))},
+                      {"lr", out.lr},
+                      {"grad_norm", std::isfinite(grad_norm) ? grad_norm : -1.0},
+                      {"loss_scale", scaler.scale()},
+                      {"tokens_per_s", p.tokens_per_s},
+                      {"step_time_s", dt / static_cast<double>(window.steps)},
+                      {"skipped_steps", p.skipped},
+                      {"flops_per_token", flops_per_token},
+                      {"mfu", p.mfu >= 0 ? p.mfu : -1.0}});
+  job.result.last_loss = global_loss;
+  job.result.last_logged_step = step;
+  window = Window{};
+}
+
+/// Validation every train.eval_every steps and at the last step.
+void validate_if_due(PretrainJob& job) {
+  const int64_t step = job.state.step;
+  const int64_t every = job.cfg.train.eval_every;
+  if (!job.validation_data || !((every > 0 && step % every == 0) || step == job.max_steps)) return;
+  const double loss = evaluate(job);
+  job.result.validation_loss = loss;
+  std::ostringstream msg;
+  msg << "validation at step " << step << ": MLM loss " << loss << ", perplexity " << std::exp(loss);
+  job.progress->message(msg.str());
+  job.metrics->write({{"step", step}, {"validation_loss", loss}, {"validation_perplexity", std::exp(loss)}});
+}
+
+}  // namespace
+
+void install_checkpoint_signal_handlers() {
+  std::signal(SIGTERM, on_checkpoint_signal);
+  std::signal(SIGUSR1, on_checkpoint_signal);
+}
+
+void train_loop(PretrainJob& job) {
+  Window window;
+  while (job.state.step < job.max_steps) {
+    const int64_t step = job.state.step + 1;
+    job.comm().set_step(step);
+    if (dist::any_rank(job.comm(), g_checkpoint_signal != 0, "signal check")) {
+      job.progress->message("signal received: checkpointing at step " + std::to_string(job.state.step) +
+                            " and stopping");
+      save_checkpoint(job);
+      job.result.stopped_by_signal = true;
+      return;
+    }
+    at::manual_seed(step_seed(job.cfg.train.seed, step, job.rank));
+    const data::Batch batch = job.loader->next();
+    const StepResult out = job.runner->run(batch, step, job.state.scheduler_step);
+    job.state.step = step;
+    ++window.steps;
+    window.tokens += batch.input_ids.numel() * job.world;
+    if (step % job.cfg.train.log_every == 0 || step == job.max_steps) log_step(job, batch, out, window);
+    validate_if_due(job);
+    if (job.store->due(step) || step == job.max_steps) save_checkpoint(job);
+  }
+}
+
+}  // namespace tupe::trainer

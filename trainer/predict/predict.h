@@ -1,0 +1,68 @@
+// `tupe predict`: the forward pass of a checkpoint of `tupe pretrain` (encoder + MLM head) or
+// a model of `tupe finetune` (encoder + sentence head) on input lines (predict_input.h), in
+// one process, batched, on the CPU or one GPU.
+//   fill-mask   the top-k tokens with their probabilities (softmax over the whole vocabulary
+//               of the MLM logits, float32) at each [MASK]; needs an MLM head. Output, one
+//               record per input line, in input order:
+//               jsonl  {"line": 1, "text": "...", "masks": [{"position": 4, "predictions":
+//                        [{"token_id": 2003, "token": "is", "probability": 0.41}, ...]}]}
+//                      (position: index in [CLS] ... [SEP]; token: the vocabulary entry,
+//                      "##" kept for a WordPiece continuation)
+//               tsv    header "line  mask  position  rank  token_id  token  probability", one
+//                      row per prediction (mask and rank count from 1)
+//   embeddings  a safetensors file: "input_ids" and "attention_mask" (N, L) int64 (L = the
+//               longest line, [PAD] after each line's end), and "cls" (N, d) float32 (the
+//               [CLS] vector, pooling cls) or "hidden" (N, L, d) float32 (the last hidden
+//               states, 0 at padding, pooling tokens); metadata names the checkpoint.
+// Shape legend: N input lines, L tokens of the longest line incl. [CLS]/[SEP], d model width.
+// Files are written under a temporary name and renamed (nothing half-written).
+#pragma once
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <iosfwd>
+#include <string>
+
+namespace tupe::predict {
+
+struct PredictOptions {
+  std::filesystem::path checkpoint;  ///< step_XXXXXXXX folder, or a folder of them (newest whole one)
+  std::filesystem::path vocab;       ///< vocab.txt / .model ("" = the checkpoint's tokenizer.vocab when readable)
+  std::string lower_case = "auto";   ///< auto (recorded by the checkpoint or its shards) | true | false
+  std::string mode;                  ///< fill-mask | embeddings
+  std::string input = "-";           ///< text file, one input per line; "-" = stdin
+  std::string output = "-";          ///< fill-mask: file or "-" (stdout); embeddings: a .safetensors file
+  std::string format = "jsonl";      ///< fill-mask output: jsonl | tsv
+  std::string pooling = "cls";       ///< embeddings: cls ((N, d)) | tokens ((N, L, d))
+  int64_t top_k = 5;                 ///< fill-mask: predictions per [MASK] (1..vocab_size)
+  int64_t batch_size = 32;           ///< lines per forward pass
+  std::string device = "auto";       ///< auto (cuda:0 when a GPU is visible) | cpu | cuda
+  std::string precision = "fp32";    ///< fp32 | bf16 (autocast; the softmax stays float32)
+  int64_t threads = 0;               ///< intra-op CPU threads (0 = LibTorch's default)
+
+  /// Throws tupe::Error "--<option>: <cause>" (pure; files are not opened).
+  void validate() const;
+};
+
+/// What a run did, for the one summary line of the CLI.
+struct PredictSummary {
+  std::filesystem::path checkpoint;  ///< the step folder read
+  std::filesystem::path vocab;       ///< the vocabulary used
+  int64_t lines = 0;                 ///< input lines
+  int64_t masks = 0;                 ///< [MASK] tokens predicted (fill-mask)
+  int64_t max_tokens = 0;            ///< L: tokens of the longest line
+  c10::Device device = c10::Device(c10::kCPU);
+};
+
+/// The device of a request: auto | cpu | cuda (cuda:0). Throws tupe::Error "--device cuda: ..."
+/// when CUDA is asked for and no GPU is visible.
+c10::Device pick_device(const std::string& request);
+
+/// Runs `options` reading stdin from `in` and writing fill-mask "-" output to `out`.
+/// Throws ONE-line tupe::Error naming the file (and line) or option and the cause: bad
+/// input line (predict_input.h), fill-mask on a model without an MLM head, no or a wrong
+/// vocabulary, unreadable checkpoint; nothing is left at the output path then.
+PredictSummary run_predict(const PredictOptions& options, std::istream& in, std::ostream& out);
+
+}  // namespace tupe::predict
