@@ -3,23 +3,15 @@
 // Every random choice of the data path (the epoch order, the masks, the train/validation
 // split) is a pure function of a key built from plain integers (seed, epoch, global sample
 // index, ...), never of a shared stream: the same key gives the same numbers whatever the
-// thread count, world size or resume point. The generator is SplitMix64 (Steele, Lea,
-// Flood, "Fast splittable pseudorandom number generators", OOPSLA 2014): output k of a key
-// is mix64(key + k * golden_gamma), so numbers of a key can be drawn in any order.
+// thread count, world size or resume point. The generator is SplitMix64 (common/mix64.h):
+// output k of a key is mix64(key + k * kGoldenGamma), so numbers of a key can be drawn in
+// any order.
 #pragma once
 #include <cstdint>
 
-namespace tupe::data {
+#include "common/mix64.h"
 
-/// The SplitMix64 finaliser (a bijection of 64-bit words with good avalanche).
-inline uint64_t mix64(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  x ^= x >> 31;
-  return x;
-}
+namespace tupe::data {
 
 /// Domains keep keys of different uses apart (the same (seed, epoch, index) must not give
 /// the epoch order and the masks the same numbers).
@@ -31,7 +23,7 @@ enum class RngDomain : uint64_t {
 
 /// Key of (domain, seed, a, b): distinct tuples give unrelated keys.
 inline uint64_t rng_key(RngDomain domain, uint64_t seed, uint64_t a, uint64_t b = 0) {
-  uint64_t k = mix64(static_cast<uint64_t>(domain) ^ 0x9e3779b97f4a7c15ULL);
+  uint64_t k = mix64(static_cast<uint64_t>(domain) ^ kGoldenGamma);
   k = mix64(k ^ seed);
   k = mix64(k + 0x632be59bd9b4e019ULL + a);
   k = mix64(k + 0x8cb92ba72f3d8dd7ULL + b);
@@ -41,12 +33,9 @@ inline uint64_t rng_key(RngDomain domain, uint64_t seed, uint64_t a, uint64_t b 
 /// SplitMix64 stream of one key. Cheap to make (one per sample); not shared between threads.
 class CounterRng {
  public:
-  explicit CounterRng(uint64_t key) : key_(key) {}
+  explicit CounterRng(uint64_t key) : state_(key) {}
   /// The next 64 random bits.
-  uint64_t next_u64() {
-    counter_ += 0x9e3779b97f4a7c15ULL;
-    return mix64(key_ + counter_);
-  }
+  uint64_t next_u64() { return splitmix64_next(state_); }
   /// Uniform double in [0, 1) with 53 random bits.
   double uniform() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }
   /// Uniform integer in [0, n) for n >= 1 (multiply-shift; bias below 2^-40 for n < 2^24).
@@ -55,8 +44,7 @@ class CounterRng {
   }
 
  private:
-  uint64_t key_;
-  uint64_t counter_ = 0;
+  uint64_t state_;  ///< the key plus kGoldenGamma per number drawn
 };
 
 }  // namespace tupe::data

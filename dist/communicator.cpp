@@ -38,7 +38,7 @@ void Work::mark_complete() {
 // ---- Communicator ----------------------------------------------------------------------
 
 Communicator::Communicator(const MpiEnv& env, const DistOptions& options, Watchdog* watchdog)
-    : env_(env), options_(options), watchdog_(watchdog) {
+    : env_(env), options_(options), stall_(stall_injection_from_env()), watchdog_(watchdog) {
   options_.validate();
   auto mpi = env_.lock();
   TUPE_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &host_comm_));
@@ -62,14 +62,14 @@ CollectiveCounts Communicator::counts() const {
 }
 
 void Communicator::maybe_stall(const std::string& name) {
-  if (options_.test_stall_rank != env_.rank()) return;
-  if (options_.test_stall_step >= 0 && options_.test_stall_step != step()) return;
+  if (!stall_.active() || stall_.rank != env_.rank()) return;
+  if (stall_.step >= 0 && stall_.step != step()) return;
   if (stalled_.exchange(true)) return;
-  std::fprintf(stderr, "tupe: rank %d: TEST stall injection: sleeping %s s before collective '%s' at step %lld\n",
-               env_.rank(), format_double(options_.test_stall_s).c_str(), name.c_str(),
+  std::fprintf(stderr, "tupe: rank %d: %s stall injection: sleeping %s s before collective '%s' at step %lld\n",
+               env_.rank(), kStallInjectionEnv, format_double(stall_.seconds).c_str(), name.c_str(),
                static_cast<long long>(step()));
   std::fflush(stderr);
-  std::this_thread::sleep_for(std::chrono::duration<double>(options_.test_stall_s));
+  std::this_thread::sleep_for(std::chrono::duration<double>(stall_.seconds));
 }
 
 WorkPtr Communicator::track(WorkPtr work, const std::string& name) {

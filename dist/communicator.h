@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "dist/options.h"
+#include "dist/stall_injection.h"
 
 namespace tupe::dist {
 
@@ -79,7 +80,8 @@ class Communicator {
   const MpiEnv& env() const { return env_; }
   const DistOptions& options() const { return options_; }
 
-  /// The training step that collectives are reported under (watchdog, stall injection).
+  /// The training step that collectives are reported under (watchdog, and the test-only
+  /// stall injection of dist/stall_injection.h).
   void set_step(int64_t step) { step_.store(step); }
   int64_t step() const { return step_.load(); }
 
@@ -117,6 +119,7 @@ class Communicator {
 
   const MpiEnv& env_;
   const DistOptions options_;
+  const StallInjection stall_;  ///< test-only, from $TUPE_TEST_STALL (off when unset)
   Watchdog* const watchdog_;
   MPI_Comm host_comm_ = MPI_COMM_NULL;
   std::atomic<int64_t> step_{0};

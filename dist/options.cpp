@@ -37,9 +37,6 @@ void DistOptions::validate() const {
   TUPE_CHECK(bucket_size_bytes > 0, "dist.bucket_size_bytes: must be positive, got " << bucket_size_bytes);
   TUPE_CHECK(std::isfinite(grad_scale), "dist.grad_scale: must be finite, got " << grad_scale);
   TUPE_CHECK(std::isfinite(timeout_s) && timeout_s >= 0, "dist.timeout_s: must be >= 0 (0 = off), got " << timeout_s);
-  TUPE_CHECK(test_stall_rank >= -1, "dist.test_stall_rank: must be a rank or -1 (off), got " << test_stall_rank);
-  TUPE_CHECK(test_stall_step >= -1, "dist.test_stall_step: must be a step or -1 (any), got " << test_stall_step);
-  TUPE_CHECK(std::isfinite(test_stall_s) && test_stall_s >= 0, "dist.test_stall_s: must be >= 0, got " << test_stall_s);
 }
 
 const FieldTable<DistOptions>& DistOptions::fields() {
@@ -62,12 +59,7 @@ const FieldTable<DistOptions>& DistOptions::fields() {
             [](DistOptions& o, const std::string& v) { o.grad_reduce = parse_grad_reduce(v); })
         .real("grad_scale", &DistOptions::grad_scale, "factor applied to the reduced gradients (1 = none)")
         .real("timeout_s", &DistOptions::timeout_s,
-              "collective timeout (seconds): the watchdog aborts the job when one takes longer; 0 = off")
-        .integer("test_stall_rank", &DistOptions::test_stall_rank,
-                 "TEST ONLY: rank that sleeps before a collective (fault injection); -1 = off")
-        .integer("test_stall_step", &DistOptions::test_stall_step,
-                 "TEST ONLY: step whose first collective the stall precedes; -1 = any step")
-        .real("test_stall_s", &DistOptions::test_stall_s, "TEST ONLY: length of the injected stall (seconds)");
+              "collective timeout (seconds): the watchdog aborts the job when one takes longer; 0 = off");
     return t;
   }();
   return table;

@@ -42,9 +42,6 @@ struct DistOptions {
   GradReduce grad_reduce = GradReduce::kSum;      ///< sum | average across ranks
   double grad_scale = 1.0;   ///< extra factor applied to the reduced gradients (1.0 = none)
   double timeout_s = 600.0;  ///< a collective not finished after this many seconds aborts the job; 0 = no watchdog
-  int64_t test_stall_rank = -1;  ///< TEST ONLY: this rank sleeps before a collective; -1 = off
-  int64_t test_stall_step = -1;  ///< TEST ONLY: ... before the first collective of this step; -1 = of any step
-  double test_stall_s = 3600.0;  ///< TEST ONLY: length of that sleep (seconds)
 
   /// Throws tupe::Error "dist.<key>: <cause>" on a bad value.
   void validate() const;

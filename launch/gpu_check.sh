@@ -174,7 +174,8 @@ export LD_LIBRARY_PATH="$mpi_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 # ---- Tests -----------------------------------------------------------------------------------
 note="device plan, batch plan, buckets"
-run_step unit bash -c "cd '$build' && ctest --output-on-failure -R '^(DistDevicePlan|BatchPlan|DistBucketAssignment)\\.'"
+run_step unit bash -c "cd '$build' && tests/dist/dist_unit_tests --gtest_filter='DistDevicePlan.*:DistBucketAssignment.*' &&
+  tests/loop/tupe_loop_tests --gtest_filter='BatchPlan.*'"
 cuda_tier() {
   cd "$build" && ctest --output-on-failure -L gpu -V 2>&1 | tee "$logs/cuda-tier-verbose.txt" |
     grep -E "Test +#|tests passed|Skipped|Failed|SDPA backend|CUDA vs|DDP \(NCCL|exactness|^tupe GPU" | tail -80

@@ -39,6 +39,9 @@ printf '; a comment\n[model]\n  ; another\nhidden_size = 64\nnum_heads = 4\n' > 
 # fuzz/regressions/ini: a line holding Boost's placeholder made its message loop forever.
 printf '[model]\n%%invalid_line%%\n' > "$bad"
 check_error "line '%invalid_line%' is neither [section] nor key = value" timeout 20 "$TUPE_BIN" info --config "$bad"
+# Test-only fault injection is an environment variable (TUPE_TEST_STALL), no config key.
+printf '[dist]\ntest_stall_rank = 1\n' > "$bad"
+check_error "unknown key 'test_stall_rank'" "$TUPE_BIN" info --config "$bad"
 rm -f "$bad"
 check_error "train.micro_batch_size" "$TUPE_BIN" pretrain --config "$cfg" --train.micro_batch_size -1
 check_error "dist.grad_reduce: average would divide by the world size twice" "$TUPE_BIN" pretrain --config "$cfg" \
@@ -73,6 +76,11 @@ check_error "finetune.tasks: unknown GLUE task 'mine'" "$TUPE_BIN" finetune --fi
 for sub in info preprocess pretrain finetune evaluate export predict analyze vocab; do
   help="$("$TUPE_BIN" "$sub" --help 2>&1)" || { echo "FAILED: tupe $sub --help exited non-zero"; fail=1; }
   grep -q -- "(default: " <<<"$help" || { echo "FAILED: tupe $sub --help lists no defaults"; fail=1; }
+  # Test-only fault injection (TUPE_TEST_STALL, TUPE_TEST_CRASH_AFTER_FILES) is no user option.
+  if grep -qiE -- "test_stall|TUPE_TEST|TEST ONLY|crash_after" <<<"$help"; then
+    echo "FAILED: tupe $sub --help shows test-only fault injection"; fail=1
+  fi
 done
+check_error "unrecognised option '--dist.test_stall_rank'" "$TUPE_BIN" pretrain --config "$cfg" --dist.test_stall_rank 1
 [ $fail -eq 0 ] && echo "cli checks passed"
 exit $fail

@@ -13,13 +13,14 @@
 #include <string>
 
 #include "common/error.h"
+#include "tests/support/test_paths.h"
 
 namespace tupe::data::test {
 
 /// $TUPE_SHARED_DATA, else the folder CMake was configured with (../shared/data).
 inline std::string shared_data() {
   if (const char* d = std::getenv("TUPE_SHARED_DATA")) return d;
-  return TUPE_DATA_TEST_SHARED;
+  return ::tupe::testing::configured_shared_data();
 }
 
 inline std::string vocab_path() { return shared_data() + "/vocab/bert-base-uncased-vocab.txt"; }
@@ -35,11 +36,11 @@ inline std::string python() {
 /// $TUPE_BIN, else the `tupe` executable of this build.
 inline std::string tupe_bin() {
   const char* b = std::getenv("TUPE_BIN");
-  return b ? b : TUPE_DATA_TEST_BIN;
+  return b ? b : ::tupe::testing::build_path("cli/tupe");
 }
 
-/// Folder of this test's sources (compiled in).
-inline std::string test_source_dir() { return TUPE_DATA_TEST_DIR; }
+/// Folder of this test's sources.
+inline std::string test_source_dir() { return ::tupe::testing::source_path("tests/data"); }
 
 /// A fresh folder removed on destruction.
 class TempDir {

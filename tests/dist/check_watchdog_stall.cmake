@@ -1,10 +1,12 @@
 # Runs the 2-rank stall job (cmake -P) and passes only when it ENDS with a non-zero exit
 # code and the watchdog's one-line message naming rank 0, step 3 and the collective.
 # Variables: MPIEXEC, EXE, TIMEOUT_S. A hang is cut at 120 s (and fails the check).
+# The stall is the test-only environment variable of dist/stall_injection.h; mpirun passes
+# the environment to the ranks it starts on this machine (-x names it for any machine).
+set(ENV{TUPE_TEST_STALL} "rank=1,step=3,seconds=600")
 string(TIMESTAMP start "%s")
 execute_process(
-  COMMAND ${MPIEXEC} -np 2 --oversubscribe --bind-to none ${EXE}
-          timeout_s=${TIMEOUT_S} test_stall_rank=1 test_stall_step=3 test_stall_s=600
+  COMMAND ${MPIEXEC} -np 2 --oversubscribe --bind-to none -x TUPE_TEST_STALL ${EXE} timeout_s=${TIMEOUT_S}
   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 120)
 string(TIMESTAMP stop "%s")
 math(EXPR elapsed "${stop} - ${start}")

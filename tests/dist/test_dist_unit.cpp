@@ -1,5 +1,6 @@
 // Single-process tests of dist/: bucket assignment at the edges, the gradient buffer
-// layout, DistOptions parsing/validation, the watchdog with a recording abort, and the
+// layout, DistOptions parsing/validation, the test-only stall injection's environment
+// variable, the watchdog with a recording abort, and the
 // device plan (which GPU each rank takes) for cluster layouts described as data.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -7,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <mutex>
 #include <thread>
 
@@ -14,6 +16,7 @@
 #include "dist/device.h"
 #include "dist/grad_buffer.h"
 #include "dist/options.h"
+#include "dist/stall_injection.h"
 #include "dist/watchdog.h"
 
 namespace tupe::dist {
@@ -200,6 +203,56 @@ TEST(DistOptions, ErrorsNameTheKey) {
   o.timeout_s = -1;
   EXPECT_THROW(o.validate(), Error);
   EXPECT_THROW(DistOptions::fields().apply(o, {{"no_such_key", "1"}}, "x"), Error);
+}
+
+TEST(DistOptions, TestStallKeysAreNoConfigKeys) {
+  // The stall injection is test-only: an environment variable, never a [dist] key (or --help line).
+  DistOptions o;
+  for (const char* key : {"test_stall_rank", "test_stall_step", "test_stall_s"})
+    EXPECT_THROW(DistOptions::fields().apply(o, {{key, "1"}}, "cfg.ini [dist]"), Error) << key;
+  for (const auto& f : DistOptions::fields().fields()) {
+    EXPECT_EQ(f.name.find("test"), std::string::npos) << f.name;
+    EXPECT_EQ(f.help.find("TEST"), std::string::npos) << f.help;
+  }
+}
+
+// ---- Stall injection (TUPE_TEST_STALL) ---------------------------------------------------
+
+TEST(DistStallInjection, ParsesRankStepSeconds) {
+  const StallInjection off = parse_stall_injection("");
+  EXPECT_FALSE(off.active());
+  const StallInjection full = parse_stall_injection("rank=1,step=3,seconds=600");
+  EXPECT_TRUE(full.active());
+  EXPECT_EQ(full.rank, 1);
+  EXPECT_EQ(full.step, 3);
+  EXPECT_EQ(full.seconds, 600.0);
+  const StallInjection any_step = parse_stall_injection("rank=0");
+  EXPECT_EQ(any_step.rank, 0);
+  EXPECT_EQ(any_step.step, -1);
+  EXPECT_EQ(any_step.seconds, 3600.0);
+  EXPECT_EQ(parse_stall_injection("seconds=0.5,rank=2").seconds, 0.5);
+}
+
+TEST(DistStallInjection, BadTextNamesTheVariable) {
+  for (const char* bad : {"rank", "rank=x", "rank=1,stp=3", "step=3", "rank=-1", "rank=1,seconds=-2",
+                          "rank=1,step=-5", "rank=1,", "rank=1,seconds=inf"}) {
+    try {
+      parse_stall_injection(bad);
+      ADD_FAILURE() << "no error for '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("TUPE_TEST_STALL: ", 0), 0u) << e.what();
+    }
+  }
+}
+
+TEST(DistStallInjection, ReadFromTheEnvironment) {
+  ::unsetenv(kStallInjectionEnv);
+  EXPECT_FALSE(stall_injection_from_env().active());
+  ::setenv(kStallInjectionEnv, "rank=1,step=4", 1);
+  const StallInjection s = stall_injection_from_env();
+  ::unsetenv(kStallInjectionEnv);
+  EXPECT_EQ(s.rank, 1);
+  EXPECT_EQ(s.step, 4);
 }
 
 // ---- Watchdog ----------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 // Fault-injection job for the watchdog test (tests/dist/check_watchdog_stall.cmake):
-// 2 ranks all-reduce once per step; DistOptions given as key=value arguments, e.g.
-//   watchdog_stall timeout_s=2 test_stall_rank=1 test_stall_step=3
+// 2 ranks all-reduce once per step; DistOptions given as key=value arguments, and the
+// test-only stall from the environment (dist/stall_injection.h), e.g.
+//   TUPE_TEST_STALL=rank=1,step=3 watchdog_stall timeout_s=2
 // make rank 1 sleep before its collective of step 3. Rank 0's watchdog must then end the
 // whole job (MPI_Abort) with one line naming the rank, the step and the collective.
 // Without a stall the job finishes and exits 0.

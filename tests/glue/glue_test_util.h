@@ -15,6 +15,7 @@
 #include <string>
 
 #include "tests/support/python_runner.h"
+#include "tests/support/test_paths.h"
 
 #include "data_pipeline/text/tokenizer_factory.h"
 
@@ -23,7 +24,7 @@ namespace tupe::glue::testing {
 /// $TUPE_SHARED_DATA (set by CTest), else ../shared/data next to the checkout.
 inline std::string shared_data() {
   if (const char* d = std::getenv("TUPE_SHARED_DATA"); d && *d) return d;
-  return std::string(TUPE_GLUE_TEST_SOURCE_ROOT) + "/../shared/data";
+  return ::tupe::testing::configured_shared_data();
 }
 inline std::string glue_dir() { return shared_data() + "/glue"; }
 inline std::string uncased_vocab() { return shared_data() + "/vocab/bert-base-uncased-vocab.txt"; }
@@ -77,7 +78,7 @@ inline std::string python() { return ::tupe::testing::python_executable(TUPE_GLU
 
 /// Runs `$TUPE_PYTHON <this test folder>/<script> <args>` (tests/support/python_runner.h).
 inline int run_python(const std::string& script, const std::string& args, std::string* output) {
-  return ::tupe::testing::run_python_script(python(), TUPE_GLUE_TEST_DIR, script, args, output);
+  return ::tupe::testing::run_python_script(python(), ::tupe::testing::source_path("tests/glue"), script, args, output);
 }
 
 /// The message of the tupe::Error `f` throws ("" when it throws nothing).

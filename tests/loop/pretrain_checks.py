@@ -281,9 +281,9 @@ def check_watchdog(work):
     ck = os.path.join(work, "watchdog")
     shutil.rmtree(ck, ignore_errors=True)
     t0 = time.time()
-    p = mpirun(2, pretrain_args(work, ck, **{"train.max_steps": 20, "dist.timeout_s": 3, "dist.test_stall_rank": 1,
-                                              "dist.test_stall_step": 4}) + ["--resume", "none"],
-               check=False, timeout=300)
+    # The stall is test-only fault injection from the environment (dist/stall_injection.h).
+    p = mpirun(2, pretrain_args(work, ck, **{"train.max_steps": 20, "dist.timeout_s": 3}) + ["--resume", "none"],
+               check=False, timeout=300, env=dict(ENV, TUPE_TEST_STALL="rank=1,step=4"))
     took = time.time() - t0
     text = p.stdout + p.stderr
     if p.returncode == 0 or "watchdog" not in text or "step 4" not in text:

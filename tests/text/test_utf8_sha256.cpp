@@ -1,5 +1,6 @@
 // UTF-8 validation (byte offsets, against ICU's U8_NEXT as an independent decoder) and
-// SHA-256 (FIPS 180-4 test vectors, coreutils sha256sum).
+// the vocabulary's SHA-256 (against coreutils sha256sum; common/sha256.h itself is tested
+// against the FIPS 180-4 vectors in tests/common).
 #include <gtest/gtest.h>
 #include <unicode/utf8.h>
 
@@ -144,21 +145,6 @@ TEST(TextUtf8, EncodeReportsOffsetsInTheWholeText) {
       EXPECT_EQ(e.byte_offset(), offset) << e.what();
     }
   }
-}
-
-TEST(TextSha256, MatchesFips180Vectors) {
-  EXPECT_EQ(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-  EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-  EXPECT_EQ(sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
-            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
-  ScratchDir dir("sha");
-  EXPECT_EQ(file_sha256_hex(dir.write("million_a", std::string(1000000, 'a'))),
-            "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
-  // Several 1 MiB chunks: same digest as hashing the bytes at once.
-  std::string big(3 * (1 << 20) + 12345, '\0');
-  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>((i * 2654435761u) >> 13);
-  EXPECT_EQ(file_sha256_hex(dir.write("big", big)), sha256_hex(big));
-  EXPECT_THROW(file_sha256_hex(dir.file("absent")), Error);
 }
 
 std::string sha256sum(const std::string& path) {

@@ -12,12 +12,14 @@
 #include <string_view>
 #include <vector>
 
+#include "tests/support/test_paths.h"
+
 namespace tupe::text_test {
 
-/// $TUPE_SHARED_DATA (set by CTest), else ../shared/data from the source checkout.
+/// $TUPE_SHARED_DATA (set by CTest), else the folder CMake was configured with (../shared/data).
 inline std::string shared_data() {
   if (const char* d = std::getenv("TUPE_SHARED_DATA"); d && *d) return d;
-  return std::string(TUPE_TEST_SOURCE_DIR) + "/../shared/data";
+  return ::tupe::testing::configured_shared_data();
 }
 
 inline std::string uncased_vocab() { return shared_data() + "/vocab/bert-base-uncased-vocab.txt"; }

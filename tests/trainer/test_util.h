@@ -14,6 +14,7 @@
 #include <string>
 
 #include "tests/support/python_runner.h"
+#include "tests/support/test_paths.h"
 
 namespace tupe::trainer::testing {
 
@@ -42,7 +43,8 @@ inline std::string python() { return ::tupe::testing::python_executable(TUPE_CON
 
 /// Runs `$TUPE_PYTHON <this test folder>/<script> <args>` (tests/support/python_runner.h).
 inline int run_python(const std::string& script, const std::string& args, std::string* output) {
-  return ::tupe::testing::run_python_script(python(), TUPE_TRAINER_TEST_DIR, script, args, output);
+  return ::tupe::testing::run_python_script(python(), ::tupe::testing::source_path("tests/trainer"), script, args,
+                                            output);
 }
 
 /// Max over elements of |a - b| / (|b| + abs_floor), in float64.

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "common/error.h"
+#include "common/mix64.h"
 #include "dist/consistency.h"
 #include "dist/ddp.h"
 #include "trainer/glue/pretrained.h"
@@ -24,19 +25,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-/// A 64-bit hash of three numbers (splitmix64 finaliser over a running combination).
-uint64_t mix_seed(uint64_t a, uint64_t b, uint64_t c) {
-  uint64_t h = 0x243F6A8885A308D3ull;
-  for (uint64_t v : {a, b, c}) {
-    h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
-    h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9ull;
-    h = (h ^ (h >> 27)) * 0x94D049BB133111EBull;
-    h ^= h >> 31;
-  }
-  return h;
-}
-
-/// Purposes of the seeds derived from a run's seed.
+/// Purposes of the seeds derived from a run's seed (hashed with common/mix64.h's hash_words).
 constexpr uint64_t kInitStream = 1, kOrderStream = 2, kDropoutStream = 3;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
@@ -99,7 +88,7 @@ RunRecord run_finetuning(const RunEnvironment& env, const TaskData& data, double
   rec.warmup_steps = std::llround(cfg.warmup_ratio * static_cast<double>(rec.total_steps));
 
   // The model: a fresh sentence head from the seed, the checkpoint's encoder (strict).
-  at::manual_seed(mix_seed(static_cast<uint64_t>(seed), kInitStream, 0));
+  at::manual_seed(hash_words({static_cast<uint64_t>(seed), kInitStream, 0}));
   model::TupeBert net(env.model_config, task.num_outputs());
   load_encoder_strict(*net, *env.encoder, env.encoder_where);
   net->to(device);
@@ -147,7 +136,7 @@ RunRecord run_finetuning(const RunEnvironment& env, const TaskData& data, double
   auto last_log = Clock::now();
   for (int64_t epoch = 1; epoch <= epochs; ++epoch) {
     const std::vector<int64_t> order =
-        permutation(n_train, mix_seed(static_cast<uint64_t>(seed), kOrderStream, static_cast<uint64_t>(epoch)));
+        permutation(n_train, hash_words({static_cast<uint64_t>(seed), kOrderStream, static_cast<uint64_t>(epoch)}));
     at::Tensor loss_sum = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(device));  // read once per epoch
     double lr_now = 0;
     for (int64_t k = 0; k < rec.steps_per_epoch; ++k) {
@@ -166,8 +155,8 @@ RunRecord run_finetuning(const RunEnvironment& env, const TaskData& data, double
       for (size_t m = 0; m < num_micro; ++m) {
         std::optional<dist::NoSyncScope> no_sync;
         if (m + 1 < num_micro) no_sync.emplace(ddp);
-        at::manual_seed(mix_seed(static_cast<uint64_t>(seed) ^ (kDropoutStream << 56), static_cast<uint64_t>(step),
-                                 static_cast<uint64_t>(rank) * 1000003ull + m));
+        at::manual_seed(hash_words({static_cast<uint64_t>(seed) ^ (kDropoutStream << 56), static_cast<uint64_t>(step),
+                                    static_cast<uint64_t>(rank) * 1000003ull + m}));
         const std::vector<int64_t> rows(mine.begin() + static_cast<std::ptrdiff_t>(m * micro),
                                         mine.begin() + static_cast<std::ptrdiff_t>(std::min(mine.size(), (m + 1) * micro)));
         const Batch batch = make_batch(data.train, rows, env.inference.pad_id, env.inference.segments, device);

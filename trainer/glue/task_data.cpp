@@ -5,24 +5,18 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/mix64.h"
 #include "trainer/glue/reader.h"
 
 namespace tupe::glue {
 
 namespace {
 
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 /// Uniform integer in [0, bound) by rejection (no modulo bias).
 uint64_t uniform_below(uint64_t& state, uint64_t bound) {
   const uint64_t limit = UINT64_MAX - UINT64_MAX % bound;
-  uint64_t x = splitmix64(state);
-  while (x >= limit) x = splitmix64(state);
+  uint64_t x = splitmix64_next(state);
+  while (x >= limit) x = splitmix64_next(state);
   return x % bound;
 }
 

@@ -27,7 +27,7 @@ struct TaskData {
 };
 
 /// A permutation of 0..n-1 that is a pure function of `seed` (Fisher-Yates driven by
-/// splitmix64; the same on every platform and rank).
+/// SplitMix64 from state `seed`, common/mix64.h; the same on every platform and rank).
 std::vector<int64_t> permutation(int64_t n, uint64_t seed);
 
 /// Fails fast, before any training: throws ONE tupe::Error "<data_dir>: N GLUE file(s)
