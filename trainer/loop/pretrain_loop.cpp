@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/mix64.h"
 #include "dist/gather.h"
 #include "trainer/loop/autocast.h"
 #include "trainer/loop/flops.h"
@@ -25,13 +26,12 @@ extern "C" void on_checkpoint_signal(int) { g_checkpoint_signal = 1; }
 
 using Clock = std::chrono::steady_clock;
 
-/// Per-step dropout seed from (seed, step, rank): SplitMix64 finaliser over the three.
+/// Per-step dropout seed from (seed, step, rank): the SplitMix64 finaliser (common/mix64.h)
+/// over the three, each multiplied by one of its odd constants (the value every earlier
+/// build used, so resumed runs of older checkpoints draw the same dropout).
 uint64_t step_seed(int64_t seed, int64_t step, int rank) {
-  uint64_t z = static_cast<uint64_t>(seed) * 0x9E3779B97F4A7C15ULL ^ static_cast<uint64_t>(step) * 0xBF58476D1CE4E5B9ULL ^
-               static_cast<uint64_t>(rank + 1) * 0x94D049BB133111EBULL;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
+  return mix64(static_cast<uint64_t>(seed) * kGoldenGamma ^ static_cast<uint64_t>(step) * 0xBF58476D1CE4E5B9ULL ^
+               static_cast<uint64_t>(rank + 1) * 0x94D049BB133111EBULL);
 }
 
 /// Sums `values` over all ranks (a small host/device tensor through the communicator).
