@@ -87,7 +87,9 @@ function(tupe_gtest)
     if(rest)
       set(filter_arg "--gtest_filter=${rest}")
     endif()
-    add_test(NAME ${T_NAME} COMMAND ${T_NAME} ${filter_arg})
+    # $<TARGET_FILE:...>, not the target name: CTest would put the emulator in front, whose
+    # TUPE_BIN=$<TARGET_FILE:tupe> is not evaluated there; ENVIRONMENT is.
+    add_test(NAME ${T_NAME} COMMAND $<TARGET_FILE:${T_NAME}> ${filter_arg})
     set_tests_properties(${T_NAME} PROPERTIES ENVIRONMENT "${TUPE_TEST_ENV}" TIMEOUT ${T_TIMEOUT} LABELS unit)
   else()
     if(rest)
