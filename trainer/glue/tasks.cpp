@@ -5,6 +5,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/config_fields.h"
 #include "common/error.h"
 
 namespace tupe::glue {
@@ -157,11 +158,7 @@ std::vector<const TaskSpec*> parse_task_list(const std::string& text, const std:
     return out;
   }
   std::set<std::string> seen;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    item = trim(item);
-    if (item.empty()) continue;
+  for (const std::string& item : split_comma_list(text)) {
     const TaskSpec* found = custom && fold(custom->name) == fold(item) ? custom : nullptr;
     if (!found) {
       try {
@@ -182,13 +179,8 @@ std::vector<const TaskSpec*> parse_task_list(const std::string& text, const std:
 void check_task_list_syntax(const std::string& text, const std::string& where) {
   if (trim(text) == "all") return;
   std::set<std::string> seen;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    item = trim(item);
-    if (item.empty()) continue;
+  for (const std::string& item : split_comma_list(text))
     TUPE_CHECK(seen.insert(fold(item)).second, where << ": task " << item << " listed twice");
-  }
   TUPE_CHECK(!seen.empty(), where << ": no task given (a comma-separated list of GLUE tasks, or all)");
 }
 
