@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/config_cli.h"
+#include "common/log.h"
 #include "common/error.h"
 #include "trainer/export/analysis.h"
 
@@ -45,7 +46,7 @@ int run_analyze(int argc, char** argv) {
   options.script = script;
   options.seed = seed;
   std::cout << exporting::analyze_checkpoint(options);
-  std::cout << "wrote " << output << "\n";
+  log::info("wrote " + output);
   return 0;
 }
 

@@ -19,6 +19,7 @@
 
 #include "cli/commands.h"
 #include "cli/config_cli.h"
+#include "common/log.h"
 #include "cli/rank_guard.h"
 #include "common/error.h"
 #include "data_pipeline/text/tokenizer_factory.h"
@@ -121,7 +122,9 @@ int evaluate_job(const dist::MpiEnv& env, int argc, char** argv) {
     nlohmann::json m = nlohmann::json::object();
     for (const auto& [name, value] : metrics) {
       m[name] = value;
-      if (rank == 0) std::printf("%s %s: %s %.4f\n", task.name.c_str(), data.dev[s].name.c_str(), name.c_str(), value);
+      char line[256];
+      std::snprintf(line, sizeof line, "%s %s: %s %.4f", task.name.c_str(), data.dev[s].name.c_str(), name.c_str(), value);
+      log::info(line);
     }
     report["dev"][data.dev[s].name] = m;
   }
@@ -140,11 +143,11 @@ int evaluate_job(const dist::MpiEnv& env, int argc, char** argv) {
     for (const auto& [path, text] : files) {
       trainer::write_file_atomic(path, text);
       report["submission_files"].push_back(path.string());
-      std::printf("wrote %s\n", path.string().c_str());
+      log::info("wrote " + path.string());
     }
     const auto json_path = std::filesystem::path(cfg.output_dir) / ("evaluation_" + task.name + ".json");
     trainer::write_file_atomic(json_path, report.dump(2) + "\n");
-    std::printf("wrote %s\n", json_path.string().c_str());
+    log::info("wrote " + json_path.string());
   }
   return 0;
 }

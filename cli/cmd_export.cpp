@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "cli/config_cli.h"
+#include "common/log.h"
 #include "common/error.h"
 #include "trainer/export/export.h"
 
@@ -49,11 +50,11 @@ int run_export(int argc, char** argv) {
   options.format = format;
   options.lower_case = lower_case;
   const auto result = exporting::export_checkpoint(options);
-  std::cout << "exported " << result.checkpoint.string() << " -> " << output << " (format " << result.format
-            << (result.architecture.empty() ? "" : ", " + result.architecture) << ")\n"
-            << (result.vocab.empty() ? std::string("no vocabulary, no tokenizer files (give --vocab)")
-                                     : "vocabulary " + result.vocab.string())
-            << "\n" << result.note << "\n";
+  log::info("exported " + result.checkpoint.string() + " -> " + output + " (format " + result.format +
+            (result.architecture.empty() ? "" : ", " + result.architecture) + ")");
+  log::info(result.vocab.empty() ? std::string("no vocabulary, no tokenizer files (give --vocab)")
+                                 : "vocabulary " + result.vocab.string());
+  log::info(result.note);
   return 0;
 }
 

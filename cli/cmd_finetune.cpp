@@ -8,11 +8,12 @@
 // models/<TASK>/step_<N>/ (the reported run's weights, for `tupe evaluate`). The job is
 // trainer/glue/finetune_job.h; this file parses its options.
 #include <boost/program_options/options_description.hpp>
-#include <iostream>
+
 
 #include "cli/commands.h"
 #include "cli/config_cli.h"
 #include "cli/rank_guard.h"
+#include "common/log.h"
 #include "dist/mpi_env.h"
 #include "trainer/glue/finetune_job.h"
 
@@ -37,8 +38,8 @@ int finetune_job(const dist::MpiEnv& env, int argc, char** argv) {
   config.effective = cli.effective();
   // Once the checks passed, the whole effective config goes to the output folder and the
   // console gets one line.
-  glue::run_finetune_job(env, config, std::cout, [&] {
-    std::cout << cli.write_effective(config.finetune.output_dir + "/effective_config.ini") << std::endl;
+  glue::run_finetune_job(env, config, [&] {
+    log::info(cli.write_effective(config.finetune.output_dir + "/effective_config.ini"));
   });
   return 0;
 }

@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "cli/config_cli.h"
+#include "common/log.h"
 #include "common/error.h"
 #include "trainer/predict/predict.h"
 
@@ -58,10 +59,12 @@ int run_predict(int argc, char** argv) {
   TUPE_CHECK(!o.mode.empty(), "predict: no mode given (--mode fill-mask|embeddings)");
   o.checkpoint = checkpoint;
   o.vocab = vocab;
+  if (o.output == "-") log::send_info_to_stderr(true);  // stdout carries the predictions
   const auto s = predict::run_predict(o, std::cin, std::cout);
-  std::cerr << "predict: " << s.lines << " line(s)" << (o.mode == "fill-mask" ? ", " + std::to_string(s.masks) + " [MASK]" : "")
-            << ", longest " << s.max_tokens << " tokens, " << s.checkpoint.string() << " on " << s.device.str()
-            << ", vocabulary " << s.vocab.string() << (o.output == "-" ? std::string() : " -> " + o.output) << "\n";
+  log::info("predict: " + std::to_string(s.lines) + " line(s)" +
+            (o.mode == "fill-mask" ? ", " + std::to_string(s.masks) + " [MASK]" : "") + ", longest " +
+            std::to_string(s.max_tokens) + " tokens, " + s.checkpoint.string() + " on " + s.device.str() +
+            ", vocabulary " + s.vocab.string() + (o.output == "-" ? std::string() : " -> " + o.output));
   return 0;
 }
 

@@ -12,13 +12,14 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <iostream>
 #include <set>
+#include <sstream>
 
 #include "cli/commands.h"
 #include "cli/config_cli.h"
 #include "cli/rank_guard.h"
 #include "common/error.h"
+#include "common/log.h"
 #include "data_pipeline/preprocess.h"
 #include "data_pipeline/text/tokenizer_factory.h"
 #include "dist/agreement.h"
@@ -110,16 +111,12 @@ int preprocess_job(const dist::MpiEnv& env, int argc, char** argv) {
   // Temporary files of killed runs into this folder (each rank clears its own host's).
   std::vector<std::string> other_hosts;
   for (const auto& f : data::remove_stale_temp_shards(output, &other_hosts))
-    std::fprintf(stderr, "preprocess: removed %s, left by a writer that no longer runs\n", f.c_str());
+    log::warn("preprocess: removed " + f + ", left by a writer that no longer runs");
   if (rank == 0)
     for (const auto& f : other_hosts)
-      std::fprintf(stderr, "preprocess: note: kept %s (written on another host; remove it if no run writes there)\n",
-                   f.c_str());
-  if (rank == 0) {
-    std::cout << "# " << plan.files.size() << " input files, " << plan.pieces.size() << " pieces, " << plan.jobs.size()
-              << " shards, " << world << " ranks\n"
-              << std::flush;
-  }
+      log::warn("preprocess: kept " + f + " (written on another host; remove it if no run writes there)");
+  log::info("# " + std::to_string(plan.files.size()) + " input files, " + std::to_string(plan.pieces.size()) +
+            " pieces, " + std::to_string(plan.jobs.size()) + " shards, " + std::to_string(world) + " ranks");
 
   // Phase 2: every rank writes its shards under temporary names.
   const auto t0 = std::chrono::steady_clock::now();
@@ -138,12 +135,14 @@ int preprocess_job(const dist::MpiEnv& env, int argc, char** argv) {
           const double eta = p.bytes_done > 0 ? secs * static_cast<double>(p.bytes_total - p.bytes_done) /
                                                     static_cast<double>(p.bytes_done)
                                               : 0.0;
-          std::fprintf(stderr,
-                       "preprocess: rank 0 of %d: %lld/%lld streams, %s of %s, %.1f MB/s, %.1f M tokens/s, ETA %.0f s, "
-                       "%lld sequences\n",
-                       world, static_cast<long long>(p.pieces_done), static_cast<long long>(p.pieces_total),
-                       human_bytes(p.bytes_done).c_str(), human_bytes(p.bytes_total).c_str(), mb_per_s,
-                       static_cast<double>(p.tokens) / 1e6 / secs, eta, static_cast<long long>(p.sequences));
+          char line[256];
+          std::snprintf(line, sizeof line,
+                        "preprocess: rank 0 of %d: %lld/%lld streams, %s of %s, %.1f MB/s, %.1f M tokens/s, ETA %.0f s, "
+                        "%lld sequences",
+                        world, static_cast<long long>(p.pieces_done), static_cast<long long>(p.pieces_total),
+                        human_bytes(p.bytes_done).c_str(), human_bytes(p.bytes_total).c_str(), mb_per_s,
+                        static_cast<double>(p.tokens) / 1e6 / secs, eta, static_cast<long long>(p.sequences));
+          log::info(line);
         });
   }));
   if (!err.empty()) {
@@ -178,17 +177,18 @@ int preprocess_job(const dist::MpiEnv& env, int argc, char** argv) {
     for (const auto& old : existing)
       if (!planned.count(std::filesystem::path(old).lexically_normal().string())) std::filesystem::remove(old);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("wrote %lld train sequences (%lld tokens) in %lld shards", static_cast<long long>(sums[0]),
-                static_cast<long long>(sums[1]),
-                static_cast<long long>(config.num_shards));
+    std::ostringstream line;
+    line << "wrote " << sums[0] << " train sequences (" << sums[1] << " tokens) in " << config.num_shards << " shards";
     if (config.validation_ratio > 0)
-      std::printf(", %lld validation sequences (%lld tokens) in %lld shards", static_cast<long long>(sums[2]),
-                  static_cast<long long>(sums[3]),
-                  static_cast<long long>(config.num_validation_shards));
-    std::printf(" to %s in %.1f s\n", output.c_str(), secs);
+      line << ", " << sums[2] << " validation sequences (" << sums[3] << " tokens) in " << config.num_validation_shards
+           << " shards";
+    char secs_text[32];
+    std::snprintf(secs_text, sizeof secs_text, "%.1f", secs);
+    line << " to " << output << " in " << secs_text << " s";
+    log::info(line.str());
     // The whole effective config next to the shards (written after success only: a failed
     // run leaves nothing); the console gets one line.
-    std::cout << cli.write_effective((std::filesystem::path(output) / "effective_config.ini").string()) << std::endl;
+    log::info(cli.write_effective((std::filesystem::path(output) / "effective_config.ini").string()));
   }
   return 0;
 }

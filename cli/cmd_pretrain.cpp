@@ -1,12 +1,13 @@
 // tupe pretrain --config FILE [--resume auto|none|PATH]: data-parallel MLM pre-training
 // under mpirun (one rank per GPU, or CPU ranks). See trainer/loop/pretrain.h.
 #include <boost/program_options/value_semantic.hpp>
-#include <iostream>
+#include <sstream>
 
 #include "cli/commands.h"
 #include "cli/config_cli.h"
 #include "cli/rank_guard.h"
 #include "common/error.h"
+#include "common/log.h"
 #include "dist/mpi_env.h"
 #include "trainer/loop/pretrain.h"
 
@@ -38,17 +39,15 @@ int pretrain_job(const dist::MpiEnv& env, int argc, char** argv) {
     // Once the checks passed, the whole effective config goes to the run folder and the
     // console gets one line.
     const auto result = trainer::run_pretraining(env, cfg, resume, [&] {
-      std::cout << cli.write_effective(cfg.checkpoint.dir + "/effective_config.ini") << std::endl;
+      log::info(cli.write_effective(cfg.checkpoint.dir + "/effective_config.ini"));
     });
-    if (env.rank() == 0) {
-      std::cout << "pre-training " << (result.stopped_by_signal ? "stopped by signal" : "finished") << " at step "
-                << result.final_step;
-      if (result.last_logged_step > 0)
-        std::cout << "; loss " << result.last_loss << " at step " << result.last_logged_step;
-      if (result.validation_loss >= 0) std::cout << ", validation loss " << result.validation_loss;
-      if (!result.last_checkpoint.empty()) std::cout << "; checkpoint " << result.last_checkpoint.string();
-      std::cout << std::endl;
-    }
+    std::ostringstream line;
+    line << "pre-training " << (result.stopped_by_signal ? "stopped by signal" : "finished") << " at step "
+         << result.final_step;
+    if (result.last_logged_step > 0) line << "; loss " << result.last_loss << " at step " << result.last_logged_step;
+    if (result.validation_loss >= 0) line << ", validation loss " << result.validation_loss;
+    if (!result.last_checkpoint.empty()) line << "; checkpoint " << result.last_checkpoint.string();
+    log::info(line.str());
   }
   return 0;
 }

@@ -5,6 +5,7 @@
 #include <boost/program_options/parsers.hpp>
 #include <boost/program_options/value_semantic.hpp>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +14,7 @@
 
 #include "common/error.h"
 #include "common/ini.h"
+#include "common/log.h"
 
 namespace po = boost::program_options;
 
@@ -21,8 +23,24 @@ namespace tupe::cli {
 ConfigCli::ConfigCli(std::string command, std::string summary)
     : command_(std::move(command)), summary_(std::move(summary)), own_options_("Options") {
   own_options_.add_options()("help,h", "print this help")(
-      "config", po::value<std::string>(), "INI file with [section] key = value lines; command-line options override it");
+      "config", po::value<std::string>(), "INI file with [section] key = value lines; command-line options override it")(
+      "log-level", po::value<std::string>()->value_name("L"),
+      "console log level: debug, info, warn, error or off (default: $TUPE_LOG_LEVEL, else info)")(
+      "log-ranks", po::value<std::string>()->value_name("R"),
+      "which ranks print info lines: 0 or all, tagged [rank R] (default: $TUPE_LOG_RANKS, else 0)");
 }
+
+namespace {
+
+/// --log-level / --log-ranks, else the environment, else the defaults (common/log.h).
+void apply_log_options(const po::variables_map& vm) {
+  if (vm.count("log-level")) log::set_level(log::parse_level(vm["log-level"].as<std::string>(), "--log-level"));
+  else if (const char* v = std::getenv("TUPE_LOG_LEVEL"); v && *v) log::set_level(log::parse_level(v, "TUPE_LOG_LEVEL"));
+  if (vm.count("log-ranks")) log::set_ranks(log::parse_ranks(vm["log-ranks"].as<std::string>(), "--log-ranks"));
+  else if (const char* v = std::getenv("TUPE_LOG_RANKS"); v && *v) log::set_ranks(log::parse_ranks(v, "TUPE_LOG_RANKS"));
+}
+
+}  // namespace
 
 void ConfigCli::add_field_option(po::options_description& desc, const std::string& key, const std::string& help,
                                  const std::string& default_text) {
@@ -41,6 +59,7 @@ bool ConfigCli::parse(int argc, char** argv) {
   } catch (const po::error& e) {
     TUPE_FAIL(e.what() << " (see tupe " << command_ << " --help)");
   }
+  apply_log_options(vm_);
   if (vm_.count("help")) {
     std::cout << "Usage: tupe " << command_ << " [--config FILE] [--section.key VALUE ...] [options]\n"
               << summary_ << "\n\n"

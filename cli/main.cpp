@@ -9,6 +9,7 @@
 #include "cli/rank_guard.h"
 #include "common/error.h"
 #include "common/host_memory.h"
+#include "common/log.h"
 
 namespace {
 
@@ -44,13 +45,13 @@ int main(int argc, char** argv) {
     try {
       return c.run(argc - 1, argv + 1);
     } catch (const tupe::Error& e) {
-      std::cerr << "tupe " << c.name << ": error: " << tupe::cli::one_line(e.what()) << "\n";
+      tupe::log::error(c.name, "error", tupe::cli::one_line(e.what()), false);
       return 1;
     } catch (const c10::Error& e) {  // a LibTorch check: its message without the C++ backtrace
-      std::cerr << "tupe " << c.name << ": error: " << tupe::cli::one_line(e.what_without_backtrace()) << "\n";
+      tupe::log::error(c.name, "error", tupe::cli::one_line(e.what_without_backtrace()), false);
       return 3;
     } catch (const std::exception& e) {
-      std::cerr << "tupe " << c.name << ": internal error: " << tupe::cli::one_line(e.what()) << "\n";
+      tupe::log::error(c.name, "internal error", tupe::cli::one_line(e.what()), false);
       return 3;
     }
   }

@@ -3,11 +3,11 @@
 #include <c10/util/Exception.h>
 
 #include <chrono>
-#include <iostream>
 #include <csignal>
 #include <thread>
 
 #include "common/error.h"
+#include "common/log.h"
 #include "dist/mpi_env.h"
 
 namespace tupe::cli {
@@ -21,27 +21,29 @@ std::string one_line(std::string text) {
 
 int run_job_on_ranks(const dist::MpiEnv& env, const std::string& command, const std::function<int()>& body) {
   if (env.world_size() == 1) return body();
-  std::string message;
+  std::string message, kind = "error";
   int code = 1;
   try {
     return body();
   } catch (const AgreedError& e) {  // every rank knows and leaves: no abort needed
-    if (env.rank() == 0) std::cerr << "tupe " << command << ": error: " << one_line(e.what()) << std::endl;
+    if (env.rank() == 0) log::error(command, "error", one_line(e.what()), false);
     return 1;
   } catch (const Error& e) {
-    message = std::string("error: ") + e.what();
+    message = e.what();
   } catch (const c10::Error& e) {
-    message = std::string("error: ") + e.what_without_backtrace();
+    message = e.what_without_backtrace();
     code = 3;
   } catch (const std::exception& e) {
-    message = std::string("internal error: ") + e.what();
+    message = e.what();
+    kind = "internal error";
     code = 3;
   }
   // The launcher stops the other ranks with SIGTERM, which pre-training catches to checkpoint
   // and stop at a step boundary: a failed rank has nothing to save, so SIGTERM ends it now.
   std::signal(SIGTERM, SIG_DFL);
   if (env.rank() != 0) std::this_thread::sleep_for(std::chrono::seconds(2));
-  env.abort(command + ": rank " + std::to_string(env.rank()) + ": " + one_line(message), code);
+  log::error(command, kind, one_line(message), true);
+  env.abort("", code);
 }
 
 }  // namespace tupe::cli

@@ -12,7 +12,7 @@ namespace tupe::cli {
 /// Runs one subcommand's job on this rank; `body` returns the exit code.
 /// One rank: exceptions propagate to main(), which prints them as one line.
 /// Under mpirun (world size > 1): any rank's exception ends every rank within about a
-/// second. The failing rank prints "tupe: <command>: rank R: error: <message>" as one line
+/// second. The failing rank prints "tupe <command>: rank R: error: <message>" as one line
 /// and calls MPI_Abort (dist::MpiEnv::abort), which makes the launcher stop the other ranks,
 /// wherever they wait (SIGTERM gets its default action back first). Ranks other than 0 wait
 /// 2 s before printing: when rank 0 fails too

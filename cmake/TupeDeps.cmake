@@ -1,5 +1,5 @@
 # The non-torch dependencies: Open MPI, HDF5 (serial), Boost.Program_options,
-# nlohmann-json, ICU, SentencePiece, OpenSSL (crypto), Threads.
+# nlohmann-json, ICU, SentencePiece, OpenSSL (crypto), spdlog/fmt, Threads.
 #
 # Two ways to get them:
 #  - installed system-wide (Debian's -dev packages, launch/setup.sh): the usual finders;
@@ -86,6 +86,7 @@ find_package(Boost 1.74 REQUIRED COMPONENTS program_options)
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(ICU 72 REQUIRED COMPONENTS uc i18n)
 find_package(OpenSSL REQUIRED COMPONENTS Crypto)
+find_package(spdlog 1.10 REQUIRED)  # the console log (common/log.cpp); brings fmt
 
 # SentencePiece: the headers and both libraries, found directly (its pkg-config file
 # names /usr, which is wrong in a relocated prefix, and a GPU host may lack pkg-config).

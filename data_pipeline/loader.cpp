@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "common/error.h"
+#include "common/log.h"
 
 namespace tupe::data {
 
@@ -29,7 +30,7 @@ Loader::Loader(std::shared_ptr<const PretrainDataset> dataset, const LoaderConfi
       try {
         if (on_thread_start) on_thread_start();
       } catch (const std::exception& e) {  // a worker thread must not end the process
-        std::fprintf(stderr, "tupe: loader thread: start-up hook failed: %s\n", e.what());
+        log::warn(std::string("loader thread: start-up hook failed: ") + e.what());
       }
       worker();
     });

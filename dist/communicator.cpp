@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "common/config_fields.h"
+#include "common/log.h"
 #include "dist/check.h"
 #include "dist/mpi_communicator.h"
 #include "dist/mpi_env.h"
@@ -65,10 +66,8 @@ void Communicator::maybe_stall(const std::string& name) {
   if (!stall_.active() || stall_.rank != env_.rank()) return;
   if (stall_.step >= 0 && stall_.step != step()) return;
   if (stalled_.exchange(true)) return;
-  std::fprintf(stderr, "tupe: rank %d: %s stall injection: sleeping %s s before collective '%s' at step %lld\n",
-               env_.rank(), kStallInjectionEnv, format_double(stall_.seconds).c_str(), name.c_str(),
-               static_cast<long long>(step()));
-  std::fflush(stderr);
+  log::warn(std::string(kStallInjectionEnv) + " stall injection: sleeping " + format_double(stall_.seconds) +
+            " s before collective '" + name + "' at step " + std::to_string(step()));
   std::this_thread::sleep_for(std::chrono::duration<double>(stall_.seconds));
 }
 

@@ -1,10 +1,10 @@
 #include "dist/mpi_env.h"
 
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <thread>
 
+#include "common/log.h"
 #include "dist/check.h"
 
 namespace tupe::dist {
@@ -39,6 +39,7 @@ MpiEnv::MpiEnv(int* argc, char*** argv, int requested_thread_level) {
   int length = 0;
   TUPE_MPI_CHECK(MPI_Get_processor_name(name, &length));
   host_name_.assign(name, static_cast<size_t>(length));
+  log::set_rank(rank_, world_size_);
 }
 
 MpiEnv::~MpiEnv() {
@@ -53,8 +54,7 @@ std::unique_lock<std::mutex> MpiEnv::lock() const {
 }
 
 void MpiEnv::abort(const std::string& message, int exit_code, const std::function<void()>& before_exit) const {
-  std::fprintf(stderr, "tupe: %s\n", message.c_str());
-  std::fflush(stderr);
+  if (!message.empty()) log::fatal("tupe: " + message);
   if (before_exit) {
     try {
       before_exit();

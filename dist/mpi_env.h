@@ -41,7 +41,8 @@ class MpiEnv {
   /// empty (unlocked) lock under MPI_THREAD_MULTIPLE.
   std::unique_lock<std::mutex> lock() const;
 
-  /// Prints "tupe: <message>" as one line to stderr (the message names the rank), runs
+  /// Prints "tupe: <message>" as one line to stderr (the message names the rank; nothing
+  /// when it is empty: the caller printed its error through common/log.h), runs
   /// `before_exit` (if set; e.g. aborting an NCCL communicator so no kernel keeps waiting on
   /// a peer) and ends the whole job with MPI_Abort(MPI_COMM_WORLD, exit_code). Callable from
   /// any thread (the watchdog).

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/config_fields.h"
+#include "common/log.h"
 #include "common/error.h"
 #include "dist/device.h"
 
@@ -69,7 +70,7 @@ void Watchdog::run() {
   try {
     set_current_device(device_);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "tupe: rank %d: watchdog: cannot select %s: %s\n", rank_, device_.str().c_str(), e.what());
+    log::warn("watchdog: cannot select " + device_.str() + ": " + e.what());
   }
   std::unique_lock<std::mutex> lk(mutex_);
   while (!stop_) {

@@ -5,7 +5,7 @@
 # here, then carry .gpu-carry to the GPU host (the device tool: carry [".gpu-carry"]).
 #
 #   .gpu-carry/debs/   Debian 12 packages: Open MPI, serial HDF5, Boost.Program_options,
-#                      GoogleTest, nlohmann-json, ICU, SentencePiece, OpenSSL headers, and
+#                      GoogleTest, nlohmann-json, ICU, SentencePiece, OpenSSL headers, spdlog/fmt, and
 #                      the libraries they load that a minimal host may lack (the closure of
 #                      their DT_NEEDED entries, less glibc, libstdc++, libgcc and zlib)
 #   .gpu-carry/data/   the real data the checks read, laid out as ../shared/data:
@@ -33,6 +33,8 @@ DEBS=(
   # Boost.Program_options, tests, JSON, ICU, SentencePiece, OpenSSL
   libboost-program-options1.74.0 libboost-program-options1.74-dev libboost1.74-dev
   libgtest-dev nlohmann-json3-dev libicu-dev libicu72 libsentencepiece-dev libsentencepiece0 libssl-dev libssl3
+  # the console log
+  libspdlog-dev libspdlog1.10 libfmt-dev libfmt9
 )
 limit_mb=60
 

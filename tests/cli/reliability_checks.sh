@@ -199,7 +199,7 @@ out="$(timeout 120 "${mpirun[@]}" -np 2 "$TUPE_BIN" finetune --config "$TUPE_SOU
        --finetune.train_rows 64 --tokenizer.vocab "$vocab" --finetune.output_dir "$work/not-a-folder/glue" 2>&1)"; rc=$?
 took=$((SECONDS - start))
 if [ -z "$ck" ] || [ $rc -eq 0 ] || [ $rc -eq 124 ] || [ $took -gt 60 ] ||
-   [ "$(grep -c '^tupe: finetune: rank [0-9]: error: .*not-a-folder' <<<"$out")" -ne 1 ]; then
+   [ "$(grep -c '^tupe finetune: rank [0-9]: error: .*not-a-folder' <<<"$out")" -ne 1 ]; then
   echo "FAILED: finetune rank failure: checkpoint '$ck', exit $rc after $took s: $out"; fail=1
 else
   echo "ok: finetune rank failure ended every rank in $took s, error printed once"

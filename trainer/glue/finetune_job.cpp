@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "common/error.h"
+#include "common/log.h"
 #include "dist/agreement.h"
 #include "dist/context.h"
 #include "dist/device.h"
@@ -89,7 +90,7 @@ PretrainedEncoder load_encoder_once_hashed(const dist::MpiEnv& env, const std::s
 
 }  // namespace
 
-std::vector<TaskResult> run_finetune_job(const dist::MpiEnv& env, const FinetuneJobConfig& c, std::ostream& out,
+std::vector<TaskResult> run_finetune_job(const dist::MpiEnv& env, const FinetuneJobConfig& c,
                                          const std::function<void()>& on_start) {
   const FinetuneConfig& cfg = c.finetune;
   TaskSpec custom;  // the [task] section's task; outlives every pointer to it below
@@ -125,7 +126,6 @@ std::vector<TaskResult> run_finetune_job(const dist::MpiEnv& env, const Finetune
   renv.inference.pad_id = tokenizer->special_tokens().pad;
   renv.inference.segments = model_config.type_vocab_size > 0;
   renv.inference.batch_rows = cfg.eval_batch_size;
-  if (rank0) renv.log = [&out](const std::string& line) { out << line << std::endl; };
 
   ReportHeader header;
   header.model_name = cfg.model_name.empty() ? variant_name(model_config) : cfg.model_name;
@@ -138,23 +138,22 @@ std::vector<TaskResult> run_finetune_job(const dist::MpiEnv& env, const Finetune
   const auto lrs = cfg.learning_rate_list();
   const auto seeds = cfg.seed_list();
   if (rank0 && on_start) on_start();
-  if (rank0)
-    out << "# fine-tuning " << header.model_name << " from " << encoder.dir.string() << " (step " << encoder.step
-        << ") on " << env.world_size() << " rank(s), " << header.device << ", " << header.precision << "; "
-        << lrs.size() << " LR(s) x " << seeds.size() << " seed(s); max length " << max_length << std::endl;
+  log::info("# fine-tuning " + header.model_name + " from " + encoder.dir.string() + " (step " +
+            std::to_string(encoder.step) + ") on " + std::to_string(env.world_size()) + " rank(s), " + header.device +
+            ", " + header.precision + "; " + std::to_string(lrs.size()) + " LR(s) x " + std::to_string(seeds.size()) +
+            " seed(s); max length " + std::to_string(max_length));
 
   std::vector<TaskResult> results;
   for (const TaskSpec* task : tasks) {
     const TaskData data = load_task_data(*task, cfg, *tokenizer, max_length, cfg.predict_test,
                                          std::max(1, at::get_num_threads()));
     const int64_t epochs = cfg.epochs > 0 ? cfg.epochs : task->paper_epochs;
-    if (rank0) {
-      int64_t skipped = 0;
-      for (const auto& [split, n] : data.skipped_rows) skipped += n;
-      out << "# " << task->name << ": " << data.train.size() << " of " << data.train_rows_in_file << " train rows, "
-          << epochs << " epoch(s), " << data.dev.size() << " dev split(s), " << data.test.size() << " test split(s)"
-          << (skipped ? ", " + std::to_string(skipped) + " bad rows skipped" : "") << std::endl;
-    }
+    int64_t skipped = 0;
+    for (const auto& [split, n] : data.skipped_rows) skipped += n;
+    log::info("# " + task->name + ": " + std::to_string(data.train.size()) + " of " +
+              std::to_string(data.train_rows_in_file) + " train rows, " + std::to_string(epochs) + " epoch(s), " +
+              std::to_string(data.dev.size()) + " dev split(s), " + std::to_string(data.test.size()) + " test split(s)" +
+              (skipped ? ", " + std::to_string(skipped) + " bad rows skipped" : ""));
     trainer::NamedTensors reported;
     const bool keep = rank0 && cfg.save_model;
     TaskResult result = run_task(renv, data, lrs, seeds, epochs, keep, &reported);
@@ -162,10 +161,9 @@ std::vector<TaskResult> run_finetune_job(const dist::MpiEnv& env, const Finetune
     results.push_back(std::move(result));
     if (rank0) write_outputs(cfg.output_dir, header, results);  // after every task: partial results survive
   }
-  if (rank0)
-    out << "\n" << results_markdown(header, results) << "\nwrote " << cfg.output_dir << "/results.json, "
-        << cfg.output_dir << "/results.md" << (cfg.predict_test ? ", " + cfg.output_dir + "/submission/" : "")
-        << std::endl;
+  if (rank0)  // the job's result: rank 0 alone, whatever --log-ranks says
+    log::info("\n" + results_markdown(header, results) + "\nwrote " + cfg.output_dir + "/results.json, " +
+              cfg.output_dir + "/results.md" + (cfg.predict_test ? ", " + cfg.output_dir + "/submission/" : ""));
   return results;
 }
 

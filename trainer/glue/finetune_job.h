@@ -28,12 +28,12 @@ struct FinetuneJobConfig {
 
 /// Runs fine-tuning on every task of config.finetune.tasks (GLUE tasks, and the [task]
 /// section's custom task when listed by name). Collective: every rank calls it;
-/// rank 0 prints progress to `out` and writes <output_dir>/results.json, results.md,
+/// rank 0 logs progress (common/log.h, info) and writes <output_dir>/results.json, results.md,
 /// submission/ and models/. `on_start` (may be empty) runs on rank 0 once every check has
 /// passed, before the first task (the CLI writes the effective config there). Throws
 /// tupe::Error (one line) on bad options, task files, a checkpoint or vocabulary that does
 /// not fit, or a failed step.
-std::vector<TaskResult> run_finetune_job(const dist::MpiEnv& env, const FinetuneJobConfig& config, std::ostream& out,
+std::vector<TaskResult> run_finetune_job(const dist::MpiEnv& env, const FinetuneJobConfig& config,
                                          const std::function<void()>& on_start = {});
 
 }  // namespace tupe::glue

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "common/error.h"
+#include "common/log.h"
 #include "common/mix64.h"
 #include "dist/consistency.h"
 #include "dist/ddp.h"
@@ -175,13 +176,13 @@ RunRecord run_finetuning(const RunEnvironment& env, const TaskData& data, double
       }
       ddp.finish_grad_sync();
       lr_now = optimizer_step.apply(ddp.buffer().data(), step).lr;  // shared with pre-training
-      if (env.log && seconds_since(last_log) > 60.0) {
+      if (seconds_since(last_log) > 60.0) {
         last_log = Clock::now();
         char buf[160];
         std::snprintf(buf, sizeof buf, "%s lr %g seed %lld: epoch %lld/%lld, step %lld/%lld", task.name.c_str(), lr,
                       static_cast<long long>(seed), static_cast<long long>(epoch), static_cast<long long>(epochs),
                       static_cast<long long>(step), static_cast<long long>(rec.total_steps));
-        env.log(buf);
+        log::info(buf);
       }
     }
 
@@ -197,12 +198,12 @@ RunRecord run_finetuning(const RunEnvironment& env, const TaskData& data, double
       er.dev.push_back(score_predictions(task, to_predictions(task, outputs), split));
     }
     er.score = er.dev.at(0).at(task.primary_metric);
-    if (env.log) {
+    {
       char buf[128];
       std::snprintf(buf, sizeof buf, "%s lr %g seed %lld epoch %lld/%lld: train loss %.4f, ", task.name.c_str(), lr,
                     static_cast<long long>(seed), static_cast<long long>(epoch), static_cast<long long>(epochs),
                     er.train_loss);
-      env.log(buf + metrics_text(task, er.dev) + " (" + std::to_string(static_cast<int>(seconds_since(t0))) + " s)");
+      log::info(buf + metrics_text(task, er.dev) + " (" + std::to_string(static_cast<int>(seconds_since(t0))) + " s)");
     }
     const bool improved = cfg.select_epoch == "last" || er.score > best_score;
     if (improved) {

@@ -43,7 +43,6 @@ struct RunEnvironment {
   const trainer::NamedTensors* encoder = nullptr;  ///< pre-trained encoder tensors (CPU)
   std::string encoder_where;                       ///< names the checkpoint in errors
   InferenceSettings inference;                     ///< device, autocast dtype, [PAD], segments, eval batch
-  std::function<void(const std::string&)> log;     ///< progress lines (rank 0), may be empty
 };
 
 /// Metrics after one epoch.

@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "common/error.h"
+#include "common/log.h"
 
 namespace tupe::trainer {
 
@@ -35,10 +36,19 @@ bool under_launcher() {
   return false;
 }
 
+/// TUPE_PROGRESS=tty | lines forces the mode; unset or empty: tty on a real terminal.
+bool rewrite_in_place() {
+  const char* v = std::getenv("TUPE_PROGRESS");
+  if (v == nullptr || *v == '\0') return isatty(STDOUT_FILENO) != 0 && !under_launcher();
+  const std::string mode(v);
+  TUPE_CHECK(mode == "tty" || mode == "lines",
+             "TUPE_PROGRESS: unknown value '" << mode << "' (tty = rewrite one line in place, lines = one line per log step)");
+  return mode == "tty";
+}
+
 }  // namespace
 
-Progress::Progress(bool lines, bool messages)
-    : lines_(lines), messages_(messages), tty_(isatty(STDOUT_FILENO) != 0 && !under_launcher()) {}
+Progress::Progress(bool lines) : lines_(lines), tty_(lines && rewrite_in_place()) {}
 
 std::string format_duration(double s) {
   if (!std::isfinite(s) || s < 0) return "?";
@@ -64,19 +74,20 @@ void Progress::update(const ProgressLine& p) {
   if (p.skipped > 0 && n > 0 && n < static_cast<int>(sizeof(line)))
     n += std::snprintf(line + n, sizeof(line) - n, " | skipped %lld", static_cast<long long>(p.skipped));
   std::string text = std::string(line) + " | ETA " + format_duration(p.eta_s);
+  if (!log::enabled(log::Level::kInfo)) return;
   if (tty_) {
     std::cout << "\r\033[K" << text << std::flush;
     open_line_ = true;
   } else {
-    std::cout << text << std::endl;
+    log::info(text);
   }
 }
 
 void Progress::message(const std::string& text) {
-  if (!messages_) return;
-  if (open_line_) std::cout << "\n";
+  if (!log::enabled(log::Level::kInfo)) return;
+  if (open_line_) std::cout << "\n" << std::flush;
   open_line_ = false;
-  std::cout << text << std::endl;
+  log::info(text);
 }
 
 }  // namespace tupe::trainer

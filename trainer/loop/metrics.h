@@ -1,6 +1,6 @@
 // Metrics of a training run: every rank appends JSON lines to its own file
 // (<metrics_dir>/rank_<r>.jsonl), and rank 0 prints a progress line (rewritten in place on
-// a terminal, plain lines otherwise).
+// a terminal, plain log lines otherwise).
 #pragma once
 #include <cstdint>
 #include <fstream>
@@ -36,20 +36,22 @@ struct ProgressLine {
   int64_t skipped = 0;          ///< fp16 steps skipped so far
 };
 
-/// Rank 0's console output.
+/// Rank 0's progress line and the job's messages, through common/log.h (info level: a
+/// message prints on rank 0, or on every rank with --log-ranks all; --log-level warn
+/// silences both).
 class Progress {
  public:
-  /// `lines`: print progress lines (a terminal on stdout gets one line rewritten in place,
-  /// except under an MPI or SLURM launcher, whose pseudo-terminal usually ends in a log file:
-  /// there, one plain line per log step);
-  /// `messages`: print messages (rank 0 prints them even with the progress lines off).
-  Progress(bool lines, bool messages);
+  /// `lines`: print progress lines (pass false on ranks other than 0). On a real terminal
+  /// of a process no MPI or SLURM launcher started (a launcher's pseudo-terminal usually
+  /// ends in a log file) one line is rewritten in place; otherwise one plain line per log
+  /// step. TUPE_PROGRESS=tty or lines forces either mode; any other value throws tupe::Error.
+  explicit Progress(bool lines);
   void update(const ProgressLine& p);
   /// A message on its own line (ends an in-place line first).
   void message(const std::string& text);
 
  private:
-  bool lines_, messages_, tty_;
+  bool lines_, tty_;
   bool open_line_ = false;
 };
 

@@ -3,9 +3,11 @@
 
 #include <ATen/ATen.h>
 
+#include <cstdio>
 #include <sstream>
 
 #include "common/error.h"
+#include "common/log.h"
 #include "dist/agreement.h"
 #include "dist/consistency.h"
 #include "dist/device.h"
@@ -51,7 +53,9 @@ void setup_device(PretrainJob& job) {
     at::globalContext().setAllowTF32CuBLAS(cfg.train.tf32);
     at::globalContext().setAllowTF32CuDNN(cfg.train.tf32);
   }
-  job.progress = std::make_unique<Progress>(cfg.train.progress && job.rank == 0, job.rank == 0);
+  job.progress = std::make_unique<Progress>(cfg.train.progress && job.rank == 0);
+  log::debug("host " + job.env.host_name() + ", local rank " + std::to_string(job.env.local_rank()) + ", device " +
+             chosen.str() + ", " + job.comm().backend_name() + " communicator");
 }
 
 void open_data(PretrainJob& job) {
@@ -79,6 +83,10 @@ void open_data(PretrainJob& job) {
   job.loader_config.pin_memory = cfg.data.pins(job.use_cuda) ? data::PinMemory::kOn : data::PinMemory::kOff;
   job.plan = plan_batches(cfg.data.global_batch_size, job.world, cfg.train.micro_batch_size,
                           cfg.train.max_micro_batch_size);
+  log::debug("train data: " + std::to_string(job.train_data->size()) + " sequences in " +
+             std::to_string(info.files.size()) + " shard(s), " +
+             (cfg.data.load_in_memory ? "in memory" : "read on demand") + "; " + std::to_string(job.plan.accumulation) +
+             " micro-batch(es) of " + std::to_string(job.plan.micro_batch) + " per step on this rank");
 }
 
 void build_model(PretrainJob& job) {
@@ -115,6 +123,15 @@ void start_loader(PretrainJob& job) {
                                              job.rank);
 }
 
+namespace {
+/// 0.1257 -> "0.126", 989.4 -> "989": a console figure, not a config value.
+std::string three_digits(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
+}  // namespace
+
 void announce(PretrainJob& job) {
   const PretrainConfig& cfg = job.cfg;
   // The MFU's peak: train.peak_tflops, else the GPU's datasheet figure, else measured (CPU).
@@ -135,7 +152,7 @@ void announce(PretrainJob& job) {
       << cfg.data.global_batch_size << " = " << job.world << " x " << job.plan.accumulation << " x "
       << job.plan.micro_batch << "; " << job.loader->steps_per_epoch() << " steps per epoch; precision "
       << to_string(cfg.precision.precision) << "; MFU peak "
-      << (job.peak_tflops > 0 ? format_double(job.peak_tflops) + " TFLOP/s (" + peak_source + ")" : peak_source);
+      << (job.peak_tflops > 0 ? three_digits(job.peak_tflops) + " TFLOP/s (" + peak_source + ")" : peak_source);
   job.progress->message(msg.str());
 }
 

@@ -5,9 +5,11 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdio>
 #include <sstream>
 
 #include "common/error.h"
+#include "common/log.h"
 #include "common/mix64.h"
 #include "dist/gather.h"
 #include "trainer/loop/autocast.h"
@@ -75,6 +77,7 @@ void save_checkpoint(PretrainJob& job) {
   job.state.data = DataPosition{pos.epoch, pos.consumed_samples};
   std::string error;
   if (job.rank == 0) {
+    const Clock::time_point start = Clock::now();
     try {
       NamedTensors weights;
       for (auto& [n, t] : job.runner->parameters()) weights.emplace_back(n, t.detach());
@@ -82,6 +85,10 @@ void save_checkpoint(PretrainJob& job) {
     } catch (const std::exception& e) {
       error = e.what();
     }
+    char took[32];
+    std::snprintf(took, sizeof took, "%.3f", std::chrono::duration<double>(Clock::now() - start).count());
+    log::debug("checkpoint of step " + std::to_string(job.state.step) + ": " + took + " s to save" +
+               (error.empty() ? "" : " (failed)"));
   }
   const std::vector<uint8_t> ok = dist::all_gather_value<uint8_t>(job.comm(), error.empty() ? 1 : 0, "checkpoint status");
   TUPE_CHECK(error.empty(), error);
