@@ -176,6 +176,31 @@ if ! grep -q "^step 2/2 | loss" "$work/mpirun.log" || grep -q $'[\r\x1b]' "$work
 else
   echo "ok: progress lines under mpirun are plain"
 fi
+# The console log (common/log.h) under mpirun: --log-ranks all tags every rank's info lines,
+# debug adds each rank's placement, progress lines stay rank 0's; --log-level warn prints
+# nothing on stdout; a bad TUPE_PROGRESS is one error line.
+lg=(pretrain --config "$cfg" --data.train_shards "$work/good" --data.validation_shards '' --train.max_steps 2
+    --train.log_every 1 --resume none)
+out="$(timeout 120 "${mpirun[@]}" -np 2 "$TUPE_BIN" "${lg[@]}" --checkpoint.dir "$work/lg-ck1" --log-ranks all \
+       --log-level debug 2>&1)"; rc=$?
+want_one() { [ "$(grep -c -- "$1" <<<"$out")" -eq 1 ]; }
+if [ $rc -ne 0 ] || ! want_one '^\[rank 0\] debug: host ' || ! want_one '^\[rank 1\] debug: host ' ||
+   ! want_one '^\[rank 0\] step 2/2 | loss' || grep -q '^\[rank 1\] step ' <<<"$out" ||
+   ! want_one '^\[rank 1\] pre-training finished at step 2' || grep -q '^pre-training' <<<"$out"; then
+  echo "FAILED: --log-ranks all --log-level debug under mpirun: exit $rc: $out"; fail=1
+else
+  echo "ok: --log-ranks all tags each rank's lines, debug names each rank's placement"
+fi
+out="$(timeout 120 "${mpirun[@]}" -np 2 "$TUPE_BIN" "${lg[@]}" --checkpoint.dir "$work/lg-ck2" --log-level warn 2>/dev/null)"
+rc=$?
+if [ $rc -ne 0 ] || [ -n "$out" ] || ! compgen -G "$work/lg-ck2/step_*" > /dev/null; then
+  echo "FAILED: --log-level warn: exit $rc, stdout: $out"; fail=1
+else
+  echo "ok: --log-level warn leaves stdout empty and the run whole"
+fi
+TUPE_PROGRESS=fancy expect "bad TUPE_PROGRESS" "TUPE_PROGRESS: unknown value 'fancy'" -- \
+  "$TUPE_BIN" "${lg[@]}" --checkpoint.dir "$work/lg-ck3"
+expect "bad --log-level" "--log-level: unknown log level 'loud'" -- "$TUPE_BIN" "${lg[@]}" --log-level loud
 # preprocess ranks in different working folders given the same relative output folder.
 mkdir -p "$work/wa" "$work/wb"
 out="$(timeout 120 "${mpirun[@]}" -np 1 --wdir "$work/wa" "$TUPE_BIN" preprocess --config "$cfg" --tokenizer.vocab "$vocab" \

@@ -16,6 +16,7 @@
 #include "common/error.h"
 #include "trainer/durable_io.h"
 #include "trainer/export/checkpoint_model.h"
+#include "trainer/export/hf_tupe_sources.h"
 #include "trainer/safetensors.h"
 
 extern char** environ;
@@ -163,7 +164,12 @@ std::string analyze_checkpoint(const AnalyzeOptions& options) {
     const char* env = std::getenv("TUPE_PYTHON");
     python = (env && *env) ? env : TUPE_DEFAULT_PYTHON;
   }
-  const std::string script = options.script.empty() ? std::string(TUPE_ANALYZE_SCRIPT) : options.script;
+  // The built-in script goes next to its outputs: the folder records what drew its plots.
+  std::string script = options.script;
+  if (script.empty()) {
+    script = (options.output / "analyze_plots.py").string();
+    write_text(script, kAnalyzePlotsPy);
+  }
   TUPE_CHECK(fs::is_regular_file(script), "--script " << script << ": no such file");
   const int status = run_process({python, script, options.output.string()});
   TUPE_CHECK(status != -1, python << ": cannot start the analysis script " << script);

@@ -17,6 +17,7 @@
 //       0..max_positions-1; TUPE: table rows of positions t >= 1, i.e. rows t + 1 with the
 //       [CLS] untie, rows t without) for the probes of Wang & Chen (2020).
 //   curves.csv  step,loss,lr,validation_loss from the metrics JSONL (empty = not logged).
+//   analyze_plots.py  the built-in script that drew the rest (unless --script names another).
 //   analysis.json  what was written, the variant, and the plot/probe outputs of the script:
 //       positional_heads.png, word_to_position.png (BERT-A), probes.csv, probes.md,
 //       curves.png.
@@ -32,7 +33,7 @@ struct AnalyzeOptions {
   std::filesystem::path metrics;     ///< metrics JSONL; "" = <checkpoint.dir>/metrics/rank_0.jsonl if present
   int64_t heatmap_positions = 128;   ///< L of the heatmaps (capped at max_positions)
   std::string python;                ///< Python with numpy/scikit-learn/matplotlib ("" = $TUPE_PYTHON, else the configured one)
-  std::string script;                ///< analyze_plots.py ("" = the one beside this source)
+  std::string script;                ///< plotting script ("" = the built-in analyze_plots.py, written to the output folder)
   int64_t seed = 1;                  ///< probe train/test split and pair sampling
 };
 
