@@ -62,7 +62,7 @@ void train_and_check(const std::string& input, const std::string& model_type, in
   EXPECT_EQ(listing[4].substr(0, 7), "[MASK]\t");
 
   TokenizerOptions to;
-  to.kind = "sentencepiece";
+  to.kind = TokenizerKind::kSentencePiece;
   to.vocab = o.model;
   to.lower_case = lower;
   const auto t = make_tokenizer(to);

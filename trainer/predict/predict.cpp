@@ -67,13 +67,13 @@ std::unique_ptr<data::Tokenizer> checkpoint_tokenizer(const PredictOptions& o, c
   data::TokenizerOptions t;
   t.kind = exporting::tokenizer_kind_of(*vocab);
   t.vocab = vocab->string();
-  if (t.kind == "wordpiece") {
+  if (t.kind == data::TokenizerKind::kWordPiece) {
     t.lower_case = exporting::resolve_lower_case(o.lower_case, ckpt);
   } else if (o.lower_case != "auto") {
     t.lower_case = o.lower_case == "true";
   }
   std::unique_ptr<data::Tokenizer> tokenizer;
-  if (t.kind == "sentencepiece" && o.lower_case == "auto") {
+  if (t.kind == data::TokenizerKind::kSentencePiece && o.lower_case == "auto") {
     // SentencePiece keeps its case rule in the model: take the one it accepts.
     try {
       t.lower_case = true;
