@@ -91,8 +91,7 @@ int evaluate_job(const dist::MpiEnv& env, int argc, char** argv) {
                               (saved.dir / "model.safetensors").string());
   const c10::Device device =
       dist::resolve_device(env, dist::parse_device_request(cfg.device, "finetune.device"), "finetune.device");
-  const bool use_cuda = device.is_cuda();
-  const bool bf16 = cfg.precision == "bf16" || (cfg.precision == "auto" && use_cuda);
+  const bool bf16 = glue::uses_bf16(cfg.precision, device.is_cuda());
   dist::DistContext dctx(env, dist_options, device);
   net->to(dctx.device());
   net->eval();

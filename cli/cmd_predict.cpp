@@ -21,7 +21,7 @@ namespace tupe::cli {
 
 int run_predict(int argc, char** argv) {
   predict::PredictOptions o;
-  std::string checkpoint, vocab;
+  std::string checkpoint, vocab, format, precision;
   ConfigCli cli("predict",
                 "Runs a checkpoint of tupe pretrain (MLM head) or a model of tupe finetune on text lines (one per line),\n"
                 "batched, on the CPU or one GPU, in one process.\n"
@@ -43,12 +43,12 @@ int run_predict(int argc, char** argv) {
       "lower-case", po::value<std::string>(&o.lower_case)->default_value("auto"),
       "lower-casing: auto (the checkpoint's tokenizer.lower_case, else its training shards'), true, false")(
       "top-k", po::value<int64_t>(&o.top_k)->default_value(5), "fill-mask: predictions per [MASK]")(
-      "format", po::value<std::string>(&o.format)->default_value("jsonl"), "fill-mask output: jsonl | tsv")(
+      "format", po::value<std::string>(&format)->default_value("jsonl"), "fill-mask output: jsonl | tsv")(
       "pooling", po::value<std::string>(&o.pooling)->default_value("cls"),
       "embeddings: cls (the [CLS] vector, (N, d)) | tokens (last hidden states, (N, L, d), 0 at padding)")(
       "batch-size", po::value<int64_t>(&o.batch_size)->default_value(32), "lines per forward pass")(
       "device", po::value<std::string>(&o.device)->default_value("auto"), "auto (cuda:0 when a GPU is visible) | cpu | cuda")(
-      "precision", po::value<std::string>(&o.precision)->default_value("fp32"), "fp32 | bf16 (autocast)")(
+      "precision", po::value<std::string>(&precision)->default_value("fp32"), "fp32 | bf16 (autocast)")(
       "threads", po::value<int64_t>(&o.threads)->default_value(0), "intra-op CPU threads (0 = LibTorch's default)");
   if (!cli.parse(argc, argv)) return 0;
   for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
@@ -57,6 +57,8 @@ int run_predict(int argc, char** argv) {
                "predict runs as one process, not under mpirun (" << var << " = " << size << ")");
   }
   TUPE_CHECK(!o.mode.empty(), "predict: no mode given (--mode fill-mask|embeddings)");
+  o.format = predict::parse_fill_mask_format("--format", format);
+  o.precision = predict::parse_predict_precision("--precision", precision);
   o.checkpoint = checkpoint;
   o.vocab = vocab;
   if (o.output == "-") log::send_info_to_stderr(true);  // stdout carries the predictions

@@ -38,6 +38,15 @@ bool parse_bool(const std::string& key, const std::string& text) {
   TUPE_FAIL("key '" << key << "': expected true/false, got '" << text << "'");
 }
 
+std::string choice_words(const std::vector<std::string>& words) {
+  std::string out;
+  for (size_t i = 0; i < words.size(); ++i) {
+    if (i > 0) out += i + 1 == words.size() ? " or " : ", ";
+    out += words[i];
+  }
+  return out;
+}
+
 std::string format_double(double v) {
   char buf[64];
   auto [ptr, ec] = std::to_chars(buf, buf + sizeof(buf), v);

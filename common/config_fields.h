@@ -6,6 +6,7 @@
 // and shard attributes, and parsing from INI/command-line strings. Unknown keys and
 // unparsable values are errors naming the key.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -29,6 +30,38 @@ std::string format_double(double v);
 /// Splits "a, b ,,c" at commas into {"a", "b", "c"}: items trimmed of spaces and tabs,
 /// empty items dropped (the lists of config values: paths, learning rates, labels).
 std::vector<std::string> split_comma_list(const std::string& text);
+
+/// One word of a choice field and the enum value it stands for. A choice table, e.g.
+///   constexpr Choice<SelectEpoch> kSelectEpochWords[] = {{"best", SelectEpoch::kBest}, {"last", SelectEpoch::kLast}};
+/// lists every value once; its order is the order of the words in errors.
+template <class E>
+struct Choice {
+  const char* word;  ///< the text in configs and on the command line
+  E value;           ///< the enum value it parses to
+};
+
+/// The words joined for an error message: "a", "a or b", "a, b or c".
+std::string choice_words(const std::vector<std::string>& words);
+
+/// The value whose word is `text`; throws tupe::Error "<what>: expected a, b or c, got '<text>'"
+/// (`what` names the key or option, printed as given, e.g. "finetune.select_epoch").
+template <class E, std::size_t N>
+E parse_choice(const std::string& what, const std::string& text, const Choice<E> (&choices)[N]) {
+  std::vector<std::string> words;
+  for (const auto& c : choices) {
+    if (text == c.word) return c.value;
+    words.emplace_back(c.word);
+  }
+  TUPE_FAIL(what << ": expected " << choice_words(words) << ", got '" << text << "'");
+}
+
+/// The word of `value` in `choices`; throws tupe::Error when the table lacks it (a bug).
+template <class E, std::size_t N>
+std::string choice_word(E value, const Choice<E> (&choices)[N]) {
+  for (const auto& c : choices)
+    if (c.value == value) return c.word;
+  TUPE_FAIL("choice table has no word for enum value " << static_cast<long long>(value));
+}
 
 /// Whether a field names files: a relative path read from a config file is resolved against
 /// that file's folder (a path given on the command line, against the working directory).
@@ -85,6 +118,16 @@ class FieldTable {
   FieldTable& path_list(const std::string& name, std::string S::*m, std::string help) {
     text(name, m, std::move(help));
     fields_.back().path = PathField::kList;
+    return *this;
+  }
+  /// An enum field: prints the word of its value and parses a word of `choices` (copied),
+  /// else throws tupe::Error "key '<name>': expected a, b or c, got '<text>'".
+  template <class E, std::size_t N>
+  FieldTable& choice(const std::string& name, E S::*m, const Choice<E> (&choices)[N], std::string help) {
+    fields_.push_back({name, std::move(help), [m, choices](const S& s) { return choice_word(s.*m, choices); },
+                       [m, choices, name](S& s, const std::string& t) {
+                         s.*m = parse_choice("key '" + name + "'", t, choices);
+                       }});
     return *this;
   }
   /// A field with custom conversion (enums): `get` prints, `set` parses (throwing on bad text).

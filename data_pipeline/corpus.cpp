@@ -18,12 +18,10 @@ namespace fs = std::filesystem;
 namespace tupe::data {
 
 DocumentBoundary parse_document_boundary(const std::string& key, const std::string& text) {
-  if (text == "blank_line") return DocumentBoundary::kBlankLine;
-  if (text == "line") return DocumentBoundary::kLine;
-  TUPE_FAIL(key << ": expected blank_line or line, got '" << text << "'");
+  return parse_choice(key, text, kDocumentBoundaryWords);
 }
 
-std::string to_string(DocumentBoundary b) { return b == DocumentBoundary::kBlankLine ? "blank_line" : "line"; }
+std::string to_string(DocumentBoundary b) { return choice_word(b, kDocumentBoundaryWords); }
 
 namespace {
 

@@ -12,11 +12,21 @@
 #include <string_view>
 #include <vector>
 
+#include "common/config_fields.h"
+
 namespace tupe::data {
 
-enum class DocumentBoundary { kBlankLine, kLine };
-/// "blank_line" | "line"; throws tupe::Error naming `key` otherwise.
+/// Where one document of the raw text ends (preprocess.documents).
+enum class DocumentBoundary {
+  kBlankLine,  ///< documents are separated by blank lines (BERT's format)
+  kLine,       ///< every line is one document
+};
+/// The words of DocumentBoundary in configs and shard headers.
+inline constexpr Choice<DocumentBoundary> kDocumentBoundaryWords[] = {{"blank_line", DocumentBoundary::kBlankLine},
+                                                                      {"line", DocumentBoundary::kLine}};
+/// "blank_line" | "line"; throws tupe::Error "<key>: expected blank_line or line, got '<text>'".
 DocumentBoundary parse_document_boundary(const std::string& key, const std::string& text);
+/// "blank_line" | "line".
 std::string to_string(DocumentBoundary b);
 
 /// One input file of a corpus.

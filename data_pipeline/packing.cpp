@@ -4,13 +4,9 @@
 
 namespace tupe::data {
 
-Packing parse_packing(const std::string& key, const std::string& text) {
-  if (text == "full_sentences") return Packing::kFullSentences;
-  if (text == "document") return Packing::kDocument;
-  TUPE_FAIL(key << ": expected full_sentences or document, got '" << text << "'");
-}
+Packing parse_packing(const std::string& key, const std::string& text) { return parse_choice(key, text, kPackingWords); }
 
-std::string to_string(Packing p) { return p == Packing::kFullSentences ? "full_sentences" : "document"; }
+std::string to_string(Packing p) { return choice_word(p, kPackingWords); }
 
 SequencePacker::SequencePacker(Packing packing, int64_t max_seq_len, SpecialTokens special, SequenceSink sink)
     : packing_(packing), content_max_(max_seq_len - 2), special_(special), sink_(std::move(sink)) {

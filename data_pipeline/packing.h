@@ -18,13 +18,22 @@
 #include <string>
 #include <vector>
 
+#include "common/config_fields.h"
 #include "data_pipeline/tokenizer.h"
 
 namespace tupe::data {
 
-enum class Packing { kFullSentences, kDocument };
-/// "full_sentences" | "document"; throws tupe::Error naming `key` otherwise.
+/// How documents fill sequences (preprocess.packing).
+enum class Packing {
+  kFullSentences,  ///< RoBERTa FULL-SENTENCES: a sequence may cross document boundaries
+  kDocument,       ///< a sequence holds text of one document only
+};
+/// The words of Packing in configs and shard headers.
+inline constexpr Choice<Packing> kPackingWords[] = {{"full_sentences", Packing::kFullSentences},
+                                                    {"document", Packing::kDocument}};
+/// "full_sentences" | "document"; throws tupe::Error "<key>: expected full_sentences or document, got '<text>'".
 Packing parse_packing(const std::string& key, const std::string& text);
+/// "full_sentences" | "document".
 std::string to_string(Packing p);
 
 /// Receives each finished sequence (ids, length) including [CLS] and the closing [SEP].

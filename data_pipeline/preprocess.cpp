@@ -7,7 +7,6 @@
 #include "common/error.h"
 #include "common/sha256.h"
 #include "data_pipeline/counter_rng.h"
-#include "data_pipeline/packing.h"
 
 namespace fs = std::filesystem;
 
@@ -15,8 +14,6 @@ namespace tupe::data {
 
 void PreprocessConfig::validate() const {
   TUPE_CHECK(max_seq_len >= 8 && max_seq_len <= 65535, "preprocess.max_seq_len: must be in 8..65535, got " << max_seq_len);
-  parse_packing("preprocess.packing", packing);
-  parse_document_boundary("preprocess.documents", documents);
   TUPE_CHECK(validation_ratio >= 0 && validation_ratio < 1,
              "preprocess.validation_ratio: must be in [0, 1), got " << validation_ratio);
   TUPE_CHECK(num_shards >= 1 && num_shards <= 99999, "preprocess.num_shards: must be in 1..99999, got " << num_shards);
@@ -31,9 +28,9 @@ const FieldTable<PreprocessConfig>& PreprocessConfig::fields() {
   static const FieldTable<PreprocessConfig> table = [] {
     FieldTable<PreprocessConfig> t;
     t.integer("max_seq_len", &PreprocessConfig::max_seq_len, "sequence length incl. [CLS] and [SEP] (tokens)")
-        .text("packing", &PreprocessConfig::packing,
+        .choice("packing", &PreprocessConfig::packing, kPackingWords,
               "full_sentences (RoBERTa FULL-SENTENCES, across documents) | document (within one document)")
-        .text("documents", &PreprocessConfig::documents,
+        .choice("documents", &PreprocessConfig::documents, kDocumentBoundaryWords,
               "document boundaries: blank_line (blank lines, BERT format) | line (one document per line)")
         .real("validation_ratio", &PreprocessConfig::validation_ratio,
               "fraction of documents sent to the validation split (0 = none)")
@@ -97,8 +94,8 @@ ShardHeader make_header(const ShardJob& job, const PreprocessConfig& config, con
   h.lower_case = tok.lower_case();
   h.special = tok.special_tokens();
   h.max_seq_len = config.max_seq_len;
-  h.packing = config.packing;
-  h.documents = config.documents;
+  h.packing = to_string(config.packing);  // the shard header keeps the words
+  h.documents = to_string(config.documents);
   h.command_line = command_line;
   h.seed = config.seed;
   h.validation_ratio = config.validation_ratio;
@@ -144,8 +141,6 @@ std::vector<std::unique_ptr<ShardWriter>> run_preprocess_jobs(const PreprocessPl
   config.validate();
   TUPE_CHECK(world_size >= 1 && rank >= 0 && rank < world_size,
              "preprocess: rank " << rank << " outside world size " << world_size);
-  const Packing packing = parse_packing("preprocess.packing", config.packing);
-  const DocumentBoundary boundary = parse_document_boundary("preprocess.documents", config.documents);
   ShardWriterOptions wopt;
   wopt.compression_level = config.compression_level;
 
@@ -184,14 +179,14 @@ std::vector<std::unique_ptr<ShardWriter>> run_preprocess_jobs(const PreprocessPl
     for (const auto& [p, k] : streams) {
       const Piece& piece = plan.pieces[static_cast<size_t>(p)];
       if (p != text_piece) {
-        text = read_piece(input.path, input.size_bytes, piece.begin, piece.end, boundary);
+        text = read_piece(input.path, input.size_bytes, piece.begin, piece.end, config.documents);
         text_piece = p;
         TUPE_CHECK(piece.begin > 0 || !text.docs.empty() || file_has_text(input.path, input.size_bytes),
                    input.path << ": no text (only blank lines, spaces or control characters)");
       }
       const bool want_validation = mine[k]->split == "validation";
       ShardWriter& writer = *writers[k];
-      SequencePacker packer(packing, config.max_seq_len, special, [&](const int32_t* ids, int64_t n) {
+      SequencePacker packer(config.packing, config.max_seq_len, special, [&](const int32_t* ids, int64_t n) {
         writer.append(ids, n);
         ++prog.sequences;
         prog.tokens += n;

@@ -20,6 +20,7 @@
 
 #include "common/config_fields.h"
 #include "data_pipeline/corpus.h"
+#include "data_pipeline/packing.h"
 #include "data_pipeline/shard_writer.h"
 #include "data_pipeline/tokenizer.h"
 
@@ -27,8 +28,8 @@ namespace tupe::data {
 
 struct PreprocessConfig {
   int64_t max_seq_len = 128;            ///< sequence length incl. [CLS] and [SEP] (tokens)
-  std::string packing = "full_sentences";  ///< full_sentences (cross documents) | document (within one)
-  std::string documents = "blank_line";    ///< document boundaries: blank_line (BERT format) | line
+  Packing packing = Packing::kFullSentences;  ///< full_sentences (cross documents) | document (within one)
+  DocumentBoundary documents = DocumentBoundary::kBlankLine;  ///< document boundaries: blank_line (BERT format) | line
   double validation_ratio = 0.01;       ///< fraction of documents sent to the validation split (0 = none)
   int64_t num_shards = 1;               ///< train shard files N
   int64_t num_validation_shards = 1;    ///< validation shard files Nv (when validation_ratio > 0)

@@ -60,13 +60,24 @@ std::vector<std::string> split_comma_list(const std::string& list) {
   return parts;
 }
 
+namespace {
+
+constexpr Choice<SentencePieceModelType> kModelTypeWords[] = {{"unigram", SentencePieceModelType::kUnigram},
+                                                              {"bpe", SentencePieceModelType::kBpe}};
+
+}  // namespace
+
+std::string to_string(SentencePieceModelType t) { return choice_word(t, kModelTypeWords); }
+
+SentencePieceModelType parse_sentencepiece_model_type(const std::string& key, const std::string& text) {
+  return parse_choice(key, text, kModelTypeWords);
+}
+
 void SentencePieceTrainOptions::validate() const {
   TUPE_CHECK(!split_comma_list(input).empty(), "vocab.input: no input file given");
   TUPE_CHECK(!model.empty(), "vocab.model: no output path given");
   TUPE_CHECK(vocab_size > 5 && vocab_size < (int64_t{1} << 31),
              "vocab.vocab_size: must exceed the 5 special tokens (and fit int32), got " << vocab_size);
-  TUPE_CHECK(model_type == "unigram" || model_type == "bpe",
-             "vocab.model_type: expected unigram or bpe, got '" << model_type << "'");
   TUPE_CHECK(character_coverage >= 0.98 && character_coverage <= 1.0,
              "vocab.character_coverage: must be in [0.98, 1], got " << character_coverage);
   TUPE_CHECK(max_sentence_bytes > 0, "vocab.max_sentence_bytes: must be positive, got " << max_sentence_bytes);
@@ -82,7 +93,7 @@ const FieldTable<SentencePieceTrainOptions>& SentencePieceTrainOptions::fields()
     t.path_list("input", &S::input, "UTF-8 text files, comma-separated (one sentence or paragraph a line)")
         .path("model", &S::model, "output SentencePiece .model path (piece list written to <stem>.vocab)")
         .integer("vocab_size", &S::vocab_size, "pieces in the model, the 5 special tokens included (ids)")
-        .text("model_type", &S::model_type, "unigram | bpe")
+        .choice("model_type", &S::model_type, kModelTypeWords, "unigram | bpe")
         .boolean("lower_case", &S::lower_case, "fold case (SentencePiece rule nmt_nfkc_cf; else nmt_nfkc)")
         .real("character_coverage", &S::character_coverage, "fraction of corpus characters kept as pieces")
         .integer("max_sentence_bytes", &S::max_sentence_bytes, "longer lines are skipped in training (bytes)")
@@ -103,7 +114,7 @@ SentencePieceTrainResult train_sentencepiece(const SentencePieceTrainOptions& op
       {"input", options.input},
       {"model_prefix", ""},  // nothing written by SentencePiece: the model comes back serialised
       {"vocab_size", std::to_string(options.vocab_size)},
-      {"model_type", options.model_type},
+      {"model_type", to_string(options.model_type)},
       {"character_coverage", std::to_string(options.character_coverage)},
       {"normalization_rule_name", options.lower_case ? "nmt_nfkc_cf" : "nmt_nfkc"},
       {"max_sentence_length", std::to_string(options.max_sentence_bytes)},

@@ -20,11 +20,21 @@ struct SentencePieceReservedIds {
   static constexpr int32_t kMask = 4;
 };
 
+/// The SentencePiece model trained (vocab.model_type).
+enum class SentencePieceModelType {
+  kUnigram,  ///< unigram language model (Kudo 2018)
+  kBpe,      ///< byte-pair encoding (Sennrich et al. 2016)
+};
+/// "unigram" | "bpe" (SentencePiece's own names of the two).
+std::string to_string(SentencePieceModelType t);
+/// Parses "unigram" | "bpe"; throws tupe::Error "<key>: expected unigram or bpe, got '<text>'".
+SentencePieceModelType parse_sentencepiece_model_type(const std::string& key, const std::string& text);
+
 struct SentencePieceTrainOptions {
   std::string input;                    ///< UTF-8 text files, comma-separated; one sentence or paragraph a line
   std::string model;                    ///< output .model path; the piece list goes to <stem>.vocab beside it
   int64_t vocab_size = 8000;            ///< pieces in the model, the 5 special tokens included
-  std::string model_type = "unigram";   ///< unigram | bpe
+  SentencePieceModelType model_type = SentencePieceModelType::kUnigram;  ///< unigram | bpe
   bool lower_case = true;               ///< fold case (SentencePiece rule nmt_nfkc_cf, else nmt_nfkc)
   double character_coverage = 0.9995;   ///< fraction of the corpus' characters kept as pieces (0.98..1]
   int64_t max_sentence_bytes = 16384;   ///< longer lines are skipped by the trainer (bytes)

@@ -6,9 +6,20 @@
 
 namespace tupe::data {
 
+namespace {
+
+constexpr Choice<TokenizerKind> kTokenizerKindWords[] = {{"wordpiece", TokenizerKind::kWordPiece},
+                                                         {"sentencepiece", TokenizerKind::kSentencePiece}};
+
+}  // namespace
+
+std::string to_string(TokenizerKind k) { return choice_word(k, kTokenizerKindWords); }
+
+TokenizerKind parse_tokenizer_kind(const std::string& key, const std::string& text) {
+  return parse_choice(key, text, kTokenizerKindWords);
+}
+
 void TokenizerOptions::validate() const {
-  TUPE_CHECK(kind == "wordpiece" || kind == "sentencepiece",
-             "tokenizer.kind: expected wordpiece or sentencepiece, got '" << kind << "'");
   TUPE_CHECK(!vocab.empty(), "tokenizer.vocab: no vocabulary path given");
   TUPE_CHECK(max_word_chars > 0, "tokenizer.max_word_chars: must be positive, got " << max_word_chars);
 }
@@ -17,7 +28,7 @@ const FieldTable<TokenizerOptions>& TokenizerOptions::fields() {
   using S = TokenizerOptions;
   static const FieldTable<S> table = [] {
     FieldTable<S> t;
-    t.text("kind", &S::kind, "wordpiece (BERT vocab.txt) | sentencepiece (.model file)")
+    t.choice("kind", &S::kind, kTokenizerKindWords, "wordpiece (BERT vocab.txt) | sentencepiece (.model file)")
         .path("vocab", &S::vocab, "path of the vocab.txt or SentencePiece .model")
         .boolean("lower_case", &S::lower_case, "lower-case (wordpiece: and strip accents, as BERT)")
         .integer("max_word_chars", &S::max_word_chars, "wordpiece: longer words become [UNK] (characters)");
@@ -28,7 +39,7 @@ const FieldTable<TokenizerOptions>& TokenizerOptions::fields() {
 
 std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& options) {
   options.validate();
-  if (options.kind == "sentencepiece") return std::make_unique<SentencePieceTokenizer>(options.vocab, options.lower_case);
+  if (options.kind == TokenizerKind::kSentencePiece) return std::make_unique<SentencePieceTokenizer>(options.vocab, options.lower_case);
   WordPieceOptions wp;
   wp.vocab_path = options.vocab;
   wp.lower_case = options.lower_case;

@@ -9,8 +9,18 @@
 
 namespace tupe::data {
 
+/// Which tokenizer reads the vocabulary (tokenizer.kind).
+enum class TokenizerKind {
+  kWordPiece,      ///< BERT's WordPiece on a vocab.txt (wordpiece.h)
+  kSentencePiece,  ///< a SentencePiece .model (sentencepiece_tokenizer.h)
+};
+/// "wordpiece" | "sentencepiece" (also what Tokenizer::kind() and shard headers record).
+std::string to_string(TokenizerKind k);
+/// Parses "wordpiece" | "sentencepiece"; throws tupe::Error "<key>: expected wordpiece or sentencepiece, got '<text>'".
+TokenizerKind parse_tokenizer_kind(const std::string& key, const std::string& text);
+
 struct TokenizerOptions {
-  std::string kind = "wordpiece";  ///< wordpiece (BERT vocab.txt) | sentencepiece (.model file)
+  TokenizerKind kind = TokenizerKind::kWordPiece;  ///< wordpiece (BERT vocab.txt) | sentencepiece (.model file)
   std::string vocab;               ///< path of vocab.txt or the SentencePiece .model
   bool lower_case = true;          ///< lower-case (and strip accents, as BERT's basic tokenizer)
   int64_t max_word_chars = 100;    ///< WordPiece: longer words become [UNK] (characters)

@@ -67,6 +67,14 @@ check_error "vocab/v.txt" bash -c "cd '$pdir/elsewhere' && '$TUPE_BIN' preproces
 rm -rf "$pdir"
 check_error "--mode: 'fill' is not one of fill-mask, embeddings" "$TUPE_BIN" predict --checkpoint /nonexistent --mode fill
 check_error "/nonexistent: no such checkpoint folder" "$TUPE_BIN" predict --checkpoint /nonexistent --mode fill-mask
+# Words of a fixed set (enums): the error names the option or key, the value and the allowed words.
+check_error "--format: expected jsonl or tsv, got 'xml'" "$TUPE_BIN" predict --checkpoint /nonexistent --mode fill-mask \
+  --format xml
+check_error "--precision: expected fp32 or bf16, got 'fp16'" "$TUPE_BIN" predict --checkpoint /nonexistent \
+  --mode fill-mask --precision fp16
+check_error "key 'select_epoch': expected best or last, got 'first'" "$TUPE_BIN" finetune --finetune.select_epoch first
+check_error "key 'packing': expected full_sentences or document, got 'sentences'" "$TUPE_BIN" preprocess \
+  --preprocess.packing sentences --input /nonexistent --output /nonexistent
 check_error "task.name: 'SST-2' is a GLUE task's name; choose another" "$TUPE_BIN" finetune --task.name SST-2
 # The README's custom-task preset parses and validates (its [task] section included).
 check_error "finetune.checkpoint: no pre-training checkpoint given" "$TUPE_BIN" finetune \

@@ -1,6 +1,6 @@
 // Table-driven config structs (common/config_fields.h): value parsing (integers written by
 // people: 1e6, 1_000_000), the shortest round-trip double text, and FieldTable's apply /
-// to_kv with errors naming the place and the key.
+// to_kv with errors naming the place and the key, and enum choice fields (word <-> value).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -121,6 +121,71 @@ TEST(CommonConfigFields, ErrorsNameThePlaceAndTheKey) {
               Sample::fields().apply(s, {{"color", "green"}}, "--train.color");
             }),
             "--train.color: key 'color': expected red or blue, got 'green'");
+}
+
+enum class Fruit { kApple, kPear, kPlum };
+
+/// The choice table of Fruit (the words of configs, in the order errors list them).
+constexpr Choice<Fruit> kFruitWords[] = {{"apple", Fruit::kApple}, {"pear", Fruit::kPear}, {"plum", Fruit::kPlum}};
+constexpr Choice<Color> kColorWords[] = {{"red", Color::kRed}, {"blue", Color::kBlue}};
+
+struct Basket {
+  Fruit fruit = Fruit::kPear;
+  Color color = Color::kRed;
+
+  static const FieldTable<Basket>& fields() {
+    static const FieldTable<Basket> table = [] {
+      FieldTable<Basket> t;
+      t.choice("fruit", &Basket::fruit, kFruitWords, "apple | pear | plum")
+          .choice("color", &Basket::color, kColorWords, "red | blue");
+      return t;
+    }();
+    return table;
+  }
+};
+
+TEST(CommonConfigFields, ChoiceWordsJoinAsASentence) {
+  EXPECT_EQ(choice_words({}), "");
+  EXPECT_EQ(choice_words({"a"}), "a");
+  EXPECT_EQ(choice_words({"a", "b"}), "a or b");
+  EXPECT_EQ(choice_words({"a", "b", "c"}), "a, b or c");
+}
+
+TEST(CommonConfigFields, ChoiceRoundTripsEveryValue) {
+  for (const auto& c : kFruitWords) {
+    EXPECT_EQ(parse_choice("k", c.word, kFruitWords), c.value) << c.word;
+    EXPECT_EQ(choice_word(c.value, kFruitWords), c.word);
+    // Through the field table: to_kv prints the word, apply parses it back.
+    Basket b;
+    b.fruit = c.value;
+    const KeyValues kv = Basket::fields().to_kv(b);
+    EXPECT_EQ(kv.at("fruit"), c.word);
+    Basket back;
+    back.fruit = c.value == Fruit::kApple ? Fruit::kPlum : Fruit::kApple;  // differs from c.value
+    Basket::fields().apply(back, kv, "round trip");
+    EXPECT_EQ(back.fruit, c.value) << c.word;
+  }
+  for (const auto& c : kColorWords) {
+    Basket b;
+    Basket::fields().apply(b, {{"color", c.word}}, "test");
+    EXPECT_EQ(b.color, c.value);
+    EXPECT_EQ(Basket::fields().to_kv(b).at("color"), c.word);
+  }
+  EXPECT_EQ(Basket::fields().find("fruit")->help, "apple | pear | plum");
+}
+
+TEST(CommonConfigFields, ChoiceErrorsNameTheKeyTheValueAndTheWords) {
+  EXPECT_EQ(error_of([] { parse_choice("finetune.fruit", "Apple", kFruitWords); }),
+            "finetune.fruit: expected apple, pear or plum, got 'Apple'");
+  EXPECT_EQ(error_of([] { parse_choice("--color", "", kColorWords); }), "--color: expected red or blue, got ''");
+  Basket b;
+  EXPECT_EQ(error_of([&] { Basket::fields().apply(b, {{"fruit", "kiwi"}}, "configs/x.ini [basket]"); }),
+            "configs/x.ini [basket]: key 'fruit': expected apple, pear or plum, got 'kiwi'");
+  EXPECT_EQ(error_of([&] { Basket::fields().apply(b, {{"color", "green"}}, "--basket.color"); }),
+            "--basket.color: key 'color': expected red or blue, got 'green'");
+  EXPECT_EQ(b.fruit, Fruit::kPear);  // a refused word leaves the field as it was
+  EXPECT_EQ(error_of([] { choice_word(static_cast<Fruit>(7), kFruitWords); }),
+            "choice table has no word for enum value 7");
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// Masker rule and determinism, sequence packing rules, document splitting of raw text.
+// Masker rule and determinism, sequence packing rules, document splitting of raw text, and
+// the words of preprocess.packing / preprocess.documents.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include "data_pipeline/counter_rng.h"
 #include "data_pipeline/masker.h"
 #include "data_pipeline/packing.h"
+#include "data_pipeline/preprocess.h"
 #include "data_test_util.h"
 
 namespace tupe::data {
@@ -200,6 +202,24 @@ TEST(DataCorpus, DocumentsByBlankLinesOrLinesWithCrlfAndBom) {
                      {"blank.txt", "no text"});
   test::expect_error([] { split_documents("bad.txt", "abc\ndef\xC3(x", DocumentBoundary::kLine); },
                      {"bad.txt: invalid UTF-8 at byte 7"});
+}
+
+TEST(DataPreprocessConfig, PackingAndDocumentsAreWordsInConfigsAndEnumsInCode) {
+  for (const auto& c : kPackingWords) EXPECT_EQ(parse_packing("k", to_string(c.value)), c.value) << c.word;
+  for (const auto& c : kDocumentBoundaryWords) EXPECT_EQ(parse_document_boundary("k", to_string(c.value)), c.value);
+  EXPECT_EQ(to_string(Packing::kFullSentences), "full_sentences");
+  EXPECT_EQ(to_string(DocumentBoundary::kBlankLine), "blank_line");
+  test::expect_error([] { parse_packing("preprocess.packing", "sentences"); },
+                     {"preprocess.packing: expected full_sentences or document, got 'sentences'"});
+  PreprocessConfig c;
+  const auto& table = PreprocessConfig::fields();
+  EXPECT_EQ(table.to_kv(c).at("packing"), "full_sentences");
+  EXPECT_EQ(table.to_kv(c).at("documents"), "blank_line");
+  table.apply(c, {{"packing", "document"}, {"documents", "line"}}, "p.ini [preprocess]");
+  EXPECT_EQ(c.packing, Packing::kDocument);
+  EXPECT_EQ(c.documents, DocumentBoundary::kLine);
+  test::expect_error([&] { table.apply(c, {{"documents", "paragraph"}}, "p.ini [preprocess]"); },
+                     {"p.ini [preprocess]: key 'documents': expected blank_line or line, got 'paragraph'"});
 }
 
 }  // namespace

@@ -52,7 +52,7 @@ struct Corpus {
     TokenizerOptions t;
     t.vocab = test::vocab_path();
     tokenizer = make_tokenizer(t);
-    config.documents = "line";  // this copy of WikiText-2 has no blank lines: one paragraph per line
+    config.documents = DocumentBoundary::kLine;  // this copy of WikiText-2 has no blank lines: one paragraph per line
     config.validation_ratio = 0.05;
     config.num_shards = 2;
     config.piece_bytes = 256 << 10;

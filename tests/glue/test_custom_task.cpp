@@ -147,7 +147,7 @@ TEST(GlueCustomTask, JsonlRegressionTakesAnyFiniteScore) {
   c.text_a = "a";
   c.text_b = "b";
   c.label = "score";
-  c.kind = "regression";
+  c.kind = TaskKind::kRegression;
   const TaskSpec task = custom_task_spec(c);
   EXPECT_EQ(metric_names(task), (Fields{"pearson", "spearman"}));
   const SplitData train = read_split(task, task.train, "", ReadOptions{true});
@@ -173,9 +173,24 @@ TEST(GlueCustomTask, ConfigChecksNameTheKey) {
   EXPECT_EQ(err([](auto& c) { c.metrics = "pearson"; }), "task.metrics: 'pearson' is not a classification metric (accuracy, f1, mcc)");
   EXPECT_EQ(err([](auto& c) { c.dev = "/d/dev.txt"; }),
             "task.dev: cannot tell the format of '/d/dev.txt' from its extension (.tsv, .csv, .jsonl); set task.format");
-  EXPECT_EQ(err([](auto& c) { c.kind = "regression"; }), "task.labels: a regression task has no label values (got 'neg,pos')");
+  EXPECT_EQ(err([](auto& c) { c.kind = TaskKind::kRegression; }), "task.labels: a regression task has no label values (got 'neg,pos')");
   EXPECT_EQ(err([](auto& c) { c.dev = ""; }),
             "task.dev: no dev file given (task sentiment; it picks the epoch and the learning rate)");
+  // format and kind are words of a fixed set, refused when the [task] section is read.
+  CustomTaskConfig read;
+  EXPECT_EQ(error_of([&] { CustomTaskConfig::fields().apply(read, {{"format", "xlsx"}}, "t.ini [task]"); }),
+            "t.ini [task]: key 'format': expected auto, tsv, csv or jsonl, got 'xlsx'");
+  EXPECT_EQ(error_of([&] { CustomTaskConfig::fields().apply(read, {{"kind", "ranking"}}, "t.ini [task]"); }),
+            "t.ini [task]: key 'kind': expected classification or regression, got 'ranking'");
+  CustomTaskConfig::fields().apply(read, {{"format", "jsonl"}, {"kind", "regression"}}, "t.ini [task]");
+  EXPECT_EQ(read.format, TableFormat::kJsonl);
+  EXPECT_EQ(read.kind, TaskKind::kRegression);
+  EXPECT_EQ(CustomTaskConfig::fields().to_kv(read).at("format"), "jsonl");
+  EXPECT_EQ(CustomTaskConfig::fields().to_kv(read).at("kind"), "regression");
+  EXPECT_EQ(resolve_table_format(TableFormat::kAuto, "/d/x.JSON", "task.dev"), TableFormat::kJsonl);
+  EXPECT_EQ(resolve_table_format(TableFormat::kCsv, "/d/x.tsv", "task.dev"), TableFormat::kCsv);
+  EXPECT_EQ(error_of([] { read_table("/d/x.tsv", TableFormat::kAuto, true, {}); }),
+            "/d/x.tsv: unknown table format 'auto' (tsv, csv, jsonl)");
   // The task list resolves the custom name; an unknown name still fails.
   const TaskSpec spec = custom_task_spec(ok);
   const auto tasks = parse_task_list("RTE, Sentiment", "finetune.tasks", &spec);

@@ -44,8 +44,8 @@ std::string error_of(F&& f) {
 }
 
 /// Trains, loads through make_tokenizer, and checks ids and round trips on every line.
-void train_and_check(const std::string& input, const std::string& model_type, int64_t vocab_size, bool lower) {
-  ScratchDir dir("spm_" + model_type);
+void train_and_check(const std::string& input, SentencePieceModelType model_type, int64_t vocab_size, bool lower) {
+  ScratchDir dir("spm_" + to_string(model_type));
   SentencePieceTrainOptions o;
   o.input = input;
   o.model = dir.file("shakespeare.model");
@@ -62,7 +62,7 @@ void train_and_check(const std::string& input, const std::string& model_type, in
   EXPECT_EQ(listing[4].substr(0, 7), "[MASK]\t");
 
   TokenizerOptions to;
-  to.kind = "sentencepiece";
+  to.kind = TokenizerKind::kSentencePiece;
   to.vocab = o.model;
   to.lower_case = lower;
   const auto t = make_tokenizer(to);
@@ -95,20 +95,20 @@ void train_and_check(const std::string& input, const std::string& model_type, in
   EXPECT_EQ(std::count(mask_text.begin(), mask_text.end(), s.mask), 0);
   // Subword units: fewer tokens than characters, more than words.
   EXPECT_LT(tokens, static_cast<int64_t>(text.size()) / 2);
-  std::cout << model_type << ": " << lines << " lines, " << tokens << " tokens\n";
+  std::cout << to_string(model_type) << ": " << lines << " lines, " << tokens << " tokens\n";
 
   // The other lower-case setting is refused: the model's normaliser decides.
   to.lower_case = !lower;
   EXPECT_NE(error_of([&] { make_tokenizer(to); }).find(o.model + ": the model "), std::string::npos);
 }
 
-TEST(TextSentencePieceTrain, UnigramCasedOnTinyShakespeare) { train_and_check(shakespeare(), "unigram", 2000, false); }
+TEST(TextSentencePieceTrain, UnigramCasedOnTinyShakespeare) { train_and_check(shakespeare(), SentencePieceModelType::kUnigram, 2000, false); }
 
 TEST(TextSentencePieceTrain, BpeLowerCasedOnPartOfTinyShakespeare) {
   ScratchDir dir("spm_part");
   const std::string text = read_bytes(shakespeare());
   const std::string part = dir.write("part.txt", text.substr(0, 200000));
-  train_and_check(part, "bpe", 1000, true);
+  train_and_check(part, SentencePieceModelType::kBpe, 1000, true);
 }
 
 TEST(TextSentencePieceTrain, BadInputAndOptions) {
@@ -128,9 +128,14 @@ TEST(TextSentencePieceTrain, BadInputAndOptions) {
   EXPECT_EQ(e.find('\n'), std::string::npos);
   EXPECT_FALSE(std::filesystem::exists(o.model));
   EXPECT_FALSE(std::filesystem::exists(o.model + ".tmp"));
-  o.model_type = "wordpiece";
-  EXPECT_EQ(error_of([&] { o.validate(); }), "vocab.model_type: expected unigram or bpe, got 'wordpiece'");
-  o.model_type = "bpe";
+  // model_type is an enum: a wrong word is refused when the [vocab] section is read.
+  EXPECT_EQ(error_of([&] { SentencePieceTrainOptions::fields().apply(o, {{"model_type", "wordpiece"}}, "v.ini [vocab]"); }),
+            "v.ini [vocab]: key 'model_type': expected unigram or bpe, got 'wordpiece'");
+  EXPECT_EQ(error_of([] { parse_sentencepiece_model_type("vocab.model_type", "wordpiece"); }),
+            "vocab.model_type: expected unigram or bpe, got 'wordpiece'");
+  SentencePieceTrainOptions::fields().apply(o, {{"model_type", "bpe"}}, "v.ini [vocab]");
+  EXPECT_EQ(o.model_type, SentencePieceModelType::kBpe);
+  EXPECT_EQ(SentencePieceTrainOptions::fields().to_kv(o).at("model_type"), "bpe");
   o.vocab_size = 5;
   EXPECT_NE(error_of([&] { o.validate(); }).find("vocab.vocab_size:"), std::string::npos);
 }

@@ -141,7 +141,7 @@ TEST(TextTokenizerOptions, FieldTableRoundTripsAndValidates) {
   EXPECT_EQ(kv, (KeyValues{{"kind", "wordpiece"}, {"vocab", ""}, {"lower_case", "true"}, {"max_word_chars", "100"}}));
   table.apply(o, {{"kind", "sentencepiece"}, {"lower_case", "false"}, {"max_word_chars", "50"}, {"vocab", "m.model"}},
               "test");
-  EXPECT_EQ(o.kind, "sentencepiece");
+  EXPECT_EQ(o.kind, TokenizerKind::kSentencePiece);
   EXPECT_FALSE(o.lower_case);
   EXPECT_EQ(o.max_word_chars, 50);
   EXPECT_EQ(o.vocab, "m.model");
@@ -149,9 +149,14 @@ TEST(TextTokenizerOptions, FieldTableRoundTripsAndValidates) {
             std::string::npos);
   TokenizerOptions bad;
   bad.vocab = "v.txt";
-  bad.kind = "bpe";
-  EXPECT_EQ(error_of([&] { bad.validate(); }), "tokenizer.kind: expected wordpiece or sentencepiece, got 'bpe'");
-  bad.kind = "wordpiece";
+  // kind is an enum: a wrong word is refused when the section is read.
+  EXPECT_EQ(error_of([&] { table.apply(bad, {{"kind", "bpe"}}, "cfg [tokenizer]"); }),
+            "cfg [tokenizer]: key 'kind': expected wordpiece or sentencepiece, got 'bpe'");
+  EXPECT_EQ(error_of([] { parse_tokenizer_kind("tokenizer.kind", "bpe"); }),
+            "tokenizer.kind: expected wordpiece or sentencepiece, got 'bpe'");
+  EXPECT_EQ(bad.kind, TokenizerKind::kWordPiece);
+  for (const auto k : {TokenizerKind::kWordPiece, TokenizerKind::kSentencePiece})
+    EXPECT_EQ(parse_tokenizer_kind("k", to_string(k)), k);
   bad.max_word_chars = 0;
   EXPECT_EQ(error_of([&] { bad.validate(); }), "tokenizer.max_word_chars: must be positive, got 0");
   EXPECT_EQ(error_of([] { make_tokenizer(TokenizerOptions{}); }), "tokenizer.vocab: no vocabulary path given");

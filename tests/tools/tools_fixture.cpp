@@ -142,7 +142,7 @@ int forward(const std::string& ckpt_dir, const std::string& out) {
 int tokenize(const std::string& kind, const std::string& vocab, const std::string& lower, const std::string& text,
              const std::string& out) {
   data::TokenizerOptions options;
-  options.kind = kind;
+  options.kind = data::parse_tokenizer_kind("KIND", kind);
   options.vocab = vocab;
   options.lower_case = lower == "true";
   options.validate();

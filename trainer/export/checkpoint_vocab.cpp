@@ -47,7 +47,7 @@ void check_checkpoint_vocab(const fs::path& vocab, const CheckpointModel& ckpt) 
   const std::string actual = file_sha256_hex(vocab.string());
   TUPE_CHECK(saved.empty() || saved == actual, vocab.string() << ": vocabulary sha256 " << actual
                                                    << " differs from the checkpoint's " << saved << " (" << ckpt.dir.string() << ")");
-  if (tokenizer_kind_of(vocab) == "sentencepiece") {
+  if (tokenizer_kind_of(vocab) == data::TokenizerKind::kSentencePiece) {
     const auto pieces = static_cast<int64_t>(read_sentencepiece_model(vocab).pieces.size());
     TUPE_CHECK(pieces <= ckpt.config.vocab_size, vocab.string() << ": " << pieces << " pieces, more than the model's vocab_size "
                                                                 << ckpt.config.vocab_size);

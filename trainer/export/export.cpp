@@ -115,7 +115,7 @@ ExportResult export_checkpoint(const ExportOptions& options) {
   result.vocab = pick_checkpoint_vocab(options.vocab, ckpt);
   if (!result.vocab.empty()) check_checkpoint_vocab(result.vocab, ckpt);
   const bool hf = result.format != "tupe";
-  const bool lower_case = hf && !result.vocab.empty() && tokenizer_kind_of(result.vocab) == "wordpiece"
+  const bool lower_case = hf && !result.vocab.empty() && tokenizer_kind_of(result.vocab) == data::TokenizerKind::kWordPiece
                               ? resolve_lower_case(options.lower_case, ckpt)
                               : true;
 

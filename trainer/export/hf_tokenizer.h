@@ -25,10 +25,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "data_pipeline/text/tokenizer_factory.h"
+
 namespace tupe::exporting {
 
-/// "sentencepiece" for a .model file, else "wordpiece" (a vocab.txt).
-std::string tokenizer_kind_of(const std::filesystem::path& vocab);
+/// kSentencePiece for a .model file, else kWordPiece (a vocab.txt).
+data::TokenizerKind tokenizer_kind_of(const std::filesystem::path& vocab);
 
 /// What a SentencePiece .model holds that tokenizer.json needs (parsed from its protobuf).
 struct SentencePieceModel {

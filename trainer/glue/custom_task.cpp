@@ -22,7 +22,7 @@ std::string extension_lower(const std::string& path) {
 
 std::vector<std::string> metric_list(const CustomTaskConfig& c) {
   if (!c.metrics.empty()) return split_comma_list(c.metrics);
-  if (c.kind == "regression") return {"pearson", "spearman"};
+  if (c.kind == TaskKind::kRegression) return {"pearson", "spearman"};
   return {"accuracy"};
 }
 
@@ -35,12 +35,12 @@ const FieldTable<CustomTaskConfig>& CustomTaskConfig::fields() {
       .path("train", &S::train, "train file (TSV, CSV or JSONL)")
       .path("dev", &S::dev, "dev file, labelled (picks the epoch and the learning rate)")
       .path("test", &S::test, "test file for the submission predictions (\"\" = none)")
-      .text("format", &S::format, "auto (by extension: .tsv .csv .jsonl .json) | tsv | csv | jsonl")
+      .choice("format", &S::format, kTableFormatWords, "auto (by extension: .tsv .csv .jsonl .json) | tsv | csv | jsonl")
       .text("text_a", &S::text_a, "column (header name) or JSONL key of the first text")
       .text("text_b", &S::text_b, "column or key of the second text (\"\" = single-text task)")
       .text("label", &S::label, "column or key of the gold label (classification) or number (regression)")
       .text("index", &S::index, "test file: column or key of the id in the submission (\"\" = row number from 0)")
-      .text("kind", &S::kind, "classification | regression")
+      .choice("kind", &S::kind, kTaskKindWords, "classification | regression")
       .text("labels", &S::labels, "classification: label values in id order, comma-separated (F1: the second is positive)")
       .text("metrics", &S::metrics, "metrics, primary first: accuracy, f1, mcc (classification); pearson, spearman "
                                     "(regression); \"\" = accuracy / pearson,spearman")
@@ -48,11 +48,12 @@ const FieldTable<CustomTaskConfig>& CustomTaskConfig::fields() {
   return table;
 }
 
-std::string resolve_table_format(const std::string& format, const std::string& path, const std::string& key) {
-  if (format != "auto") return format;
+TableFormat resolve_table_format(TableFormat format, const std::string& path, const std::string& key) {
+  if (format != TableFormat::kAuto) return format;
   const std::string ext = extension_lower(path);
-  if (ext == "tsv" || ext == "csv") return ext;
-  if (ext == "jsonl" || ext == "json") return "jsonl";
+  if (ext == "tsv") return TableFormat::kTsv;
+  if (ext == "csv") return TableFormat::kCsv;
+  if (ext == "jsonl" || ext == "json") return TableFormat::kJsonl;
   TUPE_FAIL(key << ": cannot tell the format of '" << path << "' from its extension (.tsv, .csv, .jsonl); set task.format");
 }
 
@@ -71,8 +72,6 @@ void CustomTaskConfig::validate() const {
   TUPE_CHECK(name != "all", "task.name: 'all' is reserved (finetune.tasks = all means the GLUE tasks)");
   TUPE_CHECK(!train.empty(), "task.train: no train file given (task " << name << ")");
   TUPE_CHECK(!dev.empty(), "task.dev: no dev file given (task " << name << "; it picks the epoch and the learning rate)");
-  TUPE_CHECK(format == "auto" || format == "tsv" || format == "csv" || format == "jsonl",
-             "task.format: '" << format << "' is not one of auto, tsv, csv, jsonl");
   resolve_table_format(format, train, "task.train");
   resolve_table_format(format, dev, "task.dev");
   if (!test.empty()) resolve_table_format(format, test, "task.test");
@@ -81,23 +80,22 @@ void CustomTaskConfig::validate() const {
   TUPE_CHECK(text_a != text_b && text_a != label && text_b != label,
              "task: text_a, text_b and label must name different columns");
   TUPE_CHECK(epochs > 0, "task.epochs: must be positive, got " << epochs);
-  TUPE_CHECK(kind == "classification" || kind == "regression",
-             "task.kind: '" << kind << "' is not one of classification, regression");
   const auto values = split_comma_list(labels);
-  if (kind == "classification") {
+  if (kind == TaskKind::kClassification) {
     TUPE_CHECK(values.size() >= 2, "task.labels: a classification task needs at least 2 label values, got '" << labels << "'");
     TUPE_CHECK(std::set<std::string>(values.begin(), values.end()).size() == values.size(),
                "task.labels: a label value is listed twice in '" << labels << "'");
   } else {
     TUPE_CHECK(values.empty(), "task.labels: a regression task has no label values (got '" << labels << "')");
   }
-  const std::set<std::string> allowed = kind == "regression" ? std::set<std::string>{"pearson", "spearman"}
-                                                             : std::set<std::string>{"accuracy", "f1", "mcc"};
+  const bool regression = kind == TaskKind::kRegression;
+  const std::set<std::string> allowed = regression ? std::set<std::string>{"pearson", "spearman"}
+                                                   : std::set<std::string>{"accuracy", "f1", "mcc"};
   const auto m = metric_list(*this);
   TUPE_CHECK(!m.empty(), "task.metrics: no metric given");
   for (const auto& x : m)
-    TUPE_CHECK(allowed.count(x), "task.metrics: '" << x << "' is not a " << kind << " metric ("
-                                                   << (kind == "regression" ? "pearson, spearman" : "accuracy, f1, mcc") << ")");
+    TUPE_CHECK(allowed.count(x), "task.metrics: '" << x << "' is not a " << to_string(kind) << " metric ("
+                                                   << (regression ? "pearson, spearman" : "accuracy, f1, mcc") << ")");
   TUPE_CHECK(std::set<std::string>(m.begin(), m.end()).size() == m.size(), "task.metrics: a metric is listed twice");
 }
 
@@ -107,7 +105,7 @@ TaskSpec custom_task_spec(const CustomTaskConfig& c) {
   TaskSpec t;
   t.name = c.name;
   t.custom = true;
-  t.kind = c.kind == "regression" ? TaskKind::kRegression : TaskKind::kClassification;
+  t.kind = c.kind;
   t.labels = t.kind == TaskKind::kClassification ? split_comma_list(c.labels) : std::vector<std::string>{};
   t.paper_epochs = c.epochs;
   t.metrics = metric_list(c);

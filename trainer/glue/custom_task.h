@@ -39,12 +39,12 @@ struct CustomTaskConfig {
   std::string train;                      ///< train file
   std::string dev;                        ///< dev file (labelled)
   std::string test;                       ///< test file ("" = none)
-  std::string format = "auto";            ///< auto | tsv | csv | jsonl
+  TableFormat format = TableFormat::kAuto;  ///< auto | tsv | csv | jsonl
   std::string text_a;                     ///< column / key of the first text
   std::string text_b;                     ///< column / key of the second text ("" = single text)
   std::string label = "label";            ///< column / key of the label or score
   std::string index;                      ///< test: column / key of the submission id ("" = row number)
-  std::string kind = "classification";    ///< classification | regression
+  TaskKind kind = TaskKind::kClassification;  ///< classification | regression
   std::string labels;                     ///< classification: comma-separated label values in id order
   std::string metrics;                    ///< comma-separated, primary first ("" = the kind's default)
   int64_t epochs = 10;                    ///< epochs when finetune.epochs = 0
@@ -55,9 +55,9 @@ struct CustomTaskConfig {
   static const FieldTable<CustomTaskConfig>& fields();
 };
 
-/// The file format of `path` under `format` (auto: by extension). Throws tupe::Error
-/// "<key>: ..." when auto cannot tell.
-std::string resolve_table_format(const std::string& format, const std::string& path, const std::string& key);
+/// The file format of `path` under `format` (auto: by extension; never kAuto). Throws
+/// tupe::Error "<key>: ..." when auto cannot tell.
+TableFormat resolve_table_format(TableFormat format, const std::string& path, const std::string& key);
 
 /// The TaskSpec of a validated, enabled config: splits "train", "dev" (table column = name),
 /// "test" (submission <name>.tsv) with the files as given.

@@ -9,6 +9,30 @@
 
 namespace tupe::glue {
 
+namespace {
+
+constexpr Choice<SelectEpoch> kSelectEpochWords[] = {{"best", SelectEpoch::kBest}, {"last", SelectEpoch::kLast}};
+constexpr Choice<FinetunePrecision> kPrecisionWords[] = {
+    {"fp32", FinetunePrecision::kFp32}, {"bf16", FinetunePrecision::kBf16}, {"auto", FinetunePrecision::kAuto}};
+
+}  // namespace
+
+std::string to_string(SelectEpoch s) { return choice_word(s, kSelectEpochWords); }
+
+SelectEpoch parse_select_epoch(const std::string& key, const std::string& text) {
+  return parse_choice(key, text, kSelectEpochWords);
+}
+
+std::string to_string(FinetunePrecision p) { return choice_word(p, kPrecisionWords); }
+
+FinetunePrecision parse_finetune_precision(const std::string& key, const std::string& text) {
+  return parse_choice(key, text, kPrecisionWords);
+}
+
+bool uses_bf16(FinetunePrecision p, bool on_cuda) {
+  return p == FinetunePrecision::kBf16 || (p == FinetunePrecision::kAuto && on_cuda);
+}
+
 std::vector<double> FinetuneConfig::learning_rate_list() const {
   std::vector<double> out;
   std::set<double> seen;
@@ -57,10 +81,6 @@ void FinetuneConfig::validate() const {
   TUPE_CHECK(train_rows >= 0, "finetune.train_rows: must be >= 0 (0 = all), got " << train_rows);
   TUPE_CHECK(data_seed >= 0, "finetune.data_seed: must be >= 0, got " << data_seed);
   TUPE_CHECK(eval_batch_size > 0, "finetune.eval_batch_size: must be positive, got " << eval_batch_size);
-  TUPE_CHECK(select_epoch == "best" || select_epoch == "last",
-             "finetune.select_epoch: expected best or last, got '" << select_epoch << "'");
-  TUPE_CHECK(precision == "fp32" || precision == "bf16" || precision == "auto",
-             "finetune.precision: expected fp32, bf16 or auto, got '" << precision << "'");
   TUPE_CHECK(device == "auto" || device == "cpu" || device == "cuda",
              "finetune.device: expected auto, cpu or cuda, got '" << device << "'");
   TUPE_CHECK(threads >= 0, "finetune.threads: must be >= 0, got " << threads);
@@ -91,8 +111,8 @@ const FieldTable<FinetuneConfig>& FinetuneConfig::fields() {
         .integer("train_rows", &C::train_rows, "train on a random subset of this many rows (0 = all)")
         .integer("data_seed", &C::data_seed, "seed of the train_rows subset")
         .integer("eval_batch_size", &C::eval_batch_size, "examples per rank per forward in evaluation")
-        .text("select_epoch", &C::select_epoch, "best | last: the epoch whose dev metric a run reports")
-        .text("precision", &C::precision, "fp32 | bf16 | auto (bf16 on a GPU, fp32 on the CPU)")
+        .choice("select_epoch", &C::select_epoch, kSelectEpochWords, "best | last: the epoch whose dev metric a run reports")
+        .choice("precision", &C::precision, kPrecisionWords, "fp32 | bf16 | auto (bf16 on a GPU, fp32 on the CPU)")
         .text("device", &C::device, "auto | cpu | cuda (auto: cuda:<local rank> when present)")
         .integer("threads", &C::threads, "intra-op CPU threads per rank (0 = LibTorch's default)")
         .boolean("skip_bad_rows", &C::skip_bad_rows, "skip and count malformed rows instead of failing")

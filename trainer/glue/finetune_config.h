@@ -14,6 +14,29 @@
 
 namespace tupe::glue {
 
+/// The epoch whose dev metric a run reports (finetune.select_epoch).
+enum class SelectEpoch {
+  kBest,  ///< the epoch with the best primary dev metric (the earliest of equals)
+  kLast,  ///< the last epoch
+};
+/// "best" | "last".
+std::string to_string(SelectEpoch s);
+/// Parses "best" | "last"; throws tupe::Error "<key>: expected best or last, got '<text>'".
+SelectEpoch parse_select_epoch(const std::string& key, const std::string& text);
+
+/// The autocast dtype of fine-tuning and evaluation (finetune.precision).
+enum class FinetunePrecision {
+  kFp32,  ///< float32 throughout
+  kBf16,  ///< bfloat16 autocast
+  kAuto,  ///< bf16 on a GPU, fp32 on the CPU
+};
+/// "fp32" | "bf16" | "auto".
+std::string to_string(FinetunePrecision p);
+/// Parses "fp32" | "bf16" | "auto"; throws tupe::Error "<key>: expected fp32, bf16 or auto, got '<text>'".
+FinetunePrecision parse_finetune_precision(const std::string& key, const std::string& text);
+/// Whether `p` autocasts to bf16 on a device that is a GPU when `on_cuda`.
+bool uses_bf16(FinetunePrecision p, bool on_cuda);
+
 struct FinetuneConfig {
   std::string tasks = "all";         ///< comma-separated GLUE tasks (CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE, WNLI) or all
   std::string data_dir;              ///< the GLUE folder: <data_dir>/<TASK>/{train,dev,test}.tsv, diagnostic/
@@ -36,8 +59,8 @@ struct FinetuneConfig {
   int64_t train_rows = 0;            ///< train on a random subset of this many rows (0 = all)
   int64_t data_seed = 1;             ///< seed of the train_rows subset
   int64_t eval_batch_size = 64;      ///< examples per rank per forward in evaluation
-  std::string select_epoch = "best"; ///< best | last: the epoch whose dev metric a run reports
-  std::string precision = "auto";    ///< fp32 | bf16 | auto (bf16 on a GPU, fp32 on the CPU)
+  SelectEpoch select_epoch = SelectEpoch::kBest;  ///< best | last: the epoch whose dev metric a run reports
+  FinetunePrecision precision = FinetunePrecision::kAuto;  ///< fp32 | bf16 | auto (bf16 on a GPU, fp32 on the CPU)
   std::string device = "auto";       ///< auto | cpu | cuda (auto: cuda:<local rank> when a GPU is present)
   int64_t threads = 0;               ///< intra-op CPU threads per rank (0 = LibTorch's default)
   bool skip_bad_rows = false;        ///< skip (and count) malformed rows instead of failing

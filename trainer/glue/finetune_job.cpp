@@ -111,7 +111,7 @@ std::vector<TaskResult> run_finetune_job(const dist::MpiEnv& env, const Finetune
                                      << model_config.max_positions);
   const c10::Device device =
       dist::resolve_device(env, dist::parse_device_request(cfg.device, "finetune.device"), "finetune.device");
-  const bool bf16 = cfg.precision == "bf16" || (cfg.precision == "auto" && device.is_cuda());
+  const bool bf16 = uses_bf16(cfg.precision, device.is_cuda());
   dist::DistContext dctx(env, c.dist, device);
 
   RunEnvironment renv;

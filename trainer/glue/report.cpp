@@ -82,7 +82,7 @@ json results_json(const ReportHeader& header, const std::vector<TaskResult>& res
     const TaskSpec& task = *r.task;
     json t;
     t["task"] = task.name;
-    t["kind"] = task.kind == TaskKind::kRegression ? "regression" : "classification";
+    t["kind"] = to_string(task.kind);
     t["labels"] = task.labels;
     t["primary_metric"] = task.primary_metric;
     t["epochs"] = r.epochs;

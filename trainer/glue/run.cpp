@@ -205,7 +205,7 @@ RunRecord run_finetuning(const RunEnvironment& env, const TaskData& data, double
                     er.train_loss);
       log::info(buf + metrics_text(task, er.dev) + " (" + std::to_string(static_cast<int>(seconds_since(t0))) + " s)");
     }
-    const bool improved = cfg.select_epoch == "last" || er.score > best_score;
+    const bool improved = cfg.select_epoch == SelectEpoch::kLast || er.score > best_score;
     if (improved) {
       best_score = er.score;
       rec.selected_epoch = epoch;

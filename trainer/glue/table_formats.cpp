@@ -23,6 +23,12 @@ size_t skip_bom(const std::string& text) { return text.compare(0, 3, "\xEF\xBB\x
 
 }  // namespace
 
+std::string to_string(TableFormat f) { return choice_word(f, kTableFormatWords); }
+
+TableFormat parse_table_format(const std::string& key, const std::string& text) {
+  return parse_choice(key, text, kTableFormatWords);
+}
+
 TsvTable parse_csv(const std::string& text, const std::string& path) {
   TsvTable table;
   table.path = path;
@@ -140,11 +146,14 @@ TsvTable read_jsonl(const std::string& path, const std::vector<std::string>& key
   return parse_jsonl(read_all(path), path, keys);
 }
 
-TsvTable read_table(const std::string& path, const std::string& format, bool header, const std::vector<std::string>& keys) {
-  if (format == "csv") return read_csv(path);
-  if (format == "jsonl") return read_jsonl(path, keys);
-  TUPE_CHECK(format == "tsv", path << ": unknown table format '" << format << "' (tsv, csv, jsonl)");
-  return read_tsv(path, header);
+TsvTable read_table(const std::string& path, TableFormat format, bool header, const std::vector<std::string>& keys) {
+  switch (format) {
+    case TableFormat::kTsv: return read_tsv(path, header);
+    case TableFormat::kCsv: return read_csv(path);
+    case TableFormat::kJsonl: return read_jsonl(path, keys);
+    case TableFormat::kAuto: break;
+  }
+  TUPE_FAIL(path << ": unknown table format '" << to_string(format) << "' (tsv, csv, jsonl)");
 }
 
 }  // namespace tupe::glue

@@ -16,9 +16,25 @@
 #include <string>
 #include <vector>
 
+#include "common/config_fields.h"
 #include "trainer/glue/tsv.h"
 
 namespace tupe::glue {
+
+/// The format of a task file (task.format, SplitSpec::format).
+enum class TableFormat {
+  kAuto,   ///< by the file's extension (a config's choice; resolve_table_format picks one of the others)
+  kTsv,    ///< GLUE's TSV (tsv.h)
+  kCsv,    ///< CSV per RFC 4180
+  kJsonl,  ///< JSON Lines
+};
+/// The words of TableFormat in configs, in the order errors list them.
+inline constexpr Choice<TableFormat> kTableFormatWords[] = {
+    {"auto", TableFormat::kAuto}, {"tsv", TableFormat::kTsv}, {"csv", TableFormat::kCsv}, {"jsonl", TableFormat::kJsonl}};
+/// "auto" | "tsv" | "csv" | "jsonl".
+std::string to_string(TableFormat f);
+/// Parses a word of kTableFormatWords; throws tupe::Error "<key>: expected auto, tsv, csv or jsonl, got '<text>'".
+TableFormat parse_table_format(const std::string& key, const std::string& text);
 
 /// Parses CSV text (see above); `path` names the file in errors.
 TsvTable parse_csv(const std::string& text, const std::string& path);
@@ -32,8 +48,8 @@ TsvTable parse_jsonl(const std::string& text, const std::string& path, const std
 /// Reads a JSONL file. Throws tupe::Error "<path>: ..." when unreadable.
 TsvTable read_jsonl(const std::string& path, const std::vector<std::string>& keys);
 
-/// The table of a file in `format` ("tsv", "csv", "jsonl"); `header` for TSV only, `keys`
-/// for JSONL only.
-TsvTable read_table(const std::string& path, const std::string& format, bool header, const std::vector<std::string>& keys);
+/// The table of a file in `format` (tsv, csv or jsonl; auto is refused: resolve it first);
+/// `header` for TSV only, `keys` for JSONL only.
+TsvTable read_table(const std::string& path, TableFormat format, bool header, const std::vector<std::string>& keys);
 
 }  // namespace tupe::glue

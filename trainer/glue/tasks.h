@@ -8,12 +8,23 @@
 #include <string>
 #include <vector>
 
+#include "common/config_fields.h"
+#include "trainer/glue/table_formats.h"
+
 namespace tupe::glue {
 
+/// What a task predicts (a custom task's task.kind).
 enum class TaskKind {
   kClassification,  ///< cross-entropy over the label names
   kRegression,      ///< STS-B: one output, mean squared error against the float score
 };
+/// The words of TaskKind in configs and reports.
+inline constexpr Choice<TaskKind> kTaskKindWords[] = {{"classification", TaskKind::kClassification},
+                                                      {"regression", TaskKind::kRegression}};
+/// "classification" | "regression".
+std::string to_string(TaskKind k);
+/// Parses a word of kTaskKindWords; throws tupe::Error "<key>: expected classification or regression, got '<text>'".
+TaskKind parse_task_kind(const std::string& key, const std::string& text);
 
 /// A column: by header name, or by 0-based position in a header-less file.
 struct ColumnRef {
@@ -33,7 +44,7 @@ struct SplitSpec {
   ColumnRef index;         ///< the id written to the submission file (test files)
   std::string submission;  ///< test files: submission file name, e.g. "SST-2.tsv"; "" otherwise
   std::string table_column;///< dev files: column of the results table, e.g. "MNLI-m"
-  std::string format = "tsv"; ///< tsv (GLUE's) | csv (RFC 4180) | jsonl (table_formats.h)
+  TableFormat format = TableFormat::kTsv; ///< tsv (GLUE's) | csv (RFC 4180) | jsonl (table_formats.h); never auto
   bool own_path = false;   ///< `file` is used as given (custom tasks), not under the GLUE folder
   bool labelled() const { return !label.name.empty() || label.position >= 0; }
   bool pair() const { return !text_b.name.empty() || text_b.position >= 0; }

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/config_fields.h"
 #include "common/error.h"
 #include "data_pipeline/text/tokenizer_factory.h"
 #include "data_pipeline/text/wordpiece.h"
@@ -29,18 +30,39 @@ namespace tupe::predict {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+constexpr Choice<FillMaskFormat> kFormatWords[] = {{"jsonl", FillMaskFormat::kJsonl}, {"tsv", FillMaskFormat::kTsv}};
+constexpr Choice<PredictPrecision> kPrecisionWords[] = {{"fp32", PredictPrecision::kFp32},
+                                                        {"bf16", PredictPrecision::kBf16}};
+
+/// The autocast dtype of `p`.
+at::ScalarType autocast_dtype(PredictPrecision p) { return p == PredictPrecision::kBf16 ? at::kBFloat16 : at::kFloat; }
+
+}  // namespace
+
+std::string to_string(FillMaskFormat f) { return choice_word(f, kFormatWords); }
+
+FillMaskFormat parse_fill_mask_format(const std::string& option, const std::string& text) {
+  return parse_choice(option, text, kFormatWords);
+}
+
+std::string to_string(PredictPrecision p) { return choice_word(p, kPrecisionWords); }
+
+PredictPrecision parse_predict_precision(const std::string& option, const std::string& text) {
+  return parse_choice(option, text, kPrecisionWords);
+}
+
 void PredictOptions::validate() const {
   TUPE_CHECK(!checkpoint.empty(), "--checkpoint: no checkpoint given (a step_XXXXXXXX folder or a checkpoint.dir)");
   TUPE_CHECK(mode == "fill-mask" || mode == "embeddings", "--mode: '" << mode << "' is not one of fill-mask, embeddings");
   TUPE_CHECK(lower_case == "auto" || lower_case == "true" || lower_case == "false",
              "--lower-case: '" << lower_case << "' is not one of auto, true, false");
-  TUPE_CHECK(format == "jsonl" || format == "tsv", "--format: '" << format << "' is not one of jsonl, tsv");
   TUPE_CHECK(pooling == "cls" || pooling == "tokens", "--pooling: '" << pooling << "' is not one of cls, tokens");
   TUPE_CHECK(top_k >= 1, "--top-k: must be >= 1, got " << top_k);
   TUPE_CHECK(batch_size >= 1, "--batch-size: must be >= 1, got " << batch_size);
   TUPE_CHECK(device == "auto" || device == "cpu" || device == "cuda",
              "--device: '" << device << "' is not one of auto, cpu, cuda");
-  TUPE_CHECK(precision == "fp32" || precision == "bf16", "--precision: '" << precision << "' is not one of fp32, bf16");
   TUPE_CHECK(threads >= 0, "--threads: must be >= 0, got " << threads);
   TUPE_CHECK(mode != "embeddings" || (!output.empty() && output != "-"),
              "--output: embeddings go to a .safetensors file (give --output FILE)");
@@ -67,13 +89,13 @@ std::unique_ptr<data::Tokenizer> checkpoint_tokenizer(const PredictOptions& o, c
   data::TokenizerOptions t;
   t.kind = exporting::tokenizer_kind_of(*vocab);
   t.vocab = vocab->string();
-  if (t.kind == "wordpiece") {
+  if (t.kind == data::TokenizerKind::kWordPiece) {
     t.lower_case = exporting::resolve_lower_case(o.lower_case, ckpt);
   } else if (o.lower_case != "auto") {
     t.lower_case = o.lower_case == "true";
   }
   std::unique_ptr<data::Tokenizer> tokenizer;
-  if (t.kind == "sentencepiece" && o.lower_case == "auto") {
+  if (t.kind == data::TokenizerKind::kSentencePiece && o.lower_case == "auto") {
     // SentencePiece keeps its case rule in the model: take the one it accepts.
     try {
       t.lower_case = true;
@@ -152,7 +174,7 @@ Ranked fill_mask(model::TupeBertImpl& net, const std::vector<InputLine>& lines, 
       for (int64_t p : lines[rows[i]].mask_positions) flat.push_back(static_cast<int64_t>(i) * b.length + p);
     at::Tensor logits;
     {
-      trainer::AutocastScope autocast(device.type(), o.precision == "bf16" ? at::kBFloat16 : at::kFloat);
+      trainer::AutocastScope autocast(device.type(), autocast_dtype(o.precision));
       logits = net.mlm_logits(b.ids, b.mask, b.segments, at::tensor(flat, at::kLong).to(device));
     }
     const auto [values, indices] = logits.to(at::kFloat).softmax(-1).topk(k, -1);  // (M, k) each
@@ -173,10 +195,10 @@ Ranked fill_mask(model::TupeBertImpl& net, const std::vector<InputLine>& lines, 
 
 void write_fill_mask(std::ostream& os, const std::vector<InputLine>& lines, const Ranked& ranked, const PredictOptions& o,
                      const data::Tokenizer& tokenizer) {
-  if (o.format == "tsv") os << "line\tmask\tposition\trank\ttoken_id\ttoken\tprobability\n";
+  if (o.format == FillMaskFormat::kTsv) os << "line\tmask\tposition\trank\ttoken_id\ttoken\tprobability\n";
   for (size_t i = 0; i < lines.size(); ++i) {
     const InputLine& line = lines[i];
-    if (o.format == "tsv") {
+    if (o.format == FillMaskFormat::kTsv) {
       for (size_t j = 0; j < ranked[i].size(); ++j)
         for (size_t c = 0; c < ranked[i][j].size(); ++c) {
           char prob[32];
@@ -228,7 +250,7 @@ void embeddings(model::TupeBertImpl& net, const std::vector<InputLine>& lines, c
     Batch b = make_batch(lines, rows, pad, segments, device);
     at::Tensor hidden;
     {
-      trainer::AutocastScope autocast(device.type(), o.precision == "bf16" ? at::kBFloat16 : at::kFloat);
+      trainer::AutocastScope autocast(device.type(), autocast_dtype(o.precision));
       hidden = net.encoder->forward(b.ids, b.mask, b.segments).hidden;  // (B, L_b, d)
     }
     hidden = hidden.to(at::kFloat).to(at::kCPU);

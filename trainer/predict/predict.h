@@ -26,6 +26,26 @@
 
 namespace tupe::predict {
 
+/// The file format of fill-mask output (--format).
+enum class FillMaskFormat {
+  kJsonl,  ///< one JSON record per input line
+  kTsv,    ///< a header, then one row per prediction
+};
+/// "jsonl" | "tsv".
+std::string to_string(FillMaskFormat f);
+/// Parses "jsonl" | "tsv"; throws tupe::Error "<option>: expected jsonl or tsv, got '<text>'".
+FillMaskFormat parse_fill_mask_format(const std::string& option, const std::string& text);
+
+/// The autocast dtype of the forward pass (--precision).
+enum class PredictPrecision {
+  kFp32,  ///< float32 throughout
+  kBf16,  ///< bfloat16 autocast (the softmax stays float32)
+};
+/// "fp32" | "bf16".
+std::string to_string(PredictPrecision p);
+/// Parses "fp32" | "bf16"; throws tupe::Error "<option>: expected fp32 or bf16, got '<text>'".
+PredictPrecision parse_predict_precision(const std::string& option, const std::string& text);
+
 struct PredictOptions {
   std::filesystem::path checkpoint;  ///< step_XXXXXXXX folder, or a folder of them (newest whole one)
   std::filesystem::path vocab;       ///< vocab.txt / .model ("" = the checkpoint's tokenizer.vocab when readable)
@@ -33,12 +53,12 @@ struct PredictOptions {
   std::string mode;                  ///< fill-mask | embeddings
   std::string input = "-";           ///< text file, one input per line; "-" = stdin
   std::string output = "-";          ///< fill-mask: file or "-" (stdout); embeddings: a .safetensors file
-  std::string format = "jsonl";      ///< fill-mask output: jsonl | tsv
+  FillMaskFormat format = FillMaskFormat::kJsonl;  ///< fill-mask output: jsonl | tsv
   std::string pooling = "cls";       ///< embeddings: cls ((N, d)) | tokens ((N, L, d))
   int64_t top_k = 5;                 ///< fill-mask: predictions per [MASK] (1..vocab_size)
   int64_t batch_size = 32;           ///< lines per forward pass
   std::string device = "auto";       ///< auto (cuda:0 when a GPU is visible) | cpu | cuda
-  std::string precision = "fp32";    ///< fp32 | bf16 (autocast; the softmax stays float32)
+  PredictPrecision precision = PredictPrecision::kFp32;  ///< fp32 | bf16 (autocast; the softmax stays float32)
   int64_t threads = 0;               ///< intra-op CPU threads (0 = LibTorch's default)
 
   /// Throws tupe::Error "--<option>: <cause>" (pure; files are not opened).
