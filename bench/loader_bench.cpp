@@ -15,7 +15,7 @@
 #include "data_pipeline/shard_set.h"
 
 namespace po = boost::program_options;
-using namespace tupe::data;
+using namespace tupe::data_pipeline;
 
 namespace {
 
@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
                 static_cast<long long>(ds->size()), static_cast<long long>(tokens_total), ds->info().shards.size(),
                 static_cast<long long>(ds->info().max_seq_len), ds->info().format.c_str(),
                 static_cast<double>(ds->read_stats().index_bytes) / (1 << 20));
-    for (const auto& t : split_list(threads_text)) {
+    for (const auto& t : tupe::split_comma_list(threads_text)) {
       LoaderConfig cfg;
       cfg.global_batch_size = batch;
       cfg.num_threads = std::stoll(t);

@@ -14,7 +14,7 @@
 #include "data_pipeline/dataset.h"
 
 namespace po = boost::program_options;
-using namespace tupe::data;
+using namespace tupe::data_pipeline;
 
 int main(int argc, char** argv) {
   std::string from, out;

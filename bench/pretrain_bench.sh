@@ -6,7 +6,7 @@
 #      the malloc policy tupe sets for itself (common/host_memory.h), so the ratio is also
 #      shown without that advantage.
 #   2. TUPE-R vs BERT-A step time in tupe: the four variants interleaved step by step in one
-#      process (build/trainer/loop/variant_step_bench), plus the tokens/s of the separate
+#      process (build/trainer/pretrain/variant_step_bench), plus the tokens/s of the separate
 #      TUPE-R `tupe pretrain` runs of step 1.
 # Needs shards: bench/pretrain_bench.sh SHARD_DIR
 # Environment: BENCH_STEPS (30), BENCH_ROUNDS (2), BENCH_RATIO_ROUNDS (30), BENCH_THREADS (1),
@@ -71,5 +71,5 @@ print(f"ratio tupe BERT-A / HF: {a / hf:.2f}x   (goal >= 2.0); against HF with t
 print(f"separate runs, step time TUPE-R / BERT-A: {a / r:.3f}x")
 PY
 echo "TUPE-R vs BERT-A, variants interleaved step by step in one process (goal <= 1.03):"
-"$here/build/trainer/loop/variant_step_bench" --shards "$shards" --hidden "$H" --layers "$N" --seq "$L" \
+"$here/build/trainer/pretrain/variant_step_bench" --shards "$shards" --hidden "$H" --layers "$N" --seq "$L" \
   --batch "$B" --threads "$threads" --precision "$prec" --rounds "${BENCH_RATIO_ROUNDS:-30}"

@@ -36,7 +36,7 @@
 #include "dist/ddp.h"
 #include "dist/device.h"
 #include "model/tupe_bert.h"
-#include "trainer/loop/step.h"
+#include "trainer/pretrain/step.h"
 
 namespace po = boost::program_options;
 using namespace tupe;
@@ -146,11 +146,11 @@ int main(int argc, char** argv) {
     dist_options.timeout_s = 0;
     dist::DistContext context(env, dist_options, device);
 
-    data::LoaderConfig lc;
+    data_pipeline::LoaderConfig lc;
     lc.global_batch_size = batch;
     lc.pad_to_max_seq_len = true;
-    auto ds = data::open_pretrain_dataset(data::split_list(shards), lc.dataset_options("train", ""));
-    data::Loader loader(ds, lc, 0, 1);
+    auto ds = data_pipeline::open_pretrain_dataset(split_comma_list(shards), lc.dataset_options("train", ""));
+    data_pipeline::Loader loader(ds, lc, 0, 1);
 
     model::ModelConfig mc;
     mc.vocab_size = ds->info().vocab_size;
@@ -166,14 +166,14 @@ int main(int argc, char** argv) {
     net->to(device);
     net->train();
 
-    trainer::PretrainConfig cfg;
+    pretrain::PretrainConfig cfg;
     cfg.model = mc;
     cfg.data = lc;
     cfg.precision.precision = precision == "bf16" ? trainer::Precision::kBf16 : trainer::Precision::kFp32;
     cfg.train.micro_batch_size = micro;
     cfg.optimizer.warmup_steps = 10;
     cfg.optimizer.total_steps = 1000;
-    trainer::StepRunner runner(*net, context, cfg, /*accumulation=*/batch / micro, micro);
+    pretrain::StepRunner runner(*net, context, cfg, /*accumulation=*/batch / micro, micro);
 
     OpObserver observer;
     at::enableRecordFunction(true);
@@ -182,9 +182,9 @@ int main(int argc, char** argv) {
     const char* phases[] = {"forward", "backward", "reduce", "optimizer"};
     int64_t scheduler_step = 0;
     for (int64_t s = 0; s <= steps; ++s) {
-      data::Batch b = loader.next();
-      trainer::StepTimes times;
-      trainer::StepPhaseHook hook = [&](const char* phase) {
+      data_pipeline::Batch b = loader.next();
+      pretrain::StepTimes times;
+      pretrain::StepPhaseHook hook = [&](const char* phase) {
         if (device.is_cuda()) torch::cuda::synchronize();
         if (s == 0) return;
         const auto c = OpObserver::take();

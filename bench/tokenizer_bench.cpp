@@ -62,10 +62,10 @@ int main(int argc, char** argv) {
       start = end + 1;
     }
 
-    tupe::data::WordPieceOptions o;
+    tupe::data_pipeline::WordPieceOptions o;
     o.vocab_path = args.vocab;
     o.lower_case = o.strip_accents = !args.cased;
-    const tupe::data::WordPieceTokenizer tokenizer(o);
+    const tupe::data_pipeline::WordPieceTokenizer tokenizer(o);
 
     std::vector<std::vector<int32_t>> ids(lines.size());
     double best_s = 1e30;

@@ -28,7 +28,7 @@
 #include "data_pipeline/loader.h"
 #include "model/tupe_bert.h"
 #include "dist/grad_buffer.h"
-#include "trainer/loop/autocast.h"
+#include "trainer/autocast.h"
 #include "trainer/loss_scaler.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/optimizer.h"
@@ -96,11 +96,11 @@ int main(int argc, char** argv) {
     };
     at::set_num_threads(static_cast<int>(threads));
 
-    data::LoaderConfig lc;
+    data_pipeline::LoaderConfig lc;
     lc.global_batch_size = batch;
     lc.pad_to_max_seq_len = true;
-    auto ds = data::open_pretrain_dataset(data::split_list(shards), lc.dataset_options("train", ""));
-    data::Loader loader(ds, lc, 0, 1);
+    auto ds = data_pipeline::open_pretrain_dataset(split_comma_list(shards), lc.dataset_options("train", ""));
+    data_pipeline::Loader loader(ds, lc, 0, 1);
 
     trainer::OptimizerOptions oo;
     trainer::PrecisionOptions po;
@@ -145,7 +145,7 @@ int main(int argc, char** argv) {
                 malloc_kept ? "freed memory kept" : "glibc default");
 
     for (int64_t r = 0; r < warmup + rounds; ++r) {
-      data::Batch b = loader.next();
+      data_pipeline::Batch b = loader.next();
       b.input_ids = b.input_ids.to(device);
       b.attention_mask = b.attention_mask.to(device);
       if (b.segment_ids.defined()) b.segment_ids = b.segment_ids.to(device);

@@ -9,8 +9,8 @@
 
 #include "cli/commands.h"
 #include "cli/config_cli.h"
-#include "common/log.h"
 #include "common/error.h"
+#include "common/log.h"
 #include "trainer/export/analysis.h"
 
 namespace po = boost::program_options;

@@ -19,9 +19,9 @@
 
 #include "cli/commands.h"
 #include "cli/config_cli.h"
-#include "common/log.h"
 #include "cli/rank_guard.h"
 #include "common/error.h"
+#include "common/log.h"
 #include "data_pipeline/text/tokenizer_factory.h"
 #include "dist/agreement.h"
 #include "dist/context.h"
@@ -42,7 +42,7 @@ namespace {
 
 int evaluate_job(const dist::MpiEnv& env, int argc, char** argv) {
   glue::FinetuneConfig cfg;
-  data::TokenizerOptions tok_options;
+  data_pipeline::TokenizerOptions tok_options;
   dist::DistOptions dist_options;
   glue::CustomTaskConfig task_config;
   std::string model_path;
@@ -54,7 +54,7 @@ int evaluate_job(const dist::MpiEnv& env, int argc, char** argv) {
                 "here when its name is the model's task, else the one the model recorded.");
   cli.section("finetune", glue::FinetuneConfig::fields(), cfg);
   cli.section("task", glue::CustomTaskConfig::fields(), task_config);
-  cli.section("tokenizer", data::TokenizerOptions::fields(), tok_options);
+  cli.section("tokenizer", data_pipeline::TokenizerOptions::fields(), tok_options);
   cli.section("dist", dist::DistOptions::fields(), dist_options);
   cli.options().add_options()("model", po::value<std::string>(&model_path),
                               "fine-tuned model: <finetune output_dir>/models/<TASK> or one of its step_<N> folders")(
@@ -74,7 +74,7 @@ int evaluate_job(const dist::MpiEnv& env, int argc, char** argv) {
 
   const int rank = env.rank();
   if (cfg.threads > 0) at::set_num_threads(static_cast<int>(cfg.threads));
-  auto tokenizer = data::make_tokenizer(tok_options);
+  auto tokenizer = data_pipeline::make_tokenizer(tok_options);
   const glue::FinetunedModel saved = glue::load_finetuned_model(model_path);
   glue::check_vocabulary(saved.vocab_sha256, *tokenizer, saved.dir.string());
   glue::TaskSpec custom;
@@ -90,7 +90,7 @@ int evaluate_job(const dist::MpiEnv& env, int argc, char** argv) {
   trainer::copy_named_tensors(glue::finetuned_parameters(*net), saved.tensors,
                               (saved.dir / "model.safetensors").string());
   const c10::Device device =
-      dist::resolve_device(env, dist::parse_device_request(cfg.device, "finetune.device"), "finetune.device");
+      dist::resolve_device(env, cfg.device, "finetune.device");
   const bool bf16 = glue::uses_bf16(cfg.precision, device.is_cuda());
   dist::DistContext dctx(env, dist_options, device);
   net->to(dctx.device());

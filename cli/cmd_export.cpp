@@ -11,8 +11,8 @@
 
 #include "cli/commands.h"
 #include "cli/config_cli.h"
-#include "common/log.h"
 #include "common/error.h"
+#include "common/log.h"
 #include "trainer/export/export.h"
 
 namespace po = boost::program_options;
@@ -47,10 +47,10 @@ int run_export(int argc, char** argv) {
   options.checkpoint = checkpoint;
   options.output = output;
   options.vocab = vocab;
-  options.format = format;
-  options.lower_case = lower_case;
+  options.format = exporting::parse_export_format("--format", format);
+  options.lower_case = exporting::parse_lower_case("--lower-case", lower_case);
   const auto result = exporting::export_checkpoint(options);
-  log::info("exported " + result.checkpoint.string() + " -> " + output + " (format " + result.format +
+  log::info("exported " + result.checkpoint.string() + " -> " + output + " (format " + exporting::to_string(result.format) +
             (result.architecture.empty() ? "" : ", " + result.architecture) + ")");
   log::info(result.vocab.empty() ? std::string("no vocabulary, no tokenizer files (give --vocab)")
                                  : "vocabulary " + result.vocab.string());

@@ -30,7 +30,7 @@ int finetune_job(const dist::MpiEnv& env, int argc, char** argv) {
                 "names it (trainer/glue/custom_task.h; README \"Custom tasks\").");
   cli.section("finetune", glue::FinetuneConfig::fields(), config.finetune);
   cli.section("task", glue::CustomTaskConfig::fields(), config.task);
-  cli.section("tokenizer", data::TokenizerOptions::fields(), config.tokenizer);
+  cli.section("tokenizer", data_pipeline::TokenizerOptions::fields(), config.tokenizer);
   cli.section("dist", dist::DistOptions::fields(), config.dist);
   cli.options().add_options()("skip-bad-rows", "skip (and count) malformed task-file rows (= --finetune.skip_bad_rows true)");
   if (!cli.parse(argc, argv)) return 0;

@@ -55,23 +55,23 @@ std::string human_bytes(int64_t b) {
 
 int preprocess_job(const dist::MpiEnv& env, int argc, char** argv) {
   const int rank = env.rank(), world = env.world_size();
-  data::PreprocessConfig config;
-  data::TokenizerOptions tok_options;
+  data_pipeline::PreprocessConfig config;
+  data_pipeline::TokenizerOptions tok_options;
   std::vector<std::string> inputs;
   std::string output;
   ConfigCli cli("preprocess",
                 "Tokenises text files (or folders of them) and packs them into HDF5 shards.\n"
                 "Under mpirun the shard files are dealt to ranks; the result does not depend on the rank count.");
-  cli.section("preprocess", data::PreprocessConfig::fields(), config);
-  cli.section("tokenizer", data::TokenizerOptions::fields(), tok_options);
+  cli.section("preprocess", data_pipeline::PreprocessConfig::fields(), config);
+  cli.section("tokenizer", data_pipeline::TokenizerOptions::fields(), tok_options);
   cli.options().add_options()("input", po::value<std::vector<std::string>>(&inputs)->multitoken()->composing(),
                               "text files or folders (searched recursively), one or more")(
       "output", po::value<std::string>(&output), "folder for the shards (created if missing)")(
       "overwrite", "replace shards already in the output folder (stale ones are removed after success)")(
       "quiet", "no progress lines");
 
-  std::unique_ptr<data::Tokenizer> tokenizer;
-  data::PreprocessPlan plan;
+  std::unique_ptr<data_pipeline::Tokenizer> tokenizer;
+  data_pipeline::PreprocessPlan plan;
   std::vector<std::string> existing;
   bool help = false, overwrite = false, quiet = false;
   std::string command_line = "tupe";
@@ -84,9 +84,9 @@ int preprocess_job(const dist::MpiEnv& env, int argc, char** argv) {
     overwrite = cli.vm().count("overwrite") > 0;
     quiet = cli.vm().count("quiet") > 0;
     TUPE_CHECK(!inputs.empty(), "preprocess: no input given (--input FILE_OR_FOLDER)");
-    plan = data::plan_preprocess(inputs, output, config);
-    tokenizer = data::make_tokenizer(tok_options);
-    existing = data::existing_shards(output);
+    plan = data_pipeline::plan_preprocess(inputs, output, config);
+    tokenizer = data_pipeline::make_tokenizer(tok_options);
+    existing = data_pipeline::existing_shards(output);
     TUPE_CHECK(existing.empty() || overwrite, output << ": already holds shards (" << existing.front()
                                                      << ", ...); pass --overwrite to replace them");
     std::error_code ec;
@@ -97,7 +97,7 @@ int preprocess_job(const dist::MpiEnv& env, int argc, char** argv) {
   if (help) return 0;
   if (!err.empty()) throw AgreedError(err);  // every rank holds the same message
   // Every rank must see the same inputs and settings: a mixed set is never written.
-  const auto description = data::describe_preprocess_run(plan, config, *tokenizer, output);
+  const auto description = data_pipeline::describe_preprocess_run(plan, config, *tokenizer, output);
   // The ranks compare the output folder as an absolute path (the same relative path from
   // ranks started in different working folders would split one set over two folders); the
   // run id keeps it as given, so runs from different folders write identical shards.
@@ -107,10 +107,10 @@ int preprocess_job(const dist::MpiEnv& env, int argc, char** argv) {
   err = dist::first_difference(env, "preprocess input check", compared);
   if (!err.empty()) throw AgreedError(err);  // every rank holds the same message
   const std::string run_id =
-      dist::broadcast_string(env, rank == 0 ? data::preprocess_run_id(description, plan) : std::string(), 0);
+      dist::broadcast_string(env, rank == 0 ? data_pipeline::preprocess_run_id(description, plan) : std::string(), 0);
   // Temporary files of killed runs into this folder (each rank clears its own host's).
   std::vector<std::string> other_hosts;
-  for (const auto& f : data::remove_stale_temp_shards(output, &other_hosts))
+  for (const auto& f : data_pipeline::remove_stale_temp_shards(output, &other_hosts))
     log::warn("preprocess: removed " + f + ", left by a writer that no longer runs");
   if (rank == 0)
     for (const auto& f : other_hosts)
@@ -121,10 +121,10 @@ int preprocess_job(const dist::MpiEnv& env, int argc, char** argv) {
   // Phase 2: every rank writes its shards under temporary names.
   const auto t0 = std::chrono::steady_clock::now();
   auto last_print = t0;
-  std::vector<std::unique_ptr<data::ShardWriter>> writers;
+  std::vector<std::unique_ptr<data_pipeline::ShardWriter>> writers;
   err = dist::first_error(env, attempt([&] {
-    writers = data::run_preprocess_jobs(
-        plan, config, *tokenizer, rank, world, command_line, run_id, [&](const data::PreprocessProgress& p) {
+    writers = data_pipeline::run_preprocess_jobs(
+        plan, config, *tokenizer, rank, world, command_line, run_id, [&](const data_pipeline::PreprocessProgress& p) {
           const auto now = std::chrono::steady_clock::now();
           const bool done = p.pieces_done == p.pieces_total;
           if (rank != 0 || quiet || (!done && now - last_print < std::chrono::seconds(1))) return;

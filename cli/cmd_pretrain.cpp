@@ -1,5 +1,5 @@
 // tupe pretrain --config FILE [--resume auto|none|PATH]: data-parallel MLM pre-training
-// under mpirun (one rank per GPU, or CPU ranks). See trainer/loop/pretrain.h.
+// under mpirun (one rank per GPU, or CPU ranks). See trainer/pretrain/pretrain.h.
 #include <boost/program_options/value_semantic.hpp>
 #include <sstream>
 
@@ -9,14 +9,14 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "dist/mpi_env.h"
-#include "trainer/loop/pretrain.h"
+#include "trainer/pretrain/pretrain.h"
 
 namespace tupe::cli {
 
 namespace {
 
 int pretrain_job(const dist::MpiEnv& env, int argc, char** argv) {
-  trainer::PretrainConfig cfg;
+  pretrain::PretrainConfig cfg;
   ConfigCli cli("pretrain",
                 "Pre-trains TUPE-BERT with masked language modelling on preprocessed shards, data-parallel\n"
                 "across MPI ranks (NCCL on GPUs, MPI on CPU), with periodic atomic checkpoints.\n"
@@ -25,12 +25,12 @@ int pretrain_job(const dist::MpiEnv& env, int argc, char** argv) {
                               "auto (newest whole checkpoint under checkpoint.dir, else start fresh), none, or a "
                               "checkpoint folder");
   cli.section("model", model::ModelConfig::fields(), cfg.model);
-  cli.section("data", data::LoaderConfig::fields(), cfg.data);
+  cli.section("data", data_pipeline::LoaderConfig::fields(), cfg.data);
   cli.section("optimizer", trainer::OptimizerOptions::fields(), cfg.optimizer);
   cli.section("precision", trainer::PrecisionOptions::fields(), cfg.precision);
   cli.section("checkpoint", trainer::CheckpointOptions::fields(), cfg.checkpoint);
   cli.section("dist", dist::DistOptions::fields(), cfg.dist);
-  cli.section("train", trainer::TrainOptions::fields(), cfg.train);
+  cli.section("train", pretrain::TrainOptions::fields(), cfg.train);
   if (!cli.parse(argc, argv)) return 0;
   cfg.effective = cli.effective();
   const std::string resume = cli.vm()["resume"].as<std::string>();
@@ -38,7 +38,7 @@ int pretrain_job(const dist::MpiEnv& env, int argc, char** argv) {
   {
     // Once the checks passed, the whole effective config goes to the run folder and the
     // console gets one line.
-    const auto result = trainer::run_pretraining(env, cfg, resume, [&] {
+    const auto result = pretrain::run_pretraining(env, cfg, resume, [&] {
       log::info(cli.write_effective(cfg.checkpoint.dir + "/effective_config.ini"));
     });
     std::ostringstream line;
@@ -55,7 +55,7 @@ int pretrain_job(const dist::MpiEnv& env, int argc, char** argv) {
 }  // namespace
 
 int run_pretrain(int argc, char** argv) {
-  trainer::install_checkpoint_signal_handlers();
+  pretrain::install_checkpoint_signal_handlers();
   dist::MpiEnv env(&argc, &argv);
   return run_job_on_ranks(env, "pretrain", [&] { return pretrain_job(env, argc, argv); });
 }

@@ -10,19 +10,19 @@
 namespace tupe::cli {
 
 int run_vocab(int argc, char** argv) {
-  data::SentencePieceTrainOptions options;
+  data_pipeline::SentencePieceTrainOptions options;
   ConfigCli cli("vocab",
                 "Trains a SentencePiece vocabulary on UTF-8 text files; [PAD] [UNK] [CLS] [SEP] [MASK] get ids 0-4.");
-  cli.section("vocab", data::SentencePieceTrainOptions::fields(), options);
+  cli.section("vocab", data_pipeline::SentencePieceTrainOptions::fields(), options);
   if (!cli.parse(argc, argv)) return 0;
   options.validate();
   std::cout << "# effective config\n";
   cli.print_effective(std::cout);
-  const data::SentencePieceTrainResult r = data::train_sentencepiece(options);
+  const data_pipeline::SentencePieceTrainResult r = data_pipeline::train_sentencepiece(options);
   std::cout << "\n# trained\nmodel = " << r.model_path << "\npieces = " << r.vocab_path << "\nvocab_size = " << r.vocab_size
-            << "\nvocab_sha256 = " << r.sha256 << "\nspecial ids = [PAD] " << data::SentencePieceReservedIds::kPad
-            << ", [UNK] " << data::SentencePieceReservedIds::kUnk << ", [CLS] " << data::SentencePieceReservedIds::kCls
-            << ", [SEP] " << data::SentencePieceReservedIds::kSep << ", [MASK] " << data::SentencePieceReservedIds::kMask
+            << "\nvocab_sha256 = " << r.sha256 << "\nspecial ids = [PAD] " << data_pipeline::SentencePieceReservedIds::kPad
+            << ", [UNK] " << data_pipeline::SentencePieceReservedIds::kUnk << ", [CLS] " << data_pipeline::SentencePieceReservedIds::kCls
+            << ", [SEP] " << data_pipeline::SentencePieceReservedIds::kSep << ", [MASK] " << data_pipeline::SentencePieceReservedIds::kMask
             << "\n";
   return 0;
 }

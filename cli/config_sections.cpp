@@ -11,8 +11,8 @@
 #include "model/config.h"
 #include "trainer/glue/custom_task.h"
 #include "trainer/glue/finetune_config.h"
-#include "trainer/loop/train_options.h"
 #include "trainer/options.h"
+#include "trainer/pretrain/train_options.h"
 
 namespace tupe::cli {
 
@@ -37,17 +37,17 @@ struct KnownSection {
 
 const KnownSection kKnownSections[] = {
     {"model", "info, pretrain", &check_fields<model::ModelConfig>},
-    {"data", "pretrain", &check_fields<data::LoaderConfig>},
+    {"data", "pretrain", &check_fields<data_pipeline::LoaderConfig>},
     {"optimizer", "pretrain", &check_fields<trainer::OptimizerOptions>},
     {"precision", "pretrain", &check_fields<trainer::PrecisionOptions>},
     {"checkpoint", "pretrain", &check_fields<trainer::CheckpointOptions>},
     {"dist", "pretrain, finetune, evaluate", &check_fields<dist::DistOptions>},
-    {"train", "pretrain", &check_fields<trainer::TrainOptions>},
+    {"train", "pretrain", &check_fields<pretrain::TrainOptions>},
     {"finetune", "finetune, evaluate", &check_fields<glue::FinetuneConfig>},
     {"task", "finetune, evaluate", &check_fields<glue::CustomTaskConfig>},
-    {"tokenizer", "preprocess, finetune, evaluate", &check_fields<data::TokenizerOptions>},
-    {"preprocess", "preprocess", &check_fields<data::PreprocessConfig>},
-    {"vocab", "vocab", &check_fields<data::SentencePieceTrainOptions>},
+    {"tokenizer", "preprocess, finetune, evaluate", &check_fields<data_pipeline::TokenizerOptions>},
+    {"preprocess", "preprocess", &check_fields<data_pipeline::PreprocessConfig>},
+    {"vocab", "vocab", &check_fields<data_pipeline::SentencePieceTrainOptions>},
 };
 
 }  // namespace

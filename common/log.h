@@ -10,7 +10,7 @@
 //          and main() print the error that ends a job; nothing else does)
 // Every record is flushed when written, so a log redirected to a file under mpirun or
 // SLURM is complete up to the last line even after a crash. Records are whole lines: the
-// rank 0 progress line (trainer/loop/metrics.h) is the one thing that rewrites a line, and
+// rank 0 progress line (trainer/pretrain/metrics.h) is the one thing that rewrites a line, and
 // only on a real terminal.
 //
 // The level comes from --log-level (every subcommand; cli/config_cli.h), else the

@@ -8,7 +8,7 @@
 
 #include "common/error.h"
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 
 Batch slice_rows(const Batch& batch, int64_t begin, int64_t end) {
   const int64_t b = batch.rows();
@@ -136,4 +136,4 @@ Batch BatchBuilder::build(int64_t epoch, const std::vector<int64_t>& step_indice
   return batch;
 }
 
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

@@ -16,7 +16,7 @@
 #include "data_pipeline/loader_config.h"
 #include "data_pipeline/masker.h"
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 
 struct Batch {
   at::Tensor input_ids;             ///< [b, L] int64, masked input, [PAD] after the real tokens
@@ -74,4 +74,4 @@ class BatchBuilder {
   bool static_masks_;  // use the dataset's stored masks
 };
 
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

@@ -15,7 +15,7 @@
 
 namespace fs = std::filesystem;
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 
 DocumentBoundary parse_document_boundary(const std::string& key, const std::string& text) {
   return parse_choice(key, text, kDocumentBoundaryWords);
@@ -289,4 +289,4 @@ bool file_has_text(const std::string& path, int64_t file_bytes) {
   return !classify_line(carry, 0, static_cast<int64_t>(carry.size())).blank;
 }
 
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

@@ -14,7 +14,7 @@
 
 #include "common/config_fields.h"
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 
 /// Where one document of the raw text ends (preprocess.documents).
 enum class DocumentBoundary {
@@ -88,4 +88,4 @@ void for_each_line(std::string_view bytes, DocumentSpan doc, F&& line) {
   }
 }
 
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

@@ -11,7 +11,7 @@
 
 #include "common/mix64.h"
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 
 /// Domains keep keys of different uses apart (the same (seed, epoch, index) must not give
 /// the epoch order and the masks the same numbers).
@@ -47,4 +47,4 @@ class CounterRng {
   uint64_t state_;  ///< the key plus kGoldenGamma per number drawn
 };
 
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

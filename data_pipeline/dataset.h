@@ -12,7 +12,7 @@
 
 #include "data_pipeline/tokenizer.h"
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 
 /// One sample, real tokens only (no padding).
 struct Sample {
@@ -127,4 +127,4 @@ std::vector<std::pair<std::string, std::string>> describe_shards(const DatasetIn
 /// The shard files open_pretrain_dataset would read, in order.
 std::vector<std::string> list_shard_files(const std::vector<std::string>& paths, const std::string& split);
 
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

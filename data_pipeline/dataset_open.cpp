@@ -14,7 +14,7 @@
 
 namespace fs = std::filesystem;
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 
 namespace {
 
@@ -239,4 +239,4 @@ std::shared_ptr<const PretrainDataset> open_pretrain_dataset(const std::vector<s
   return std::make_shared<ShardSetDataset>(std::move(info), std::move(shards));
 }
 
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

@@ -5,7 +5,7 @@
 
 #include "common/error.h"
 
-namespace tupe::data::h5 {
+namespace tupe::data_pipeline::h5 {
 
 std::mutex& hdf5_mutex() {
   static std::mutex m;
@@ -381,4 +381,4 @@ void write_string_attribute(const std::string& path, hid_t obj, const std::strin
   write_attribute(path, obj, name, type.get(), type.get(), &s);
 }
 
-}  // namespace tupe::data::h5
+}  // namespace tupe::data_pipeline::h5

@@ -14,7 +14,7 @@
 #include <type_traits>
 #include <vector>
 
-namespace tupe::data::h5 {
+namespace tupe::data_pipeline::h5 {
 
 /// The lock that serialises all HDF5 calls of the process (HDF5 itself is process-global
 /// state, so this lock is too: a function-local static, not a mutable data global).
@@ -139,4 +139,4 @@ void write_int_attribute(const std::string& path, hid_t obj, const std::string& 
 void write_double_attribute(const std::string& path, hid_t obj, const std::string& name, double value);
 void write_string_attribute(const std::string& path, hid_t obj, const std::string& name, const std::string& value);
 
-}  // namespace tupe::data::h5
+}  // namespace tupe::data_pipeline::h5

@@ -5,7 +5,7 @@
 #include "common/error.h"
 #include "common/log.h"
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 
 namespace {
 
@@ -132,4 +132,4 @@ std::optional<Batch> EvalIterator::next() {
   return b;
 }
 
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

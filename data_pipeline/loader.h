@@ -21,7 +21,7 @@
 #include "data_pipeline/batch.h"
 #include "data_pipeline/sampler.h"
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 
 class Loader {
  public:
@@ -95,4 +95,4 @@ class EvalIterator {
   std::vector<int64_t> indices_;
 };
 
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

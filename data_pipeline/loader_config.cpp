@@ -2,7 +2,7 @@
 
 #include "common/error.h"
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 
 std::string to_string(PinMemory p) {
   switch (p) {
@@ -90,6 +90,4 @@ const FieldTable<LoaderConfig>& LoaderConfig::fields() {
   return table;
 }
 
-std::vector<std::string> split_list(const std::string& text) { return split_comma_list(text); }
-
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

@@ -9,7 +9,7 @@
 #include "data_pipeline/dataset.h"
 #include "data_pipeline/masker.h"
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 
 /// Page-locked (pinned) batch memory, for asynchronous host-to-GPU copies.
 enum class PinMemory {
@@ -51,7 +51,4 @@ struct LoaderConfig {
   static const FieldTable<LoaderConfig>& fields();
 };
 
-/// Splits "a,b , c" into {"a", "b", "c"} (empty items dropped).
-std::vector<std::string> split_list(const std::string& text);
-
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

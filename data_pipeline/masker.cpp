@@ -6,7 +6,7 @@
 #include "common/error.h"
 #include "data_pipeline/counter_rng.h"
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 
 void MaskingConfig::validate() const {
   TUPE_CHECK(mask_probability > 0 && mask_probability <= 1,
@@ -76,4 +76,4 @@ void Masker::mask(int64_t epoch, int64_t sample_index, const int32_t* ids, int64
   }
 }
 
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

@@ -16,7 +16,7 @@
 #include "common/config_fields.h"
 #include "data_pipeline/tokenizer.h"
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 
 struct MaskingConfig {
   double mask_probability = 0.15;     ///< fraction of candidate tokens predicted (rounded, >= 1)
@@ -59,4 +59,4 @@ class Masker {
   uint64_t seed_;
 };
 
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

@@ -5,7 +5,7 @@
 #include "data_pipeline/hdf5_util.h"
 #include "data_pipeline/shard_readers.h"
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 
 namespace {
 
@@ -148,4 +148,4 @@ ShardContents read_nvidia_shard(const std::string& path, const DatasetOptions& o
   return read_nvidia_rows(f, 0, f.rows);
 }
 
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

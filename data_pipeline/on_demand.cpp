@@ -11,7 +11,7 @@
 
 #include "common/error.h"
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 
 // ---- SampleIndex -----------------------------------------------------------------------
 
@@ -173,4 +173,4 @@ ReadStats OnDemandDataset::read_stats() const {
   return r;
 }
 
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

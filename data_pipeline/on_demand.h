@@ -34,7 +34,7 @@
 #include "data_pipeline/shard_format.h"
 #include "data_pipeline/shard_set.h"
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 
 /// Per-sample facts of one shard, appended in sample order. Lengths and counts are < 65536
 /// (max_seq_len <= 65535); token offsets are kept once per 64 samples.
@@ -171,4 +171,4 @@ class OnDemandDataset final : public PretrainDataset {
   std::vector<int64_t> starts_;  // [shards + 1] first global index of each shard, then N
 };
 
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

@@ -14,7 +14,7 @@
 #include "data_pipeline/on_demand.h"
 #include "data_pipeline/shard_readers.h"
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 
 namespace {
 
@@ -399,4 +399,4 @@ std::unique_ptr<ShardSource> open_nvidia_shard_on_demand(const std::string& path
   return source;
 }
 
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

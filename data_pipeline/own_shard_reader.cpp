@@ -3,7 +3,7 @@
 #include "data_pipeline/hdf5_util.h"
 #include "data_pipeline/shard_readers.h"
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 
 std::string detect_shard_format(const std::string& path) {
   h5::Lock lock;
@@ -88,4 +88,4 @@ ShardContents read_own_shard(const std::string& path, const DatasetOptions& opti
   return c;
 }
 
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

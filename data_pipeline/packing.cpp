@@ -2,7 +2,7 @@
 
 #include "common/error.h"
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 
 Packing parse_packing(const std::string& key, const std::string& text) { return parse_choice(key, text, kPackingWords); }
 
@@ -57,4 +57,4 @@ void SequencePacker::finish() {
   stream_has_doc_ = false;
 }
 
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

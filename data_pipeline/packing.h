@@ -21,7 +21,7 @@
 #include "common/config_fields.h"
 #include "data_pipeline/tokenizer.h"
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 
 /// How documents fill sequences (preprocess.packing).
 enum class Packing {
@@ -67,4 +67,4 @@ class SequencePacker {
   int64_t num_sequences_ = 0;
 };
 
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

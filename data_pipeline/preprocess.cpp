@@ -10,7 +10,7 @@
 
 namespace fs = std::filesystem;
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 
 void PreprocessConfig::validate() const {
   TUPE_CHECK(max_seq_len >= 8 && max_seq_len <= 65535, "preprocess.max_seq_len: must be in 8..65535, got " << max_seq_len);
@@ -206,4 +206,4 @@ std::vector<std::unique_ptr<ShardWriter>> run_preprocess_jobs(const PreprocessPl
   return writers;
 }
 
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

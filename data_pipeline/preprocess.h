@@ -24,7 +24,7 @@
 #include "data_pipeline/shard_writer.h"
 #include "data_pipeline/tokenizer.h"
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 
 struct PreprocessConfig {
   int64_t max_seq_len = 128;            ///< sequence length incl. [CLS] and [SEP] (tokens)
@@ -108,4 +108,4 @@ std::vector<std::unique_ptr<ShardWriter>> run_preprocess_jobs(const PreprocessPl
                                                               int64_t world_size, const std::string& command_line,
                                                               const std::string& run_id, const ProgressFn& progress);
 
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

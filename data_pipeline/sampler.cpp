@@ -3,7 +3,7 @@
 #include "common/error.h"
 #include "data_pipeline/counter_rng.h"
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 
 EpochPermutation::EpochPermutation(int64_t n, uint64_t seed, int64_t epoch) : n_(n) {
   int bits = 0;
@@ -81,4 +81,4 @@ std::pair<int64_t, int64_t> GlobalSampler::rank_rows(int64_t rank, int64_t world
   return {rank * local, (rank + 1) * local};
 }
 
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 
 /// Where the data stream stands: the loader's entire state.
 struct LoaderState {
@@ -71,4 +71,4 @@ class GlobalSampler {
   bool shuffle_;
 };
 
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

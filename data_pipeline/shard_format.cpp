@@ -5,7 +5,7 @@
 #include "common/error.h"
 #include "data_pipeline/hdf5_util.h"
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 
 TokenDtype token_dtype_for_vocab(int64_t vocab_size) {
   if (vocab_size <= 256) return TokenDtype::kUint8;
@@ -109,4 +109,4 @@ std::string shard_file_name(const std::string& split, int64_t shard_index, int64
   return split + buf;
 }
 
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

@@ -33,7 +33,7 @@
 
 #include "data_pipeline/tokenizer.h"
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 
 inline constexpr const char* kShardFormatName = "tupe-pretrain-shard";
 inline constexpr int64_t kShardFormatVersion = 2;
@@ -82,4 +82,4 @@ ShardHeader read_shard_header(const std::string& path, hid_t file);
 /// "<split>-SSSSS-of-NNNNN.h5".
 std::string shard_file_name(const std::string& split, int64_t shard_index, int64_t num_shards);
 
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

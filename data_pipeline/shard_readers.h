@@ -10,7 +10,7 @@
 #include "data_pipeline/shard_format.h"
 #include "data_pipeline/shard_set.h"
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 
 /// "tupe" when the file's root has attribute 'format', else "nvidia" (whose reader then
 /// names any missing dataset). Throws when the file cannot be opened as HDF5.
@@ -49,4 +49,4 @@ ShardContents read_nvidia_rows(const NvidiaShardFile& f, int64_t row_begin, int6
 /// list); ids < options.vocab_size. `max_seq_len` receives L.
 ShardContents read_nvidia_shard(const std::string& path, const DatasetOptions& options, int64_t& max_seq_len);
 
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

@@ -4,7 +4,7 @@
 
 #include "common/error.h"
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 
 int64_t count_ordinary(const int32_t* ids, int64_t n, const SpecialTokens& sp, const int32_t* masked_positions,
                        const int32_t* masked_labels, int64_t masks) {
@@ -138,4 +138,4 @@ std::shared_ptr<const PretrainDataset> make_memory_dataset(const std::vector<std
   return std::make_shared<ShardSetDataset>(std::move(info), std::move(shards));
 }
 
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

@@ -8,7 +8,7 @@
 
 #include "data_pipeline/dataset.h"
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 
 /// Whether `id` is one of the special tokens ([PAD] [UNK] [CLS] [SEP] [MASK]).
 inline bool is_special_token(int32_t id, const SpecialTokens& sp) {
@@ -66,4 +66,4 @@ std::shared_ptr<const PretrainDataset> make_memory_dataset(const std::vector<std
                                                            int64_t vocab_size, SpecialTokens special,
                                                            int64_t max_seq_len);
 
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

@@ -10,7 +10,7 @@
 
 #include "common/error.h"
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 
 namespace {
 
@@ -186,4 +186,4 @@ std::vector<std::string> remove_stale_temp_shards(const std::string& folder, std
   return removed;
 }
 
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

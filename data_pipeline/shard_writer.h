@@ -11,7 +11,7 @@
 #include "data_pipeline/shard_format.h"
 #include "data_pipeline/shard_set.h"
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 
 struct ShardWriterOptions {
   int64_t compression_level = 0;       ///< deflate level 0..9 (0 = unfiltered: read by file offset)
@@ -64,4 +64,4 @@ std::vector<std::string> remove_stale_temp_shards(const std::string& folder, std
 /// This host's name (gethostname), "localhost" when unknown.
 std::string host_name();
 
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

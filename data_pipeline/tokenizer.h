@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 
 /// Ids of the special tokens ([PAD], [CLS], [SEP], [MASK], [UNK]).
 struct SpecialTokens {
@@ -40,4 +40,4 @@ class Tokenizer {
   virtual std::string vocab_sha256() const = 0;
 };
 
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

@@ -25,6 +25,15 @@ DeviceRequest parse_device_request(const std::string& text, const std::string& k
   TUPE_FAIL(key << ": expected auto, cpu or cuda, got '" << text << "'");
 }
 
+std::string to_string(DeviceRequest request) {
+  switch (request) {
+    case DeviceRequest::kAuto: return "auto";
+    case DeviceRequest::kCpu: return "cpu";
+    case DeviceRequest::kCuda: return "cuda";
+  }
+  return "?";
+}
+
 int cuda_device_for_local_rank(int local_rank, int visible_devices) {
   TUPE_CHECK(visible_devices >= 1, "device: no CUDA device is visible to this process");
   TUPE_CHECK(local_rank >= 0, "device: local rank " << local_rank << " is negative");

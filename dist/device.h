@@ -27,6 +27,8 @@ enum class DeviceRequest {
 };
 /// Parses auto | cpu | cuda; throws tupe::Error "<key>: expected auto, cpu or cuda, got '...'".
 DeviceRequest parse_device_request(const std::string& text, const std::string& key);
+/// "auto" | "cpu" | "cuda".
+std::string to_string(DeviceRequest request);
 
 /// The CUDA device index of a rank: local_rank mod visible_devices. Throws tupe::Error
 /// when visible_devices < 1 or local_rank < 0.

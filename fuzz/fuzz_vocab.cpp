@@ -1,4 +1,4 @@
-// Fuzz target for the vocab reader: tupe::data::read_wordpiece_vocab(path, &sha256)
+// Fuzz target for the vocab reader: tupe::data_pipeline::read_wordpiece_vocab(path, &sha256)
 // (data_pipeline/text/wordpiece.cpp). Each input is written to /dev/shm and read as a
 // vocab.txt; when it loads and holds the five special tokens, a WordPieceTokenizer is built
 // from it and encodes/decodes a fixed text (the vocabulary index over fuzzed tokens).
@@ -19,7 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<std::string> tokens;
   try {
     std::string sha;
-    tokens = tupe::data::read_wordpiece_vocab(path.string(), &sha);
+    tokens = tupe::data_pipeline::read_wordpiece_vocab(path.string(), &sha);
     if (sha.size() != 64) tupe_fuzz::fail("sha256 is not 64 hex digits");
     std::set<std::string> seen;
     for (const auto& t : tokens)
@@ -30,11 +30,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   try {
-    tupe::data::WordPieceOptions options;
+    tupe::data_pipeline::WordPieceOptions options;
     options.vocab_path = path.string();
     options.lower_case = size % 2 == 0;
     options.strip_accents = options.lower_case;
-    const tupe::data::WordPieceTokenizer tok(options);
+    const tupe::data_pipeline::WordPieceTokenizer tok(options);
     const auto ids = tok.encode("Hello, [CLS] unaffable w\xC3\xB6rld! \xE4\xB8\xAD\xE6\x96\x87 ##ing [MASK]x running");
     for (int32_t id : ids)
       if (id < 0 || id >= tok.vocab_size()) tupe_fuzz::fail("encode returned an id outside the vocabulary");

@@ -158,7 +158,7 @@ configure() {  # in place: a rerun (the rehearsal's second pass) rebuilds only w
 }
 run_step configure configure || finish 1
 rows[-1]="${rows[-1]% |} $(grep -h -m1 -o 'tupe: CUDA [0-9.]*' "$logs/configure.log") + NCCL: GPU path compiled |"
-targets=(tupe tupe_gpu_tests tupe_loop_tests dist_unit_tests allreduce_bench variant_step_bench)
+targets=(tupe tupe_gpu_tests pretrain_unit_tests dist_unit_tests allreduce_bench variant_step_bench)
 note="${#targets[@]} targets, $(nproc) cores"
 run_step build cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" || finish 1
 tupe="$build/cli/tupe"
@@ -175,7 +175,7 @@ export LD_LIBRARY_PATH="$mpi_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # ---- Tests -----------------------------------------------------------------------------------
 note="device plan, batch plan, buckets"
 run_step unit bash -c "cd '$build' && tests/dist/dist_unit_tests --gtest_filter='DistDevicePlan.*:DistBucketAssignment.*' &&
-  tests/loop/tupe_loop_tests --gtest_filter='BatchPlan.*'"
+  tests/pretrain/pretrain_unit_tests --gtest_filter='BatchPlan.*'"
 cuda_tier() {
   cd "$build" && ctest --output-on-failure -L gpu -V 2>&1 | tee "$logs/cuda-tier-verbose.txt" |
     grep -E "Test +#|tests passed|Skipped|Failed|SDPA backend|CUDA vs|DDP \(NCCL|exactness|^tupe GPU" | tail -80
@@ -235,7 +235,7 @@ fi
 
 # BERT-Base, bf16: the four variants interleaved; tokens/s and MFU from the median step.
 bench() {  # seq batch
-  "$build/trainer/loop/variant_step_bench" --shards "/tmp/tupe-shards-$1" --device cuda --precision bf16 \
+  "$build/trainer/pretrain/variant_step_bench" --shards "/tmp/tupe-shards-$1" --device cuda --precision bf16 \
     --hidden 768 --layers 12 --seq "$1" --batch "$2" --rounds 20 --warmup 3
 }
 mfu_note() {  # seq batch log: tokens/s, MFU (FLOPs as executed: encoder over L, MLM head on 15% of tokens, x3; 989 TFLOP/s bf16 peak)

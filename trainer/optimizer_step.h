@@ -1,4 +1,4 @@
-// The optimizer step shared by pre-training (trainer/loop/step.h) and fine-tuning
+// The optimizer step shared by pre-training (trainer/pretrain/step.h) and fine-tuning
 // (trainer/glue/run.cpp), after the last micro-step's backward and the gradient sync.
 // With g the synchronised, loss-scaled gradients as ONE flat tensor (DDP's gradient
 // buffer), S the loss scale and t the optimizer step (1-based):

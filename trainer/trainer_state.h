@@ -2,7 +2,7 @@
 // needs (FORMATS.md section 4): steps, loss-scaler state, data position, the full effective
 // config, the vocabulary hash, world size and the format version. No random-number
 // generator state: every step reseeds from (seed, step, rank) and masks are a pure function
-// of (seed, epoch, sample), so resume needs none (trainer/loop/resume.cpp). The "rng" entry
+// of (seed, epoch, sample), so resume needs none (trainer/pretrain/resume.cpp). The "rng" entry
 // that builds before 2026-11-30 wrote is accepted and ignored.
 //
 //   {"format": "tupe-trainer-state", "format_version": 1, "step": 1200,

@@ -9,7 +9,7 @@
 
 #include "common/error.h"
 
-namespace tupe::data::bert_chars {
+namespace tupe::data_pipeline::bert_chars {
 
 namespace {
 
@@ -224,4 +224,4 @@ void normalize_run(const std::u32string& run, bool strip_accents, bool lower_cas
   }
 }
 
-}  // namespace tupe::data::bert_chars
+}  // namespace tupe::data_pipeline::bert_chars

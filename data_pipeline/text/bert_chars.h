@@ -23,7 +23,7 @@
 #include <cstdint>
 #include <string>
 
-namespace tupe::data::bert_chars {
+namespace tupe::data_pipeline::bert_chars {
 
 enum Flag : uint8_t {
   kRemoved = 1,        ///< dropped by clean_text
@@ -59,4 +59,4 @@ constexpr uint8_t ascii_flags(unsigned char b) {
   return 0;
 }
 
-}  // namespace tupe::data::bert_chars
+}  // namespace tupe::data_pipeline::bert_chars

@@ -5,7 +5,7 @@
 #include "data_pipeline/text/bert_chars.h"
 #include "data_pipeline/text/utf8.h"
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 
 namespace {
 
@@ -132,4 +132,4 @@ void bert_basic_split(std::string_view text, const BertBasicOptions& options, Wo
   Splitter(options, sink).split(text);
 }
 
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

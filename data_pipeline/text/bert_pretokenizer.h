@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 
 /// Receives the words of a text, in order.
 class WordSink {
@@ -34,4 +34,4 @@ struct BertBasicOptions {
 /// Thread-safe (all state is local to the call).
 void bert_basic_split(std::string_view text, const BertBasicOptions& options, WordSink& sink);
 
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

@@ -6,7 +6,7 @@
 #include "common/sha256.h"
 #include "data_pipeline/text/utf8.h"
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 
 SentencePieceTokenizer::SentencePieceTokenizer(const std::string& model_path, bool lower_case)
     : path_(model_path), processor_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {
@@ -61,4 +61,4 @@ std::string SentencePieceTokenizer::id_to_piece(int32_t id) const {
   return processor_->IdToPiece(id);
 }
 
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

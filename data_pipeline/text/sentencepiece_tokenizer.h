@@ -12,7 +12,7 @@ namespace sentencepiece {
 class SentencePieceProcessor;
 }
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 
 class SentencePieceTokenizer final : public Tokenizer {
  public:
@@ -46,4 +46,4 @@ class SentencePieceTokenizer final : public Tokenizer {
   std::string sha256_;
 };
 
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

@@ -14,7 +14,7 @@
 #include "common/sha256.h"
 #include "data_pipeline/text/utf8.h"
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 
 namespace {
 
@@ -47,18 +47,6 @@ std::string vocab_listing_path(const std::string& model) {
 }
 
 }  // namespace
-
-std::vector<std::string> split_comma_list(const std::string& list) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  while (start <= list.size()) {
-    size_t end = list.find(',', start);
-    if (end == std::string::npos) end = list.size();
-    if (end > start) parts.push_back(list.substr(start, end - start));
-    start = end + 1;
-  }
-  return parts;
-}
 
 namespace {
 
@@ -168,4 +156,4 @@ SentencePieceTrainResult train_sentencepiece(const SentencePieceTrainOptions& op
   return result;
 }
 
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

@@ -9,7 +9,7 @@
 
 #include "common/config_fields.h"
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 
 /// Reserved ids of a trained model (see the file comment).
 struct SentencePieceReservedIds {
@@ -62,7 +62,4 @@ struct SentencePieceTrainResult {
 /// Not thread-safe: it sets SentencePiece's process-wide random seed.
 SentencePieceTrainResult train_sentencepiece(const SentencePieceTrainOptions& options);
 
-/// Splits "a,b,c" into its non-empty parts.
-std::vector<std::string> split_comma_list(const std::string& list);
-
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

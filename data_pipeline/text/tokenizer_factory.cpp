@@ -4,7 +4,7 @@
 #include "data_pipeline/text/sentencepiece_tokenizer.h"
 #include "data_pipeline/text/wordpiece.h"
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 
 namespace {
 
@@ -48,4 +48,4 @@ std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& options) {
   return std::make_unique<WordPieceTokenizer>(wp);
 }
 
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

@@ -7,7 +7,7 @@
 #include "common/config_fields.h"
 #include "data_pipeline/tokenizer.h"
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 
 /// Which tokenizer reads the vocabulary (tokenizer.kind).
 enum class TokenizerKind {
@@ -34,4 +34,4 @@ struct TokenizerOptions {
 /// strips accents (BERT's convention); sentencepiece: lower_case must match the model.
 std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& options);
 
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

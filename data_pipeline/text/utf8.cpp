@@ -7,7 +7,7 @@
 #include <sstream>
 #include <vector>
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 
 namespace {
 
@@ -88,4 +88,4 @@ void validate_utf8_file(const std::string& path) {
   }
 }
 
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

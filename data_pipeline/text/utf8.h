@@ -12,7 +12,7 @@
 
 #include "common/error.h"
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 
 /// Invalid UTF-8. what() is "invalid UTF-8 at byte N: <cause>" (no file name: the caller
 /// prefixes it); byte_offset() is N, so a caller encoding a file piecewise can add its own
@@ -97,4 +97,4 @@ inline void append_utf8(std::string& out, char32_t cp) {
   }
 }
 
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

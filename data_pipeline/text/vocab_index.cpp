@@ -2,7 +2,7 @@
 
 #include "common/error.h"
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 
 void VocabIndex::grow() {
   const size_t capacity = slots_.empty() ? 64 : slots_.size() * 2;
@@ -40,4 +40,4 @@ bool VocabIndex::insert(std::string_view token, int32_t id) {
   return true;
 }
 
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

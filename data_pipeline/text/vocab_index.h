@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 
 class VocabIndex {
  public:
@@ -72,4 +72,4 @@ class VocabIndex {
   size_t max_length_bytes_ = 0;
 };
 
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

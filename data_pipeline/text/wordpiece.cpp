@@ -11,7 +11,7 @@
 #include "common/sha256.h"
 #include "data_pipeline/text/utf8.h"
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 
 namespace {
 
@@ -201,4 +201,4 @@ std::string WordPieceTokenizer::decode(const std::vector<int32_t>& ids) const {
   return out;
 }
 
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

@@ -20,7 +20,7 @@
 #include "data_pipeline/text/vocab_index.h"
 #include "data_pipeline/tokenizer.h"
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 
 struct WordPieceOptions {
   std::string vocab_path;        ///< BERT vocab.txt
@@ -73,4 +73,4 @@ class WordPieceTokenizer final : public Tokenizer {
   std::string sha256_;
 };
 
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

@@ -65,7 +65,7 @@ fi
 check_error "vocab/v.txt" bash -c "cd '$pdir/elsewhere' && '$TUPE_BIN' preprocess --quiet --config ../conf/p.ini \
   --tokenizer.vocab vocab/v.txt --input ../text.txt --output out2"
 rm -rf "$pdir"
-check_error "--mode: 'fill' is not one of fill-mask, embeddings" "$TUPE_BIN" predict --checkpoint /nonexistent --mode fill
+check_error "--mode: expected fill-mask or embeddings, got 'fill'" "$TUPE_BIN" predict --checkpoint /nonexistent --mode fill
 check_error "/nonexistent: no such checkpoint folder" "$TUPE_BIN" predict --checkpoint /nonexistent --mode fill-mask
 # Words of a fixed set (enums): the error names the option or key, the value and the allowed words.
 check_error "--format: expected jsonl or tsv, got 'xml'" "$TUPE_BIN" predict --checkpoint /nonexistent --mode fill-mask \

@@ -15,7 +15,7 @@
 #include "common/error.h"
 #include "tests/support/test_paths.h"
 
-namespace tupe::data::test {
+namespace tupe::data_pipeline::test {
 
 /// $TUPE_SHARED_DATA, else the folder CMake was configured with (../shared/data).
 inline std::string shared_data() {
@@ -100,4 +100,4 @@ inline void expect_error(const std::function<void()>& f, std::initializer_list<s
   }
 }
 
-}  // namespace tupe::data::test
+}  // namespace tupe::data_pipeline::test

@@ -9,7 +9,7 @@
 #include "data_pipeline/dataset.h"
 #include "data_test_util.h"
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 namespace {
 
 test::CommandResult preprocess(const std::string& args) {
@@ -94,4 +94,4 @@ TEST(DataCliPreprocess, GoodRunWritesShardsOnlyAndRefusesToOverwrite) {
 }
 
 }  // namespace
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

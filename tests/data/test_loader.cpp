@@ -13,7 +13,7 @@
 #include "data_pipeline/shard_set.h"
 #include "data_test_util.h"
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 namespace {
 
 constexpr int64_t kVocab = 30522;
@@ -326,4 +326,4 @@ TEST(DataEval, CoversValidationOnceWithFixedMasks) {
 }
 
 }  // namespace
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

@@ -13,7 +13,7 @@
 #include "data_pipeline/preprocess.h"
 #include "data_test_util.h"
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 namespace {
 
 std::vector<int32_t> random_sequence(uint64_t seed, int64_t len, bool with_unk) {
@@ -223,4 +223,4 @@ TEST(DataPreprocessConfig, PackingAndDocumentsAreWordsInConfigsAndEnumsInCode) {
 }
 
 }  // namespace
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

@@ -16,7 +16,7 @@
 
 namespace fs = std::filesystem;
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 namespace {
 
 constexpr int64_t kVocab = 30522;
@@ -356,4 +356,4 @@ TEST(DataCorpus, PieceErrorsNameTheFileOffsetAndBlankFilesHaveNoText) {
 }
 
 }  // namespace
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

@@ -17,7 +17,7 @@
 #include "data_pipeline/shard_writer.h"
 #include "data_test_util.h"
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 namespace {
 
 const std::string kSha(64, 'a');
@@ -390,4 +390,4 @@ TEST_F(DataNvidia, BadFilesAreRefusedWithFileAndCause) {
 }
 
 }  // namespace
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

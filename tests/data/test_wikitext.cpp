@@ -17,7 +17,7 @@
 #include "data_pipeline/text/tokenizer_factory.h"
 #include "data_test_util.h"
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 namespace {
 
 /// Lower-cased, accents stripped (NFD minus non-spacing marks), control, format and white
@@ -234,4 +234,4 @@ TEST(DataWikitext, SameSampleSameMaskOtherEpochOtherMask) {
 }
 
 }  // namespace
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

@@ -30,10 +30,10 @@ inline std::string glue_dir() { return shared_data() + "/glue"; }
 inline std::string uncased_vocab() { return shared_data() + "/vocab/bert-base-uncased-vocab.txt"; }
 
 /// The WordPiece tokenizer of bert-base-uncased (lower-casing).
-inline std::unique_ptr<data::Tokenizer> uncased_tokenizer() {
-  data::TokenizerOptions o;
+inline std::unique_ptr<data_pipeline::Tokenizer> uncased_tokenizer() {
+  data_pipeline::TokenizerOptions o;
   o.vocab = uncased_vocab();
-  return data::make_tokenizer(o);
+  return data_pipeline::make_tokenizer(o);
 }
 
 /// A fresh folder under the temp dir, removed (recursively) on destruction.

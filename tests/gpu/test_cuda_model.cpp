@@ -13,7 +13,7 @@
 
 #include "model/tupe_bert.h"
 #include "tests/gpu/gpu_test_util.h"
-#include "trainer/loop/autocast.h"
+#include "trainer/autocast.h"
 
 namespace tupe::gputest {
 namespace {

@@ -12,7 +12,7 @@
 #include "data_pipeline/text/tokenizer_factory.h"
 #include "text_test_util.h"
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 namespace {
 
 using text_test::read_bytes;
@@ -150,4 +150,4 @@ TEST(TextSentencePieceTokenizer, BadModelFiles) {
 }
 
 }  // namespace
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

@@ -12,7 +12,7 @@
 #include "data_pipeline/text/wordpiece.h"
 #include "text_test_util.h"
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 namespace {
 
 using text_test::ScratchDir;
@@ -164,4 +164,4 @@ TEST(TextSha256, VocabHashEqualsCoreutils) {
 }
 
 }  // namespace
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

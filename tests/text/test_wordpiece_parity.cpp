@@ -10,7 +10,7 @@
 #include "data_pipeline/text/wordpiece.h"
 #include "text_test_util.h"
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 namespace {
 
 using text_test::parse_ids;
@@ -164,4 +164,4 @@ TEST(TextWordPieceParity, CharacterClassesOfEveryCodePoint) {
 }
 
 }  // namespace
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

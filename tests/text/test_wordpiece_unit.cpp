@@ -8,7 +8,7 @@
 #include "data_pipeline/text/wordpiece.h"
 #include "text_test_util.h"
 
-namespace tupe::data {
+namespace tupe::data_pipeline {
 namespace {
 
 using text_test::ScratchDir;
@@ -203,4 +203,4 @@ TEST(TextWordPiece, ConcurrentEncodesAgree) {
 }
 
 }  // namespace
-}  // namespace tupe::data
+}  // namespace tupe::data_pipeline

@@ -214,7 +214,7 @@ def errors(work):
     check(not os.path.exists(out), "nothing written on a vocabulary mismatch")
     for option, value in (("--format", "onnx"), ("--lower-case", "maybe")):
         p = run(TUPE, "export", "--checkpoint", ckpt, "--output", out, option, value, ok=False)
-        one_line_error(p, option, f"'{value}' is not one of")
+        one_line_error(p, option, "expected", f"got '{value}'")
     check(not os.path.exists(out) and not any(n.startswith("out.tmp") for n in os.listdir(work)), "nothing left behind")
     bad = os.path.join(work, "bad.jsonl")
     with open(bad, "w") as f:

@@ -141,12 +141,12 @@ int forward(const std::string& ckpt_dir, const std::string& out) {
 
 int tokenize(const std::string& kind, const std::string& vocab, const std::string& lower, const std::string& text,
              const std::string& out) {
-  data::TokenizerOptions options;
-  options.kind = data::parse_tokenizer_kind("KIND", kind);
+  data_pipeline::TokenizerOptions options;
+  options.kind = data_pipeline::parse_tokenizer_kind("KIND", kind);
   options.vocab = vocab;
   options.lower_case = lower == "true";
   options.validate();
-  const auto tokenizer = data::make_tokenizer(options);
+  const auto tokenizer = data_pipeline::make_tokenizer(options);
   std::ifstream in(text, std::ios::binary);
   if (!in) throw Error(text + ": cannot read");
   nlohmann::json lines = nlohmann::json::array(), ids = nlohmann::json::array();
@@ -157,7 +157,7 @@ int tokenize(const std::string& kind, const std::string& vocab, const std::strin
     lines.push_back(line);
     ids.push_back(tokenizer->encode(line));
   }
-  const data::SpecialTokens sp = tokenizer->special_tokens();
+  const data_pipeline::SpecialTokens sp = tokenizer->special_tokens();
   const nlohmann::json doc = {
       {"lines", lines},
       {"ids", ids},

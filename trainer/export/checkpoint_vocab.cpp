@@ -3,6 +3,7 @@
 #include <fstream>
 #include <optional>
 
+#include "common/config_fields.h"
 #include "common/error.h"
 #include "common/sha256.h"
 #include "data_pipeline/dataset.h"
@@ -47,7 +48,7 @@ void check_checkpoint_vocab(const fs::path& vocab, const CheckpointModel& ckpt) 
   const std::string actual = file_sha256_hex(vocab.string());
   TUPE_CHECK(saved.empty() || saved == actual, vocab.string() << ": vocabulary sha256 " << actual
                                                    << " differs from the checkpoint's " << saved << " (" << ckpt.dir.string() << ")");
-  if (tokenizer_kind_of(vocab) == data::TokenizerKind::kSentencePiece) {
+  if (tokenizer_kind_of(vocab) == data_pipeline::TokenizerKind::kSentencePiece) {
     const auto pieces = static_cast<int64_t>(read_sentencepiece_model(vocab).pieces.size());
     TUPE_CHECK(pieces <= ckpt.config.vocab_size, vocab.string() << ": " << pieces << " pieces, more than the model's vocab_size "
                                                                 << ckpt.config.vocab_size);
@@ -66,11 +67,11 @@ std::optional<bool> lower_case_of_shards(const CheckpointModel& ckpt) {
   const std::string shards = saved_key(ckpt, "data.train_shards");
   if (shards.empty()) return std::nullopt;
   try {
-    const auto files = data::list_shard_files(data::split_list(shards), "train");
+    const auto files = data_pipeline::list_shard_files(split_comma_list(shards), "train");
     if (files.empty()) return std::nullopt;
-    data::h5::Lock lock;
-    data::h5::Id file = data::h5::open_file_readonly(files.front());
-    const data::ShardHeader header = data::read_shard_header(files.front(), file.get());
+    data_pipeline::h5::Lock lock;
+    data_pipeline::h5::Id file = data_pipeline::h5::open_file_readonly(files.front());
+    const data_pipeline::ShardHeader header = data_pipeline::read_shard_header(files.front(), file.get());
     if (!ckpt.contents.state.vocab_sha256.empty() && header.vocab_sha256 != ckpt.contents.state.vocab_sha256)
       return std::nullopt;
     return header.lower_case;
@@ -81,8 +82,19 @@ std::optional<bool> lower_case_of_shards(const CheckpointModel& ckpt) {
 
 }  // namespace
 
-bool resolve_lower_case(const std::string& option, const CheckpointModel& ckpt) {
-  if (option == "true" || option == "false") return option == "true";
+namespace {
+constexpr Choice<LowerCase> kLowerCaseWords[] = {
+    {"auto", LowerCase::kAuto}, {"true", LowerCase::kTrue}, {"false", LowerCase::kFalse}};
+}  // namespace
+
+std::string to_string(LowerCase l) { return choice_word(l, kLowerCaseWords); }
+
+LowerCase parse_lower_case(const std::string& option, const std::string& text) {
+  return parse_choice(option, text, kLowerCaseWords);
+}
+
+bool resolve_lower_case(LowerCase option, const CheckpointModel& ckpt) {
+  if (option != LowerCase::kAuto) return option == LowerCase::kTrue;
   const std::string saved = saved_key(ckpt, "tokenizer.lower_case");
   if (saved == "true" || saved == "false") return saved == "true";
   if (const auto from_shards = lower_case_of_shards(ckpt)) return *from_shards;

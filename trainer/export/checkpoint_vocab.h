@@ -20,8 +20,19 @@ std::filesystem::path pick_checkpoint_vocab(const std::filesystem::path& option,
 /// more pieces than vocab_size.
 void check_checkpoint_vocab(const std::filesystem::path& vocab, const CheckpointModel& ckpt);
 
-/// WordPiece lower-casing: `option` "true"/"false", or "auto" (recorded, see above). Throws
+/// The --lower-case option of export and predict.
+enum class LowerCase {
+  kAuto,   ///< what the checkpoint records (see above)
+  kTrue,   ///< lower-case (and strip accents, BERT uncased)
+  kFalse,  ///< keep the case
+};
+/// "auto" | "true" | "false".
+std::string to_string(LowerCase l);
+/// Parses "auto" | "true" | "false"; throws tupe::Error "<option>: expected auto, true or false, got '<text>'".
+LowerCase parse_lower_case(const std::string& option, const std::string& text);
+
+/// WordPiece lower-casing: `option` kTrue/kFalse, or kAuto (recorded, see above). Throws
 /// tupe::Error "<checkpoint>: ... give --lower-case true|false" when nothing records it.
-bool resolve_lower_case(const std::string& option, const CheckpointModel& ckpt);
+bool resolve_lower_case(LowerCase option, const CheckpointModel& ckpt);
 
 }  // namespace tupe::exporting

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <regex>
 
+#include "common/config_fields.h"
 #include "common/error.h"
 #include "trainer/durable_io.h"
 #include "trainer/export/checkpoint_model.h"
@@ -94,12 +95,22 @@ void write_tupe_layout(const fs::path& tmp, const CheckpointModel& ckpt, const E
 
 }  // namespace
 
+namespace {
+constexpr Choice<ExportFormat> kExportFormatWords[] = {{"auto", ExportFormat::kAuto},
+                                                       {"hf", ExportFormat::kHf},
+                                                       {"hf-bert", ExportFormat::kHfBert},
+                                                       {"hf-tupe", ExportFormat::kHfTupe},
+                                                       {"tupe", ExportFormat::kTupe}};
+}  // namespace
+
+std::string to_string(ExportFormat f) { return choice_word(f, kExportFormatWords); }
+
+ExportFormat parse_export_format(const std::string& option, const std::string& text) {
+  return parse_choice(option, text, kExportFormatWords);
+}
+
 ExportResult export_checkpoint(const ExportOptions& options) {
-  const std::string& f = options.format;
-  TUPE_CHECK(f == "auto" || f == "hf" || f == "hf-bert" || f == "hf-tupe" || f == "tupe",
-             "--format: '" << f << "' is not one of auto, hf, hf-bert, hf-tupe, tupe");
-  TUPE_CHECK(options.lower_case == "auto" || options.lower_case == "true" || options.lower_case == "false",
-             "--lower-case: '" << options.lower_case << "' is not one of auto, true, false");
+  const ExportFormat f = options.format;
   TUPE_CHECK(!options.output.empty(), "--output: missing");
   TUPE_CHECK(!fs::exists(options.output), "--output " << options.output.string() << ": already exists (remove it first)");
   CheckpointModel ckpt = load_checkpoint_model(options.checkpoint);
@@ -108,14 +119,16 @@ ExportResult export_checkpoint(const ExportOptions& options) {
 
   ExportResult result;
   result.checkpoint = ckpt.dir;
-  result.format = (f == "auto" || f == "hf") ? (refusal.empty() ? "hf-bert" : "hf-tupe") : f;
-  TUPE_CHECK(result.format != "hf-bert" || refusal.empty(),
+  result.format = (f == ExportFormat::kAuto || f == ExportFormat::kHf)
+                      ? (refusal.empty() ? ExportFormat::kHfBert : ExportFormat::kHfTupe)
+                      : f;
+  TUPE_CHECK(result.format != ExportFormat::kHfBert || refusal.empty(),
              where << ": cannot export to HuggingFace BertForMaskedLM (--format hf-bert): " << refusal
                    << "; use --format hf (tupe's modeling code, trust_remote_code=True)");
   result.vocab = pick_checkpoint_vocab(options.vocab, ckpt);
   if (!result.vocab.empty()) check_checkpoint_vocab(result.vocab, ckpt);
-  const bool hf = result.format != "tupe";
-  const bool lower_case = hf && !result.vocab.empty() && tokenizer_kind_of(result.vocab) == data::TokenizerKind::kWordPiece
+  const bool hf = result.format != ExportFormat::kTupe;
+  const bool lower_case = hf && !result.vocab.empty() && tokenizer_kind_of(result.vocab) == data_pipeline::TokenizerKind::kWordPiece
                               ? resolve_lower_case(options.lower_case, ckpt)
                               : true;
 
@@ -124,7 +137,7 @@ ExportResult export_checkpoint(const ExportOptions& options) {
   fs::create_directories(tmp);
   try {
     const std::string out = options.output.string();
-    if (result.format == "hf-bert") {
+    if (result.format == ExportFormat::kHfBert) {
       result.architecture = ckpt.num_labels > 0 ? "BertForSequenceClassification" : "BertForMaskedLM";
       trainer::write_safetensors(tmp / "model.safetensors", to_hf_bert_tensors(ckpt.contents.model, ckpt.config, where),
                                  {{"format", "pt"}});
@@ -133,7 +146,7 @@ ExportResult export_checkpoint(const ExportOptions& options) {
       result.note = "transformers' " + result.architecture + " (no remote code): " +
                     (ckpt.num_labels > 0 ? "AutoModelForSequenceClassification" : "AutoModelForMaskedLM") +
                     ".from_pretrained(\"" + out + "\")";
-    } else if (result.format == "hf-tupe") {
+    } else if (result.format == ExportFormat::kHfTupe) {
       HeadInfo heads{ckpt.has_mlm_head, ckpt.num_labels, task_labels(ckpt), ckpt.task};
       result.architecture = ckpt.num_labels > 0 ? "TupeForSequenceClassification" : "TupeForMaskedLM";
       trainer::write_safetensors(tmp / "model.safetensors", to_hf_tupe_tensors(ckpt.contents.model, where),

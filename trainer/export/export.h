@@ -25,20 +25,34 @@
 #include <filesystem>
 #include <string>
 
+#include "trainer/export/checkpoint_vocab.h"
 #include "trainer/named_tensors.h"
 
 namespace tupe::exporting {
+
+/// What `tupe export` writes (--format).
+enum class ExportFormat {
+  kAuto,    ///< = kHf
+  kHf,      ///< kHfBert where BERT can hold the model, else kHfTupe
+  kHfBert,  ///< transformers' Bert* classes, no remote code
+  kHfTupe,  ///< tupe's own modeling code (trust_remote_code=True)
+  kTupe,    ///< safetensors under tupe's names + JSON
+};
+/// "auto" | "hf" | "hf-bert" | "hf-tupe" | "tupe".
+std::string to_string(ExportFormat f);
+/// Parses those words; throws tupe::Error "<option>: expected auto, hf, hf-bert, hf-tupe or tupe, got '<text>'".
+ExportFormat parse_export_format(const std::string& option, const std::string& text);
 
 struct ExportOptions {
   std::filesystem::path checkpoint;  ///< step_XXXXXXXX folder, or a folder of them (newest whole one)
   std::filesystem::path output;      ///< folder to create; must not exist yet
   std::filesystem::path vocab;       ///< vocab.txt / .model to use ("" = the checkpoint's tokenizer.vocab if readable)
-  std::string format = "auto";       ///< "auto" = "hf", "hf-bert", "hf-tupe", "tupe"
-  std::string lower_case = "auto";   ///< WordPiece lower-casing: "auto" (recorded), "true", "false"
+  ExportFormat format = ExportFormat::kAuto;
+  LowerCase lower_case = LowerCase::kAuto;  ///< WordPiece lower-casing (checkpoint_vocab.h)
 };
 
 struct ExportResult {
-  std::string format;                ///< "hf-bert", "hf-tupe" or "tupe"
+  ExportFormat format = ExportFormat::kTupe;  ///< what was written: kHfBert, kHfTupe or kTupe
   std::string architecture;          ///< e.g. "BertForMaskedLM", "TupeForSequenceClassification" ("" for tupe)
   std::filesystem::path checkpoint;  ///< the step folder read
   std::filesystem::path vocab;       ///< vocabulary used ("" = none)

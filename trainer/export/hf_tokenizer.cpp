@@ -13,8 +13,8 @@
 namespace tupe::exporting {
 namespace fs = std::filesystem;
 
-data::TokenizerKind tokenizer_kind_of(const fs::path& vocab) {
-  return vocab.extension() == ".model" ? data::TokenizerKind::kSentencePiece : data::TokenizerKind::kWordPiece;
+data_pipeline::TokenizerKind tokenizer_kind_of(const fs::path& vocab) {
+  return vocab.extension() == ".model" ? data_pipeline::TokenizerKind::kSentencePiece : data_pipeline::TokenizerKind::kWordPiece;
 }
 
 namespace {
@@ -257,7 +257,7 @@ std::vector<std::string> write_hf_tokenizer(const fs::path& dir, const fs::path&
                                             int64_t model_max_length) {
   nlohmann::json config = {{"model_max_length", model_max_length}, {"clean_up_tokenization_spaces", false}};
   for (const auto& [key, token] : special_token_keys()) config[key] = token;
-  if (tokenizer_kind_of(vocab) == data::TokenizerKind::kWordPiece) {
+  if (tokenizer_kind_of(vocab) == data_pipeline::TokenizerKind::kWordPiece) {
     fs::copy_file(vocab, dir / "vocab.txt");
     config["tokenizer_class"] = "BertTokenizer";
     config["do_lower_case"] = lower_case;

@@ -30,7 +30,7 @@
 namespace tupe::exporting {
 
 /// kSentencePiece for a .model file, else kWordPiece (a vocab.txt).
-data::TokenizerKind tokenizer_kind_of(const std::filesystem::path& vocab);
+data_pipeline::TokenizerKind tokenizer_kind_of(const std::filesystem::path& vocab);
 
 /// What a SentencePiece .model holds that tokenizer.json needs (parsed from its protobuf).
 struct SentencePieceModel {

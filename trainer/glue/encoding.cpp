@@ -20,12 +20,12 @@ bool truncate_longest_first(std::vector<int32_t>& a, std::vector<int32_t>& b, si
   return cut;
 }
 
-EncodedExample encode_example(const data::Tokenizer& tokenizer, const std::string& a, const std::string& b, bool pair,
+EncodedExample encode_example(const data_pipeline::Tokenizer& tokenizer, const std::string& a, const std::string& b, bool pair,
                               int64_t max_length) {
   const int64_t specials = pair ? 3 : 2;
   TUPE_CHECK(max_length >= specials, "encode: max_length " << max_length << " leaves no room for text ("
                                                            << specials << " special tokens)");
-  const data::SpecialTokens sp = tokenizer.special_tokens();
+  const data_pipeline::SpecialTokens sp = tokenizer.special_tokens();
   std::vector<int32_t> ta = tokenizer.encode(a);
   std::vector<int32_t> tb = pair ? tokenizer.encode(b) : std::vector<int32_t>{};
   EncodedExample out;
@@ -42,7 +42,7 @@ EncodedExample encode_example(const data::Tokenizer& tokenizer, const std::strin
   return out;
 }
 
-EncodedSplit encode_split(const data::Tokenizer& tokenizer, const TaskSpec& task, const SplitData& split, bool pair,
+EncodedSplit encode_split(const data_pipeline::Tokenizer& tokenizer, const TaskSpec& task, const SplitData& split, bool pair,
                           int64_t max_length, int num_threads) {
   const size_t n = split.examples.size();
   std::vector<EncodedExample> encoded(n);

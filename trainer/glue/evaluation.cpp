@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "common/error.h"
-#include "trainer/loop/autocast.h"
+#include "trainer/autocast.h"
 
 namespace tupe::glue {
 

@@ -81,8 +81,6 @@ void FinetuneConfig::validate() const {
   TUPE_CHECK(train_rows >= 0, "finetune.train_rows: must be >= 0 (0 = all), got " << train_rows);
   TUPE_CHECK(data_seed >= 0, "finetune.data_seed: must be >= 0, got " << data_seed);
   TUPE_CHECK(eval_batch_size > 0, "finetune.eval_batch_size: must be positive, got " << eval_batch_size);
-  TUPE_CHECK(device == "auto" || device == "cpu" || device == "cuda",
-             "finetune.device: expected auto, cpu or cuda, got '" << device << "'");
   TUPE_CHECK(threads >= 0, "finetune.threads: must be >= 0, got " << threads);
 }
 
@@ -113,7 +111,10 @@ const FieldTable<FinetuneConfig>& FinetuneConfig::fields() {
         .integer("eval_batch_size", &C::eval_batch_size, "examples per rank per forward in evaluation")
         .choice("select_epoch", &C::select_epoch, kSelectEpochWords, "best | last: the epoch whose dev metric a run reports")
         .choice("precision", &C::precision, kPrecisionWords, "fp32 | bf16 | auto (bf16 on a GPU, fp32 on the CPU)")
-        .text("device", &C::device, "auto | cpu | cuda (auto: cuda:<local rank> when present)")
+        .custom(
+            "device", "auto | cpu | cuda (auto: cuda:<local rank> when present)",
+            [](const C& c) { return dist::to_string(c.device); },
+            [](C& c, const std::string& v) { c.device = dist::parse_device_request(v, "key 'device'"); })
         .integer("threads", &C::threads, "intra-op CPU threads per rank (0 = LibTorch's default)")
         .boolean("skip_bad_rows", &C::skip_bad_rows, "skip and count malformed rows instead of failing")
         .boolean("predict_test", &C::predict_test, "write the submission files for the test sets")

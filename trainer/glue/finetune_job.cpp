@@ -42,7 +42,7 @@ std::vector<const TaskSpec*> check_config(const FinetuneJobConfig& c, TaskSpec* 
 
 /// The checkpoint's model config with the fine-tuning dropout, checked against the tokenizer.
 model::ModelConfig finetune_model_config(const FinetuneConfig& cfg, const PretrainedEncoder& encoder,
-                                         const data::Tokenizer& tokenizer) {
+                                         const data_pipeline::Tokenizer& tokenizer) {
   check_vocabulary(encoder.vocab_sha256, tokenizer, encoder.dir.string());
   model::ModelConfig m = encoder.config;
   m.hidden_dropout = cfg.hidden_dropout;
@@ -102,7 +102,7 @@ std::vector<TaskResult> run_finetune_job(const dist::MpiEnv& env, const Finetune
   if (cfg.threads > 0) at::set_num_threads(static_cast<int>(cfg.threads));
 
   // The encoder, tokenizer and device.
-  const auto tokenizer = data::make_tokenizer(c.tokenizer);
+  const auto tokenizer = data_pipeline::make_tokenizer(c.tokenizer);
   const PretrainedEncoder encoder = load_encoder_once_hashed(env, cfg.checkpoint);
   const model::ModelConfig model_config = finetune_model_config(cfg, encoder, *tokenizer);
   const int64_t max_length = cfg.max_length > 0 ? cfg.max_length : model_config.max_positions;
@@ -110,7 +110,7 @@ std::vector<TaskResult> run_finetune_job(const dist::MpiEnv& env, const Finetune
              "finetune.max_length: " << max_length << " exceeds the checkpoint's model.max_positions "
                                      << model_config.max_positions);
   const c10::Device device =
-      dist::resolve_device(env, dist::parse_device_request(cfg.device, "finetune.device"), "finetune.device");
+      dist::resolve_device(env, cfg.device, "finetune.device");
   const bool bf16 = uses_bf16(cfg.precision, device.is_cuda());
   dist::DistContext dctx(env, c.dist, device);
 

@@ -14,7 +14,7 @@
 #include "dist/consistency.h"
 #include "dist/ddp.h"
 #include "trainer/glue/pretrained.h"
-#include "trainer/loop/autocast.h"
+#include "trainer/autocast.h"
 #include "trainer/loss_scaler.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/optimizer.h"

@@ -22,7 +22,7 @@
 #include "trainer/export/checkpoint_vocab.h"
 #include "trainer/export/hf_tokenizer.h"
 #include "trainer/glue/pretrained.h"
-#include "trainer/loop/autocast.h"
+#include "trainer/autocast.h"
 #include "trainer/predict/predict_input.h"
 #include "trainer/safetensors.h"
 
@@ -35,6 +35,9 @@ namespace {
 constexpr Choice<FillMaskFormat> kFormatWords[] = {{"jsonl", FillMaskFormat::kJsonl}, {"tsv", FillMaskFormat::kTsv}};
 constexpr Choice<PredictPrecision> kPrecisionWords[] = {{"fp32", PredictPrecision::kFp32},
                                                         {"bf16", PredictPrecision::kBf16}};
+constexpr Choice<PredictMode> kModeWords[] = {{"fill-mask", PredictMode::kFillMask},
+                                              {"embeddings", PredictMode::kEmbeddings}};
+constexpr Choice<Pooling> kPoolingWords[] = {{"cls", Pooling::kCls}, {"tokens", Pooling::kTokens}};
 
 /// The autocast dtype of `p`.
 at::ScalarType autocast_dtype(PredictPrecision p) { return p == PredictPrecision::kBf16 ? at::kBFloat16 : at::kFloat; }
@@ -53,26 +56,32 @@ PredictPrecision parse_predict_precision(const std::string& option, const std::s
   return parse_choice(option, text, kPrecisionWords);
 }
 
+std::string to_string(PredictMode m) { return choice_word(m, kModeWords); }
+
+PredictMode parse_predict_mode(const std::string& option, const std::string& text) {
+  return parse_choice(option, text, kModeWords);
+}
+
+std::string to_string(Pooling p) { return choice_word(p, kPoolingWords); }
+
+Pooling parse_pooling(const std::string& option, const std::string& text) {
+  return parse_choice(option, text, kPoolingWords);
+}
+
 void PredictOptions::validate() const {
   TUPE_CHECK(!checkpoint.empty(), "--checkpoint: no checkpoint given (a step_XXXXXXXX folder or a checkpoint.dir)");
-  TUPE_CHECK(mode == "fill-mask" || mode == "embeddings", "--mode: '" << mode << "' is not one of fill-mask, embeddings");
-  TUPE_CHECK(lower_case == "auto" || lower_case == "true" || lower_case == "false",
-             "--lower-case: '" << lower_case << "' is not one of auto, true, false");
-  TUPE_CHECK(pooling == "cls" || pooling == "tokens", "--pooling: '" << pooling << "' is not one of cls, tokens");
   TUPE_CHECK(top_k >= 1, "--top-k: must be >= 1, got " << top_k);
   TUPE_CHECK(batch_size >= 1, "--batch-size: must be >= 1, got " << batch_size);
-  TUPE_CHECK(device == "auto" || device == "cpu" || device == "cuda",
-             "--device: '" << device << "' is not one of auto, cpu, cuda");
   TUPE_CHECK(threads >= 0, "--threads: must be >= 0, got " << threads);
-  TUPE_CHECK(mode != "embeddings" || (!output.empty() && output != "-"),
+  TUPE_CHECK(mode != PredictMode::kEmbeddings || (!output.empty() && output != "-"),
              "--output: embeddings go to a .safetensors file (give --output FILE)");
   TUPE_CHECK(!output.empty(), "--output: empty (a file, or - for stdout)");
 }
 
-c10::Device pick_device(const std::string& request) {
-  if (request == "cpu") return c10::Device(c10::kCPU);
+c10::Device pick_device(dist::DeviceRequest request) {
+  if (request == dist::DeviceRequest::kCpu) return c10::Device(c10::kCPU);
   const bool cuda = torch::cuda::is_available();
-  TUPE_CHECK(request != "cuda" || cuda,
+  TUPE_CHECK(request != dist::DeviceRequest::kCuda || cuda,
              "--device cuda: no CUDA device visible to this process (or tupe was built without CUDA); use --device auto|cpu");
   return cuda ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
 }
@@ -80,33 +89,33 @@ c10::Device pick_device(const std::string& request) {
 namespace {
 
 /// The tokenizer of the checkpoint (see trainer/export/checkpoint_vocab.h).
-std::unique_ptr<data::Tokenizer> checkpoint_tokenizer(const PredictOptions& o, const exporting::CheckpointModel& ckpt,
+std::unique_ptr<data_pipeline::Tokenizer> checkpoint_tokenizer(const PredictOptions& o, const exporting::CheckpointModel& ckpt,
                                                       fs::path* vocab) {
   *vocab = exporting::pick_checkpoint_vocab(o.vocab, ckpt);
   TUPE_CHECK(!vocab->empty(), ckpt.dir.string() << ": no vocabulary: the checkpoint records none that is readable; give "
                                                    "--vocab (the vocab.txt or .model it was trained with)");
   exporting::check_checkpoint_vocab(*vocab, ckpt);
-  data::TokenizerOptions t;
+  data_pipeline::TokenizerOptions t;
   t.kind = exporting::tokenizer_kind_of(*vocab);
   t.vocab = vocab->string();
-  if (t.kind == data::TokenizerKind::kWordPiece) {
+  if (t.kind == data_pipeline::TokenizerKind::kWordPiece) {
     t.lower_case = exporting::resolve_lower_case(o.lower_case, ckpt);
-  } else if (o.lower_case != "auto") {
-    t.lower_case = o.lower_case == "true";
+  } else if (o.lower_case != exporting::LowerCase::kAuto) {
+    t.lower_case = o.lower_case == exporting::LowerCase::kTrue;
   }
-  std::unique_ptr<data::Tokenizer> tokenizer;
-  if (t.kind == data::TokenizerKind::kSentencePiece && o.lower_case == "auto") {
+  std::unique_ptr<data_pipeline::Tokenizer> tokenizer;
+  if (t.kind == data_pipeline::TokenizerKind::kSentencePiece && o.lower_case == exporting::LowerCase::kAuto) {
     // SentencePiece keeps its case rule in the model: take the one it accepts.
     try {
       t.lower_case = true;
-      tokenizer = data::make_tokenizer(t);
+      tokenizer = data_pipeline::make_tokenizer(t);
     } catch (const Error&) {
       t.lower_case = false;
     }
   }
   if (!tokenizer) {
     t.validate();
-    tokenizer = data::make_tokenizer(t);
+    tokenizer = data_pipeline::make_tokenizer(t);
   }
   glue::check_vocabulary(ckpt.contents.state.vocab_sha256, *tokenizer, ckpt.dir.string());
   return tokenizer;
@@ -114,9 +123,9 @@ std::unique_ptr<data::Tokenizer> checkpoint_tokenizer(const PredictOptions& o, c
 
 /// The vocabulary entry of `id` ("##ing" for a WordPiece continuation), "" outside the
 /// tokenizer's ids (a model vocab_size larger than the vocabulary).
-std::string token_text(const data::Tokenizer& tokenizer, int64_t id) {
+std::string token_text(const data_pipeline::Tokenizer& tokenizer, int64_t id) {
   if (id < 0 || id >= tokenizer.vocab_size()) return "";
-  if (const auto* wp = dynamic_cast<const data::WordPieceTokenizer*>(&tokenizer)) return wp->id_to_token(static_cast<int32_t>(id));
+  if (const auto* wp = dynamic_cast<const data_pipeline::WordPieceTokenizer*>(&tokenizer)) return wp->id_to_token(static_cast<int32_t>(id));
   return tokenizer.decode({static_cast<int32_t>(id)});
 }
 
@@ -194,7 +203,7 @@ Ranked fill_mask(model::TupeBertImpl& net, const std::vector<InputLine>& lines, 
 }
 
 void write_fill_mask(std::ostream& os, const std::vector<InputLine>& lines, const Ranked& ranked, const PredictOptions& o,
-                     const data::Tokenizer& tokenizer) {
+                     const data_pipeline::Tokenizer& tokenizer) {
   if (o.format == FillMaskFormat::kTsv) os << "line\tmask\tposition\trank\ttoken_id\ttoken\tprobability\n";
   for (size_t i = 0; i < lines.size(); ++i) {
     const InputLine& line = lines[i];
@@ -244,7 +253,7 @@ void embeddings(model::TupeBertImpl& net, const std::vector<InputLine>& lines, c
                 const c10::Device& device, int32_t pad, bool segments, int64_t max_tokens, const fs::path& ckpt_dir) {
   const auto n = static_cast<int64_t>(lines.size());
   const int64_t d = net.config.hidden_size;
-  const bool tokens = o.pooling == "tokens";
+  const bool tokens = o.pooling == Pooling::kTokens;
   at::Tensor out = tokens ? at::zeros({n, max_tokens, d}, at::kFloat) : at::zeros({n, d}, at::kFloat);
   for (const auto& rows : batches(lines, o.batch_size)) {
     Batch b = make_batch(lines, rows, pad, segments, device);
@@ -266,7 +275,7 @@ void embeddings(model::TupeBertImpl& net, const std::vector<InputLine>& lines, c
   std::iota(all.begin(), all.end(), size_t{0});
   Batch whole = make_batch(lines, all, pad, false, c10::Device(c10::kCPU));
   trainer::write_safetensors(o.output, {{"input_ids", whole.ids}, {"attention_mask", whole.mask}, {tokens ? "hidden" : "cls", out}},
-                             {{"format", "tupe-embeddings"}, {"pooling", o.pooling}, {"checkpoint", ckpt_dir.string()}});
+                             {{"format", "tupe-embeddings"}, {"pooling", to_string(o.pooling)}, {"checkpoint", ckpt_dir.string()}});
 }
 
 }  // namespace
@@ -275,7 +284,7 @@ PredictSummary run_predict(const PredictOptions& o, std::istream& in, std::ostre
   o.validate();
   if (o.threads > 0) at::set_num_threads(static_cast<int>(o.threads));
   exporting::CheckpointModel ckpt = exporting::load_checkpoint_model(o.checkpoint);
-  TUPE_CHECK(o.mode != "fill-mask" || ckpt.has_mlm_head,
+  TUPE_CHECK(o.mode != PredictMode::kFillMask || ckpt.has_mlm_head,
              ckpt.dir.string() << ": no MLM head (mlm_head.*): a model fine-tuned by tupe finetune"
                                << (ckpt.task.empty() ? std::string() : " on " + ckpt.task)
                                << " keeps only its sentence head; fill-mask needs a checkpoint of tupe pretrain "
@@ -290,7 +299,7 @@ PredictSummary run_predict(const PredictOptions& o, std::istream& in, std::ostre
 
   InputRules rules;
   rules.max_positions = ckpt.config.max_positions;
-  rules.need_mask = o.mode == "fill-mask";
+  rules.need_mask = o.mode == PredictMode::kFillMask;
   std::vector<InputLine> lines;
   if (o.input == "-") {
     rules.source = "<stdin>";
@@ -313,7 +322,7 @@ PredictSummary run_predict(const PredictOptions& o, std::istream& in, std::ostre
   c10::NoGradGuard no_grad;
   const int32_t pad = tokenizer->special_tokens().pad;
   const bool segments = ckpt.config.type_vocab_size > 0;
-  if (o.mode == "embeddings") {
+  if (o.mode == PredictMode::kEmbeddings) {
     embeddings(net, lines, o, summary.device, pad, segments, summary.max_tokens, ckpt.dir);
     return summary;
   }

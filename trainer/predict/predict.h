@@ -24,6 +24,9 @@
 #include <iosfwd>
 #include <string>
 
+#include "dist/device.h"
+#include "trainer/export/checkpoint_vocab.h"
+
 namespace tupe::predict {
 
 /// The file format of fill-mask output (--format).
@@ -46,18 +49,38 @@ std::string to_string(PredictPrecision p);
 /// Parses "fp32" | "bf16"; throws tupe::Error "<option>: expected fp32 or bf16, got '<text>'".
 PredictPrecision parse_predict_precision(const std::string& option, const std::string& text);
 
+/// What `tupe predict` computes (--mode).
+enum class PredictMode {
+  kFillMask,    ///< top-k tokens at each [MASK] (needs an MLM head)
+  kEmbeddings,  ///< [CLS] vectors or last hidden states to safetensors
+};
+/// "fill-mask" | "embeddings".
+std::string to_string(PredictMode m);
+/// Parses "fill-mask" | "embeddings"; throws tupe::Error "<option>: expected fill-mask or embeddings, got '<text>'".
+PredictMode parse_predict_mode(const std::string& option, const std::string& text);
+
+/// Which hidden states embeddings keep (--pooling).
+enum class Pooling {
+  kCls,     ///< the [CLS] vector, (N, d)
+  kTokens,  ///< the last hidden states, (N, L, d), 0 at padding
+};
+/// "cls" | "tokens".
+std::string to_string(Pooling p);
+/// Parses "cls" | "tokens"; throws tupe::Error "<option>: expected cls or tokens, got '<text>'".
+Pooling parse_pooling(const std::string& option, const std::string& text);
+
 struct PredictOptions {
   std::filesystem::path checkpoint;  ///< step_XXXXXXXX folder, or a folder of them (newest whole one)
   std::filesystem::path vocab;       ///< vocab.txt / .model ("" = the checkpoint's tokenizer.vocab when readable)
-  std::string lower_case = "auto";   ///< auto (recorded by the checkpoint or its shards) | true | false
-  std::string mode;                  ///< fill-mask | embeddings
+  exporting::LowerCase lower_case = exporting::LowerCase::kAuto;  ///< recorded by the checkpoint or its shards, or given
+  PredictMode mode = PredictMode::kFillMask;
   std::string input = "-";           ///< text file, one input per line; "-" = stdin
   std::string output = "-";          ///< fill-mask: file or "-" (stdout); embeddings: a .safetensors file
   FillMaskFormat format = FillMaskFormat::kJsonl;  ///< fill-mask output: jsonl | tsv
-  std::string pooling = "cls";       ///< embeddings: cls ((N, d)) | tokens ((N, L, d))
+  Pooling pooling = Pooling::kCls;   ///< embeddings: cls ((N, d)) | tokens ((N, L, d))
   int64_t top_k = 5;                 ///< fill-mask: predictions per [MASK] (1..vocab_size)
   int64_t batch_size = 32;           ///< lines per forward pass
-  std::string device = "auto";       ///< auto (cuda:0 when a GPU is visible) | cpu | cuda
+  dist::DeviceRequest device = dist::DeviceRequest::kAuto;  ///< auto (cuda:0 when a GPU is visible) | cpu | cuda
   PredictPrecision precision = PredictPrecision::kFp32;  ///< fp32 | bf16 (autocast; the softmax stays float32)
   int64_t threads = 0;               ///< intra-op CPU threads (0 = LibTorch's default)
 
@@ -77,7 +100,7 @@ struct PredictSummary {
 
 /// The device of a request: auto | cpu | cuda (cuda:0). Throws tupe::Error "--device cuda: ..."
 /// when CUDA is asked for and no GPU is visible.
-c10::Device pick_device(const std::string& request);
+c10::Device pick_device(dist::DeviceRequest request);
 
 /// Runs `options` reading stdin from `in` and writing fill-mask "-" output to `out`.
 /// Throws ONE-line tupe::Error naming the file (and line) or option and the cause: bad

@@ -6,7 +6,7 @@
 
 namespace tupe::predict {
 
-std::vector<int32_t> encode_with_masks(const data::Tokenizer& tokenizer, const std::string& text,
+std::vector<int32_t> encode_with_masks(const data_pipeline::Tokenizer& tokenizer, const std::string& text,
                                        std::vector<int64_t>* mask_offsets) {
   const int32_t mask_id = tokenizer.special_tokens().mask;
   const size_t mask_len = std::strlen(kMaskText);
@@ -27,8 +27,8 @@ std::vector<int32_t> encode_with_masks(const data::Tokenizer& tokenizer, const s
   return ids;
 }
 
-std::vector<InputLine> read_input_lines(std::istream& in, const data::Tokenizer& tokenizer, const InputRules& rules) {
-  const data::SpecialTokens special = tokenizer.special_tokens();
+std::vector<InputLine> read_input_lines(std::istream& in, const data_pipeline::Tokenizer& tokenizer, const InputRules& rules) {
+  const data_pipeline::SpecialTokens special = tokenizer.special_tokens();
   std::vector<InputLine> out;
   std::string text;
   int64_t number = 0;

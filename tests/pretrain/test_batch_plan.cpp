@@ -1,4 +1,4 @@
-// The global-batch arithmetic (trainer/loop/batch_plan.h): B = W x k x b for every cluster
+// The global-batch arithmetic (trainer/pretrain/batch_plan.h): B = W x k x b for every cluster
 // size the paper presets are run at, the derived micro-batch, and the errors that name the
 // override which would work. The presets are read from configs/ as `tupe pretrain` reads them.
 #include <gtest/gtest.h>
@@ -9,10 +9,10 @@
 #include "common/error.h"
 #include "common/ini.h"
 #include "data_pipeline/loader_config.h"
-#include "trainer/loop/batch_plan.h"
-#include "trainer/loop/train_options.h"
+#include "trainer/pretrain/batch_plan.h"
+#include "trainer/pretrain/train_options.h"
 
-namespace tupe::trainer {
+namespace tupe::pretrain {
 namespace {
 
 std::string source_dir() {
@@ -66,9 +66,9 @@ TEST(BatchPlan, PaperPresetsStartAtEveryClusterSize) {
   for (const char* name : {"tupe-a-base", "tupe-r-base", "bert-a-base", "bert-r-base", "tupe-r-base-tie-cls"}) {
     const std::string path = source_dir() + "/configs/" + name + ".ini";
     const KeyValues kv = read_ini(path);
-    data::LoaderConfig data;
+    data_pipeline::LoaderConfig data;
     TrainOptions train;
-    data::LoaderConfig::fields().apply(data, ini_section(kv, "data"), path + " [data]");
+    data_pipeline::LoaderConfig::fields().apply(data, ini_section(kv, "data"), path + " [data]");
     TrainOptions::fields().apply(train, ini_section(kv, "train"), path + " [train]");
     ASSERT_EQ(data.global_batch_size, 256) << path;  // the paper's batch (../shared/TUPE.md)
     for (int64_t W : {1, 2, 4, 8, 16, 32, 64, 128, 256}) {
@@ -97,4 +97,4 @@ TEST(BatchPlan, DerivedMicroBatchForOddRankCounts) {
 }
 
 }  // namespace
-}  // namespace tupe::trainer
+}  // namespace tupe::pretrain

@@ -1,6 +1,6 @@
-#include "trainer/loop/train_options.h"
+#include "trainer/pretrain/train_options.h"
 
-namespace tupe::trainer {
+namespace tupe::pretrain {
 
 void TrainOptions::validate() const {
   TUPE_CHECK(micro_batch_size >= 0, "train.micro_batch_size: must be >= 0 (0 = derive), got " << micro_batch_size);
@@ -9,8 +9,6 @@ void TrainOptions::validate() const {
   TUPE_CHECK(log_every > 0, "train.log_every: must be positive, got " << log_every);
   TUPE_CHECK(eval_every >= 0, "train.eval_every: must be >= 0, got " << eval_every);
   TUPE_CHECK(eval_batches >= 0, "train.eval_batches: must be >= 0, got " << eval_batches);
-  TUPE_CHECK(device == "auto" || device == "cpu" || device == "cuda",
-             "train.device: expected auto, cpu or cuda, got '" << device << "'");
   TUPE_CHECK(threads >= 0, "train.threads: must be >= 0, got " << threads);
   TUPE_CHECK(peak_tflops >= 0, "train.peak_tflops: must be >= 0 (0 = auto), got " << peak_tflops);
 }
@@ -28,7 +26,10 @@ const FieldTable<TrainOptions>& TrainOptions::fields() {
         .integer("eval_every", &TrainOptions::eval_every, "validation loss every this many steps; 0 = at the end only")
         .integer("eval_batches", &TrainOptions::eval_batches, "validation global batches per evaluation; 0 = all")
         .integer("seed", &TrainOptions::seed, "seed of the model init and of the per-step dropout RNG")
-        .text("device", &TrainOptions::device, "auto | cpu | cuda (GPU: local rank mod visible GPUs)")
+        .custom(
+            "device", "auto | cpu | cuda (GPU: local rank mod visible GPUs)",
+            [](const TrainOptions& o) { return dist::to_string(o.device); },
+            [](TrainOptions& o, const std::string& v) { o.device = dist::parse_device_request(v, "key 'device'"); })
         .integer("threads", &TrainOptions::threads, "intra-op CPU threads per rank; 0 = LibTorch default")
         .path("metrics_dir", &TrainOptions::metrics_dir, "folder of per-rank metrics JSONL; \"\" = <checkpoint.dir>/metrics")
         .real("peak_tflops", &TrainOptions::peak_tflops,
@@ -42,4 +43,4 @@ const FieldTable<TrainOptions>& TrainOptions::fields() {
   return table;
 }
 
-}  // namespace tupe::trainer
+}  // namespace tupe::pretrain

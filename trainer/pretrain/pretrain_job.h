@@ -1,4 +1,4 @@
-// The pre-training job's state and its phases (internal to trainer/loop; the entry point is
+// The pre-training job's state and its phases (internal to trainer/pretrain; the entry point is
 // run_pretraining in pretrain.h). run_pretraining reads top to bottom:
 //   check_config -> setup_device -> open_data -> build_model   (pretrain.cpp)
 //   -> resume_job                                              (resume.cpp)
@@ -19,13 +19,13 @@
 #include "dist/context.h"
 #include "model/tupe_bert.h"
 #include "trainer/checkpoint_store.h"
-#include "trainer/loop/batch_plan.h"
-#include "trainer/loop/metrics.h"
-#include "trainer/loop/pretrain.h"
-#include "trainer/loop/step.h"
+#include "trainer/pretrain/batch_plan.h"
+#include "trainer/pretrain/metrics.h"
+#include "trainer/pretrain/pretrain.h"
+#include "trainer/pretrain/step.h"
 #include "trainer/trainer_state.h"
 
-namespace tupe::trainer {
+namespace tupe::pretrain {
 
 /// Everything one rank's pre-training run holds. Fields are declared in construction order
 /// (destroyed in reverse: the loader's threads and the step runner go before what they use).
@@ -42,18 +42,18 @@ struct PretrainJob {
   bool use_cuda = false;
   std::unique_ptr<Progress> progress;          ///< rank 0 prints
   // open_data
-  std::shared_ptr<const data::PretrainDataset> train_data, validation_data;  ///< validation may be null
-  data::LoaderConfig loader_config;            ///< cfg.data with pin_memory resolved
+  std::shared_ptr<const data_pipeline::PretrainDataset> train_data, validation_data;  ///< validation may be null
+  data_pipeline::LoaderConfig loader_config;            ///< cfg.data with pin_memory resolved
   BatchPlan plan;                              ///< micro-batch and accumulation
   // build_model
   model::TupeBert net{nullptr};
   std::unique_ptr<StepRunner> runner;          ///< optimizer, scaler, LR schedule, DDP
-  std::unique_ptr<CheckpointStore> store;
+  std::unique_ptr<trainer::CheckpointStore> store;
   // resume_job
-  TrainerState state;                          ///< step, data position, scaler; saved in checkpoints
+  trainer::TrainerState state;                          ///< step, data position, scaler; saved in checkpoints
   std::string resumed_state_file;              ///< trainer_state.json resumed from ("" = fresh start)
   // start_loader, announce
-  std::unique_ptr<data::Loader> loader;
+  std::unique_ptr<data_pipeline::Loader> loader;
   std::unique_ptr<MetricsLog> metrics;
   double peak_tflops = 0;                      ///< MFU denominator per rank (TFLOP/s); <= 0: no MFU
   PretrainResult result;
@@ -88,4 +88,4 @@ void resume_job(PretrainJob& job, const std::string& resume);
 /// Runs steps until max_steps or a checkpoint signal; logs, validates and checkpoints.
 void train_loop(PretrainJob& job);
 
-}  // namespace tupe::trainer
+}  // namespace tupe::pretrain

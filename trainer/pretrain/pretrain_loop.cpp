@@ -12,11 +12,11 @@
 #include "common/log.h"
 #include "common/mix64.h"
 #include "dist/gather.h"
-#include "trainer/loop/autocast.h"
-#include "trainer/loop/flops.h"
-#include "trainer/loop/pretrain_job.h"
+#include "trainer/autocast.h"
+#include "trainer/pretrain/flops.h"
+#include "trainer/pretrain/pretrain_job.h"
 
-namespace tupe::trainer {
+namespace tupe::pretrain {
 
 namespace {
 
@@ -49,7 +49,7 @@ std::vector<double> all_reduce_sum(dist::Communicator& comm, const std::vector<d
 /// Validation MLM loss over the held-out split: (sum of CE, masked tokens) over all ranks.
 double evaluate(PretrainJob& job) {
   const PretrainConfig& cfg = job.cfg;
-  data::EvalIterator it(job.validation_data, cfg.data, job.rank, job.world);
+  data_pipeline::EvalIterator it(job.validation_data, cfg.data, job.rank, job.world);
   job.net->eval();
   double loss_sum = 0, count = 0;
   {
@@ -59,7 +59,7 @@ double evaluate(PretrainJob& job) {
       auto b = it.next();
       if (!b) break;
       if (b->rows() == 0 || b->masked_positions.numel() == 0) continue;
-      data::Batch d = to_device(*b, job.device());
+      data_pipeline::Batch d = to_device(*b, job.device());
       loss_sum += masked_lm_loss_sum(*job.net, d, amp, job.device()).item<double>();
       count += static_cast<double>(b->masked_positions.numel());
     }
@@ -74,14 +74,14 @@ double evaluate(PretrainJob& job) {
 void save_checkpoint(PretrainJob& job) {
   job.state.loss_scaler = job.runner->scaler().state();
   const auto pos = job.loader->state();
-  job.state.data = DataPosition{pos.epoch, pos.consumed_samples};
+  job.state.data = trainer::DataPosition{pos.epoch, pos.consumed_samples};
   std::string error;
   if (job.rank == 0) {
     const Clock::time_point start = Clock::now();
     try {
-      NamedTensors weights;
+      trainer::NamedTensors weights;
       for (auto& [n, t] : job.runner->parameters()) weights.emplace_back(n, t.detach());
-      job.store->save(CheckpointContents{weights, job.runner->optimizer().state_dict(), job.state});
+      job.store->save(trainer::CheckpointContents{weights, job.runner->optimizer().state_dict(), job.state});
     } catch (const std::exception& e) {
       error = e.what();
     }
@@ -93,7 +93,7 @@ void save_checkpoint(PretrainJob& job) {
   const std::vector<uint8_t> ok = dist::all_gather_value<uint8_t>(job.comm(), error.empty() ? 1 : 0, "checkpoint status");
   TUPE_CHECK(error.empty(), error);
   TUPE_CHECK(ok[0] == 1, "checkpoint: rank 0 failed to save step " << job.state.step << " (see rank 0's message)");
-  job.result.last_checkpoint = CheckpointStore::checkpoint_path(job.cfg.checkpoint.dir, job.state.step);
+  job.result.last_checkpoint = trainer::CheckpointStore::checkpoint_path(job.cfg.checkpoint.dir, job.state.step);
   job.progress->message("checkpoint saved: " + job.result.last_checkpoint.string());
 }
 
@@ -105,9 +105,9 @@ struct Window {
 
 /// A log step: the global loss (one all-reduce), the progress line and a metrics record.
 /// The only step that reads the device (loss, norm, skips, scale).
-void log_step(PretrainJob& job, const data::Batch& batch, const StepResult& out, Window& window) {
+void log_step(PretrainJob& job, const data_pipeline::Batch& batch, const StepResult& out, Window& window) {
   const PretrainConfig& cfg = job.cfg;
-  DynamicLossScaler& scaler = job.runner->scaler();
+  trainer::DynamicLossScaler& scaler = job.runner->scaler();
   const int64_t step = job.state.step;
   scaler.check_divergence(step);
   const double global_masked = static_cast<double>(batch.global_masked_count);
@@ -183,7 +183,7 @@ void train_loop(PretrainJob& job) {
       return;
     }
     at::manual_seed(step_seed(job.cfg.train.seed, step, job.rank));
-    const data::Batch batch = job.loader->next();
+    const data_pipeline::Batch batch = job.loader->next();
     const StepResult out = job.runner->run(batch, step, job.state.scheduler_step);
     job.state.step = step;
     ++window.steps;
@@ -194,4 +194,4 @@ void train_loop(PretrainJob& job) {
   }
 }
 
-}  // namespace tupe::trainer
+}  // namespace tupe::pretrain

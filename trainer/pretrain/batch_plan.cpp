@@ -1,8 +1,8 @@
-#include "trainer/loop/batch_plan.h"
+#include "trainer/pretrain/batch_plan.h"
 
 #include "common/error.h"
 
-namespace tupe::trainer {
+namespace tupe::pretrain {
 
 int64_t largest_divisor_at_most(int64_t n, int64_t cap) {
   TUPE_CHECK(n >= 1 && cap >= 1, "largest_divisor_at_most: need n >= 1 and cap >= 1, got " << n << ", " << cap);
@@ -42,4 +42,4 @@ BatchPlan plan_batches(int64_t global_batch, int64_t world_size, int64_t micro_b
   return plan;
 }
 
-}  // namespace tupe::trainer
+}  // namespace tupe::pretrain

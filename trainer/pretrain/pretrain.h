@@ -27,18 +27,18 @@
 #include "dist/mpi_env.h"
 #include "dist/options.h"
 #include "model/config.h"
-#include "trainer/loop/train_options.h"
+#include "trainer/pretrain/train_options.h"
 #include "trainer/options.h"
 
-namespace tupe::trainer {
+namespace tupe::pretrain {
 
 /// Everything `tupe pretrain` reads from its config.
 struct PretrainConfig {
   model::ModelConfig model;
-  data::LoaderConfig data;
-  OptimizerOptions optimizer;
-  PrecisionOptions precision;
-  CheckpointOptions checkpoint;
+  data_pipeline::LoaderConfig data;
+  trainer::OptimizerOptions optimizer;
+  trainer::PrecisionOptions precision;
+  trainer::CheckpointOptions checkpoint;
   dist::DistOptions dist;
   TrainOptions train;
   KeyValues effective;  ///< the whole effective config ("section.key" -> value), saved in checkpoints
@@ -69,4 +69,4 @@ void install_checkpoint_signal_handlers();
 PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& config, const std::string& resume,
                                const std::function<void()>& on_start = {});
 
-}  // namespace tupe::trainer
+}  // namespace tupe::pretrain

@@ -10,7 +10,7 @@
 #pragma once
 #include <cstdint>
 
-namespace tupe::trainer {
+namespace tupe::pretrain {
 
 struct BatchPlan {
   int64_t local_batch = 0;   ///< B / W: sequences per rank per optimizer step
@@ -29,4 +29,4 @@ BatchPlan plan_batches(int64_t global_batch, int64_t world_size, int64_t micro_b
 /// The largest divisor of n that is <= cap (>= 1 for n, cap >= 1).
 int64_t largest_divisor_at_most(int64_t n, int64_t cap);
 
-}  // namespace tupe::trainer
+}  // namespace tupe::pretrain

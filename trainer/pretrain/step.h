@@ -23,13 +23,13 @@
 #include "dist/context.h"
 #include "dist/ddp.h"
 #include "model/tupe_bert.h"
-#include "trainer/loop/pretrain.h"
+#include "trainer/pretrain/pretrain.h"
 #include "trainer/loss_scaler.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/optimizer.h"
 #include "trainer/optimizer_step.h"
 
-namespace tupe::trainer {
+namespace tupe::pretrain {
 
 /// Wall time of a step's phases (seconds): "forward", "backward" (summed over micro-steps),
 /// "reduce" (finishing the gradient sync), "optimizer".
@@ -62,12 +62,12 @@ class StepRunner {
   /// lr(scheduler_step + 1)); it advances by one, applied or skipped (optimizer_step.h's
   /// rule). `times` and `hook` may be null/empty (with them, phases are timed on the host:
   /// on a GPU the hook must synchronise for the times to mean anything).
-  StepResult run(const data::Batch& batch, int64_t step, int64_t& scheduler_step, StepTimes* times = nullptr,
+  StepResult run(const data_pipeline::Batch& batch, int64_t step, int64_t& scheduler_step, StepTimes* times = nullptr,
                  const StepPhaseHook& hook = {});
 
-  Optimizer& optimizer() { return *optimizer_; }
-  DynamicLossScaler& scaler() { return scaler_; }
-  const NamedTensors& parameters() const { return named_; }
+  trainer::Optimizer& optimizer() { return *optimizer_; }
+  trainer::DynamicLossScaler& scaler() { return scaler_; }
+  const trainer::NamedTensors& parameters() const { return named_; }
   dist::DistributedDataParallel& ddp() { return *ddp_; }
 
  private:
@@ -76,23 +76,23 @@ class StepRunner {
   const at::ScalarType amp_;
   const int64_t accumulation_, micro_batch_;
   const double clip_grad_norm_;
-  NamedTensors named_;
-  std::unique_ptr<Optimizer> optimizer_;
-  DynamicLossScaler scaler_;
-  LrSchedule schedule_;
+  trainer::NamedTensors named_;
+  std::unique_ptr<trainer::Optimizer> optimizer_;
+  trainer::DynamicLossScaler scaler_;
+  trainer::LrSchedule schedule_;
   std::unique_ptr<dist::DistributedDataParallel> ddp_;
-  std::unique_ptr<OptimizerStep> step_;
+  std::unique_ptr<trainer::OptimizerStep> step_;
 };
 
 /// The autocast dtype of a precision: bf16, fp16, or float (fp32: autocast off).
-at::ScalarType amp_dtype(Precision p);
+at::ScalarType amp_dtype(trainer::Precision p);
 
 /// Sum of the cross-entropy over the masked tokens of `b` (0-dim fp32 tensor), the forward
 /// under autocast `amp` on b's device.
-at::Tensor masked_lm_loss_sum(model::TupeBertImpl& net, const data::Batch& b, at::ScalarType amp,
+at::Tensor masked_lm_loss_sum(model::TupeBertImpl& net, const data_pipeline::Batch& b, at::ScalarType amp,
                               const c10::Device& device);
 
 /// `b` with every tensor on `device` (non-blocking copies; pinned batches copy async).
-data::Batch to_device(const data::Batch& b, const c10::Device& device);
+data_pipeline::Batch to_device(const data_pipeline::Batch& b, const c10::Device& device);
 
-}  // namespace tupe::trainer
+}  // namespace tupe::pretrain

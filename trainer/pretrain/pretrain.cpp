@@ -1,5 +1,5 @@
 // run_pretraining and its setup phases (pretrain_job.h has the map of the job).
-#include "trainer/loop/pretrain.h"
+#include "trainer/pretrain/pretrain.h"
 
 #include <ATen/ATen.h>
 
@@ -11,10 +11,10 @@
 #include "dist/agreement.h"
 #include "dist/consistency.h"
 #include "dist/device.h"
-#include "trainer/loop/flops.h"
-#include "trainer/loop/pretrain_job.h"
+#include "trainer/pretrain/flops.h"
+#include "trainer/pretrain/pretrain_job.h"
 
-namespace tupe::trainer {
+namespace tupe::pretrain {
 
 std::vector<std::string> resume_must_match_keys() {
   std::vector<std::string> keys;
@@ -44,9 +44,9 @@ void setup_device(PretrainJob& job) {
   const PretrainConfig& cfg = job.cfg;
   if (cfg.train.threads > 0) at::set_num_threads(static_cast<int>(cfg.train.threads));
   const c10::Device chosen =
-      dist::resolve_device(job.env, dist::parse_device_request(cfg.train.device, "train.device"), "train.device");
+      dist::resolve_device(job.env, cfg.train.device, "train.device");
   job.use_cuda = chosen.is_cuda();
-  TUPE_CHECK(!(cfg.precision.precision == Precision::kFp16 && !job.use_cuda),
+  TUPE_CHECK(!(cfg.precision.precision == trainer::Precision::kFp16 && !job.use_cuda),
              "precision.precision: fp16 with loss scaling is for GPUs; use bf16 or fp32 on CPU");
   job.context = std::make_unique<dist::DistContext>(job.env, cfg.dist, chosen);
   if (job.use_cuda) {  // TF32 tensor cores for fp32 matmuls (train.tf32)
@@ -60,16 +60,16 @@ void setup_device(PretrainJob& job) {
 
 void open_data(PretrainJob& job) {
   const PretrainConfig& cfg = job.cfg;
-  job.train_data = data::open_pretrain_dataset(data::split_list(cfg.data.train_shards),
+  job.train_data = data_pipeline::open_pretrain_dataset(split_comma_list(cfg.data.train_shards),
                                                cfg.data.dataset_options("train", cfg.train.vocab_sha256));
   if (!cfg.data.validation_shards.empty())
     job.validation_data =
-        data::open_pretrain_dataset(data::split_list(cfg.data.validation_shards),
+        data_pipeline::open_pretrain_dataset(split_comma_list(cfg.data.validation_shards),
                                     cfg.data.dataset_options("validation", job.train_data->info().vocab_sha256));
   // Every rank reads the same shards (relative paths, node-local copies).
-  auto entries = data::describe_shards(job.train_data->info(), "train");
+  auto entries = data_pipeline::describe_shards(job.train_data->info(), "train");
   if (job.validation_data)
-    for (auto& e : data::describe_shards(job.validation_data->info(), "validation")) entries.push_back(std::move(e));
+    for (auto& e : data_pipeline::describe_shards(job.validation_data->info(), "validation")) entries.push_back(std::move(e));
   dist::require_agreement(job.env, "data check", entries);
   const auto& info = job.train_data->info();
   TUPE_CHECK(info.vocab_size == cfg.model.vocab_size,
@@ -80,7 +80,7 @@ void open_data(PretrainJob& job) {
                                      << info.max_seq_len << " tokens)");
   // Pinned batches and non-blocking copies on CUDA unless data.pin_memory says otherwise.
   job.loader_config = cfg.data;
-  job.loader_config.pin_memory = cfg.data.pins(job.use_cuda) ? data::PinMemory::kOn : data::PinMemory::kOff;
+  job.loader_config.pin_memory = cfg.data.pins(job.use_cuda) ? data_pipeline::PinMemory::kOn : data_pipeline::PinMemory::kOff;
   job.plan = plan_batches(cfg.data.global_batch_size, job.world, cfg.train.micro_batch_size,
                           cfg.train.max_micro_batch_size);
   log::debug("train data: " + std::to_string(job.train_data->size()) + " sequences in " +
@@ -100,7 +100,7 @@ void build_model(PretrainJob& job) {
   dist::check_same_parameters(job.comm(), params);
   dist::broadcast_tensors(job.comm(), params, 0);  // rank 0's initial weights everywhere
   job.runner = std::make_unique<StepRunner>(*job.net, *job.context, cfg, job.plan.accumulation, job.plan.micro_batch);
-  job.store = std::make_unique<CheckpointStore>(cfg.checkpoint);
+  job.store = std::make_unique<trainer::CheckpointStore>(cfg.checkpoint);
   if (job.rank == 0) job.store->check_writable();  // now, not at the first save hours later
   job.state.config = cfg.effective;
   job.state.vocab_sha256 = job.train_data->info().vocab_sha256;
@@ -110,9 +110,9 @@ void build_model(PretrainJob& job) {
 void start_loader(PretrainJob& job) {
   const c10::Device device = job.device();
   try {
-    job.loader = std::make_unique<data::Loader>(
+    job.loader = std::make_unique<data_pipeline::Loader>(
         job.train_data, job.loader_config, job.rank, job.world,
-        data::LoaderState{job.state.data.epoch, job.state.data.consumed_samples},
+        data_pipeline::LoaderState{job.state.data.epoch, job.state.data.consumed_samples},
         [device] { dist::set_current_device(device); });
   } catch (const Error& e) {
     if (job.resumed_state_file.empty()) throw;
@@ -175,4 +175,4 @@ PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cf
   return job.result;
 }
 
-}  // namespace tupe::trainer
+}  // namespace tupe::pretrain

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace tupe::trainer {
+namespace tupe::pretrain {
 
 /// Appends one JSON object per line; flushed after each record (a crash loses at most the
 /// line being written). Throws tupe::Error "<file>: cannot open" when the folder is unwritable.
@@ -58,4 +58,4 @@ class Progress {
 /// "1h02m", "3m20s", "42s".
 std::string format_duration(double seconds);
 
-}  // namespace tupe::trainer
+}  // namespace tupe::pretrain

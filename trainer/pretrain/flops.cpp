@@ -1,4 +1,4 @@
-#include "trainer/loop/flops.h"
+#include "trainer/pretrain/flops.h"
 
 #include <ATen/ATen.h>
 
@@ -6,7 +6,7 @@
 
 #include "common/error.h"
 
-namespace tupe::trainer {
+namespace tupe::pretrain {
 
 double training_flops_per_token(const model::ModelConfig& c, int64_t seq_len, int64_t rows, double masked_per_token) {
   TUPE_CHECK(seq_len >= 1 && rows >= 1, "flops: sequence length " << seq_len << " and rows " << rows << " must be positive");
@@ -22,7 +22,7 @@ double training_flops_per_token(const model::ModelConfig& c, int64_t seq_len, in
   return 3 * forward;
 }
 
-double table_peak_tflops(const std::string& name, Precision precision, bool tf32) {
+double table_peak_tflops(const std::string& name, trainer::Precision precision, bool tf32) {
   struct Row {
     const char* key;
     const char* also;  ///< a second substring that must appear too ("" = none)
@@ -37,7 +37,7 @@ double table_peak_tflops(const std::string& name, Precision precision, bool tf32
   for (const Row& r : rows) {
     if (name.find(r.key) == std::string::npos) continue;
     if (*r.also != '\0' && name.find(r.also) == std::string::npos) continue;
-    if (precision != Precision::kFp32) return r.half;
+    if (precision != trainer::Precision::kFp32) return r.half;
     return tf32 ? r.tf32 : r.fp32;
   }
   return 0.0;
@@ -59,4 +59,4 @@ double measure_cpu_peak_tflops() {
   return 2.0 * static_cast<double>(n * n * n) * static_cast<double>(products) / seconds / 1e12;
 }
 
-}  // namespace tupe::trainer
+}  // namespace tupe::pretrain

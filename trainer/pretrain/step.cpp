@@ -1,4 +1,4 @@
-#include "trainer/loop/step.h"
+#include "trainer/pretrain/step.h"
 
 #include <ATen/ATen.h>
 #include <torch/cuda.h>
@@ -7,22 +7,22 @@
 #include <cmath>
 
 #include "common/error.h"
-#include "trainer/loop/autocast.h"
+#include "trainer/autocast.h"
 
-namespace tupe::trainer {
+namespace tupe::pretrain {
 
-at::ScalarType amp_dtype(Precision p) {
+at::ScalarType amp_dtype(trainer::Precision p) {
   switch (p) {
-    case Precision::kBf16: return at::kBFloat16;
-    case Precision::kFp16: return at::kHalf;
-    case Precision::kFp32: return at::kFloat;
+    case trainer::Precision::kBf16: return at::kBFloat16;
+    case trainer::Precision::kFp16: return at::kHalf;
+    case trainer::Precision::kFp32: return at::kFloat;
   }
   return at::kFloat;
 }
 
-data::Batch to_device(const data::Batch& b, const c10::Device& device) {
+data_pipeline::Batch to_device(const data_pipeline::Batch& b, const c10::Device& device) {
   if (device.is_cpu()) return b;
-  data::Batch out = b;
+  data_pipeline::Batch out = b;
   const bool nb = true;  // pinned batches copy asynchronously
   out.input_ids = b.input_ids.to(device, nb);
   out.attention_mask = b.attention_mask.to(device, nb);
@@ -32,11 +32,11 @@ data::Batch to_device(const data::Batch& b, const c10::Device& device) {
   return out;
 }
 
-at::Tensor masked_lm_loss_sum(model::TupeBertImpl& net, const data::Batch& b, at::ScalarType amp,
+at::Tensor masked_lm_loss_sum(model::TupeBertImpl& net, const data_pipeline::Batch& b, at::ScalarType amp,
                               const c10::Device& device) {
   at::Tensor logits;
   {
-    AutocastScope autocast(device.type(), amp);
+    trainer::AutocastScope autocast(device.type(), amp);
     logits = net.mlm_logits(b.input_ids, b.attention_mask, b.segment_ids, b.masked_positions);  // (M, V)
   }
   return at::cross_entropy_loss(logits.to(at::kFloat), b.masked_labels, /*weight=*/{}, at::Reduction::Sum);
@@ -62,10 +62,10 @@ StepRunner::StepRunner(model::TupeBertImpl& net, dist::DistContext& context, con
   optimizer_ = make_optimizer(named_, cfg.optimizer);
   scaler_.to(device_);
   ddp_ = std::make_unique<dist::DistributedDataParallel>(context.comm(), params, cfg.dist);
-  step_ = std::make_unique<OptimizerStep>(*optimizer_, scaler_, schedule_, clip_grad_norm_);
+  step_ = std::make_unique<trainer::OptimizerStep>(*optimizer_, scaler_, schedule_, clip_grad_norm_);
 }
 
-StepResult StepRunner::run(const data::Batch& host_batch, int64_t step, int64_t& scheduler_step, StepTimes* times,
+StepResult StepRunner::run(const data_pipeline::Batch& host_batch, int64_t step, int64_t& scheduler_step, StepTimes* times,
                            const StepPhaseHook& hook) {
   using Clock = std::chrono::steady_clock;
   auto mark = Clock::now();
@@ -87,8 +87,8 @@ StepResult StepRunner::run(const data::Batch& host_batch, int64_t step, int64_t&
   for (int64_t m = 0; m < accumulation_; ++m) {
     ddp_->set_is_last_microbatch(m == accumulation_ - 1);
     // Sliced on the host (no device-side index arithmetic), then one copy per tensor.
-    const data::Batch mb = to_device(
-        accumulation_ == 1 ? host_batch : data::slice_rows(host_batch, m * micro_batch_, (m + 1) * micro_batch_),
+    const data_pipeline::Batch mb = to_device(
+        accumulation_ == 1 ? host_batch : data_pipeline::slice_rows(host_batch, m * micro_batch_, (m + 1) * micro_batch_),
         device_);
     at::Tensor ls = masked_lm_loss_sum(net_, mb, amp_, device_);
     phase_done("forward");
@@ -98,7 +98,7 @@ StepResult StepRunner::run(const data::Batch& host_batch, int64_t step, int64_t&
   }
   ddp_->finish_grad_sync();
   phase_done("reduce");
-  StepOutcome outcome = step_->apply(ddp_->buffer().data(), scheduler_step + 1);
+  trainer::StepOutcome outcome = step_->apply(ddp_->buffer().data(), scheduler_step + 1);
   scheduler_step += 1;
   result.grad_norm = std::move(outcome.grad_norm);
   result.found_inf = std::move(outcome.found_inf);
@@ -107,4 +107,4 @@ StepResult StepRunner::run(const data::Batch& host_batch, int64_t step, int64_t&
   return result;
 }
 
-}  // namespace tupe::trainer
+}  // namespace tupe::pretrain

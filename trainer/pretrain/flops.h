@@ -21,7 +21,7 @@
 #include "model/config.h"
 #include "trainer/options.h"
 
-namespace tupe::trainer {
+namespace tupe::pretrain {
 
 /// 3 F above (FLOPs per padded token of one training step). Throws tupe::Error for
 /// seq_len < 1, rows < 1 or masked_per_token outside [0, 1].
@@ -32,10 +32,10 @@ double training_flops_per_token(const model::ModelConfig& config, int64_t seq_le
 /// (bf16/fp16: tensor cores; fp32: TF32 tensor cores when `tf32`, else plain fp32), from the
 /// vendors' datasheets: A100 312 / 156 / 19.5; H100 SXM and H200 989 / 495 / 67; H100 PCIe
 /// 756 / 378 / 51. 0 for a GPU not in the table.
-double table_peak_tflops(const std::string& device_name, Precision precision, bool tf32);
+double table_peak_tflops(const std::string& device_name, trainer::Precision precision, bool tf32);
 
 /// Measured fp32 matrix-multiply TFLOP/s of this process on the CPU (its intra-op threads;
 /// 1024^3 products for about 0.2 s): the CPU's "peak" for MFU.
 double measure_cpu_peak_tflops();
 
-}  // namespace tupe::trainer
+}  // namespace tupe::pretrain

@@ -1,4 +1,4 @@
-#include "trainer/loop/metrics.h"
+#include "trainer/pretrain/metrics.h"
 
 #include <unistd.h>
 
@@ -11,7 +11,7 @@
 #include "common/error.h"
 #include "common/log.h"
 
-namespace tupe::trainer {
+namespace tupe::pretrain {
 
 MetricsLog::MetricsLog(const std::string& dir, int rank) {
   std::error_code ec;
@@ -90,4 +90,4 @@ void Progress::message(const std::string& text) {
   log::info(text);
 }
 
-}  // namespace tupe::trainer
+}  // namespace tupe::pretrain
