@@ -30,9 +30,11 @@ int run_analyze(int argc, char** argv) {
       "output", po::value<std::string>(&output), "output folder (created)")(
       "metrics", po::value<std::string>(&metrics),
       "metrics JSONL (default: <checkpoint.dir>/metrics/rank_0.jsonl when present)")(
-      "positions", po::value<int64_t>(&positions)->default_value(128), "heatmap sequence length L (positions; capped at max_positions)")(
+      "positions", po::value<int64_t>(&positions)->default_value(128),
+      "heatmap sequence length L (positions; capped at max_positions)")(
       "python", po::value<std::string>(&python), "Python with numpy, scikit-learn, matplotlib (default: $TUPE_PYTHON)")(
-      "script", po::value<std::string>(&script), "plotting/probe script (default: the built-in trainer/export/analyze_plots.py, copied to the output folder)")(
+      "script", po::value<std::string>(&script),
+      "plotting/probe script (default: the built-in trainer/export/analyze_plots.py, copied to the output folder)")(
       "seed", po::value<int64_t>(&seed)->default_value(1), "seed of the probes' train/test split");
   if (!cli.parse(argc, argv)) return 0;
   TUPE_CHECK(!checkpoint.empty(), "analyze: no checkpoint given (--checkpoint DIR)");

@@ -89,8 +89,7 @@ int evaluate_job(const dist::MpiEnv& env, int argc, char** argv) {
   model::TupeBert net(saved.config, task.num_outputs());
   trainer::copy_named_tensors(glue::finetuned_parameters(*net), saved.tensors,
                               (saved.dir / "model.safetensors").string());
-  const c10::Device device =
-      dist::resolve_device(env, cfg.device, "finetune.device");
+  const c10::Device device = dist::resolve_device(env, cfg.device, "finetune.device");
   const bool bf16 = glue::uses_bf16(cfg.precision, device.is_cuda());
   dist::DistContext dctx(env, dist_options, device);
   net->to(dctx.device());
@@ -122,7 +121,8 @@ int evaluate_job(const dist::MpiEnv& env, int argc, char** argv) {
     for (const auto& [name, value] : metrics) {
       m[name] = value;
       char line[256];
-      std::snprintf(line, sizeof line, "%s %s: %s %.4f", task.name.c_str(), data.dev[s].name.c_str(), name.c_str(), value);
+      std::snprintf(line, sizeof line, "%s %s: %s %.4f", task.name.c_str(), data.dev[s].name.c_str(), name.c_str(),
+                    value);
       log::info(line);
     }
     report["dev"][data.dev[s].name] = m;

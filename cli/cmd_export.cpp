@@ -50,8 +50,9 @@ int run_export(int argc, char** argv) {
   options.format = exporting::parse_export_format("--format", format);
   options.lower_case = exporting::parse_lower_case("--lower-case", lower_case);
   const auto result = exporting::export_checkpoint(options);
-  log::info("exported " + result.checkpoint.string() + " -> " + output + " (format " + exporting::to_string(result.format) +
-            (result.architecture.empty() ? "" : ", " + result.architecture) + ")");
+  log::info("exported " + result.checkpoint.string() + " -> " + output + " (format " +
+            exporting::to_string(result.format) + (result.architecture.empty() ? "" : ", " + result.architecture) +
+            ")");
   log::info(result.vocab.empty() ? std::string("no vocabulary, no tokenizer files (give --vocab)")
                                  : "vocabulary " + result.vocab.string());
   log::info(result.note);

@@ -9,7 +9,6 @@
 // trainer/glue/finetune_job.h; this file parses its options.
 #include <boost/program_options/options_description.hpp>
 
-
 #include "cli/commands.h"
 #include "cli/config_cli.h"
 #include "cli/rank_guard.h"
@@ -38,9 +37,8 @@ int finetune_job(const dist::MpiEnv& env, int argc, char** argv) {
   config.effective = cli.effective();
   // Once the checks passed, the whole effective config goes to the output folder and the
   // console gets one line.
-  glue::run_finetune_job(env, config, [&] {
-    log::info(cli.write_effective(config.finetune.output_dir + "/effective_config.ini"));
-  });
+  glue::run_finetune_job(env, config,
+                         [&] { log::info(cli.write_effective(config.finetune.output_dir + "/effective_config.ini")); });
   return 0;
 }
 

@@ -47,7 +47,8 @@ int run_predict(int argc, char** argv) {
       "pooling", po::value<std::string>(&pooling)->default_value("cls"),
       "embeddings: cls (the [CLS] vector, (N, d)) | tokens (last hidden states, (N, L, d), 0 at padding)")(
       "batch-size", po::value<int64_t>(&o.batch_size)->default_value(32), "lines per forward pass")(
-      "device", po::value<std::string>(&device)->default_value("auto"), "auto (cuda:0 when a GPU is visible) | cpu | cuda")(
+      "device", po::value<std::string>(&device)->default_value("auto"),
+      "auto (cuda:0 when a GPU is visible) | cpu | cuda")(
       "precision", po::value<std::string>(&precision)->default_value("fp32"), "fp32 | bf16 (autocast)")(
       "threads", po::value<int64_t>(&o.threads)->default_value(0), "intra-op CPU threads (0 = LibTorch's default)");
   if (!cli.parse(argc, argv)) return 0;
@@ -68,9 +69,10 @@ int run_predict(int argc, char** argv) {
   if (o.output == "-") log::send_info_to_stderr(true);  // stdout carries the predictions
   const auto s = predict::run_predict(o, std::cin, std::cout);
   log::info("predict: " + std::to_string(s.lines) + " line(s)" +
-            (o.mode == predict::PredictMode::kFillMask ? ", " + std::to_string(s.masks) + " [MASK]" : "") + ", longest " +
-            std::to_string(s.max_tokens) + " tokens, " + s.checkpoint.string() + " on " + s.device.str() +
-            ", vocabulary " + s.vocab.string() + (o.output == "-" ? std::string() : " -> " + o.output));
+            (o.mode == predict::PredictMode::kFillMask ? ", " + std::to_string(s.masks) + " [MASK]" : "") +
+            ", longest " + std::to_string(s.max_tokens) + " tokens, " + s.checkpoint.string() + " on " +
+            s.device.str() + ", vocabulary " + s.vocab.string() +
+            (o.output == "-" ? std::string() : " -> " + o.output));
   return 0;
 }
 

@@ -122,29 +122,32 @@ int preprocess_job(const dist::MpiEnv& env, int argc, char** argv) {
   const auto t0 = std::chrono::steady_clock::now();
   auto last_print = t0;
   std::vector<std::unique_ptr<data_pipeline::ShardWriter>> writers;
-  err = dist::first_error(env, attempt([&] {
-    writers = data_pipeline::run_preprocess_jobs(
-        plan, config, *tokenizer, rank, world, command_line, run_id, [&](const data_pipeline::PreprocessProgress& p) {
-          const auto now = std::chrono::steady_clock::now();
-          const bool done = p.pieces_done == p.pieces_total;
-          if (rank != 0 || quiet || (!done && now - last_print < std::chrono::seconds(1))) return;
-          last_print = now;
-          // Rate and ETA from this rank's input bytes (every rank has about the same share).
-          const double secs = std::max(1e-3, std::chrono::duration<double>(now - t0).count());
-          const double mb_per_s = static_cast<double>(p.bytes_done) / 1e6 / secs;
-          const double eta = p.bytes_done > 0 ? secs * static_cast<double>(p.bytes_total - p.bytes_done) /
-                                                    static_cast<double>(p.bytes_done)
-                                              : 0.0;
-          char line[256];
-          std::snprintf(line, sizeof line,
-                        "preprocess: rank 0 of %d: %lld/%lld streams, %s of %s, %.1f MB/s, %.1f M tokens/s, ETA %.0f s, "
-                        "%lld sequences",
-                        world, static_cast<long long>(p.pieces_done), static_cast<long long>(p.pieces_total),
-                        human_bytes(p.bytes_done).c_str(), human_bytes(p.bytes_total).c_str(), mb_per_s,
-                        static_cast<double>(p.tokens) / 1e6 / secs, eta, static_cast<long long>(p.sequences));
-          log::info(line);
-        });
-  }));
+  err = dist::first_error(
+      env, attempt([&] {
+        writers = data_pipeline::run_preprocess_jobs(
+            plan, config, *tokenizer, rank, world, command_line, run_id,
+            [&](const data_pipeline::PreprocessProgress& p) {
+              const auto now = std::chrono::steady_clock::now();
+              const bool done = p.pieces_done == p.pieces_total;
+              if (rank != 0 || quiet || (!done && now - last_print < std::chrono::seconds(1))) return;
+              last_print = now;
+              // Rate and ETA from this rank's input bytes (every rank has about the same share).
+              const double secs = std::max(1e-3, std::chrono::duration<double>(now - t0).count());
+              const double mb_per_s = static_cast<double>(p.bytes_done) / 1e6 / secs;
+              const double eta = p.bytes_done > 0 ? secs * static_cast<double>(p.bytes_total - p.bytes_done) /
+                                                        static_cast<double>(p.bytes_done)
+                                                  : 0.0;
+              char line[256];
+              std::snprintf(
+                  line, sizeof line,
+                  "preprocess: rank 0 of %d: %lld/%lld streams, %s of %s, %.1f MB/s, %.1f M tokens/s, ETA %.0f s, "
+                  "%lld sequences",
+                  world, static_cast<long long>(p.pieces_done), static_cast<long long>(p.pieces_total),
+                  human_bytes(p.bytes_done).c_str(), human_bytes(p.bytes_total).c_str(), mb_per_s,
+                  static_cast<double>(p.tokens) / 1e6 / secs, eta, static_cast<long long>(p.sequences));
+              log::info(line);
+            });
+      }));
   if (!err.empty()) {
     writers.clear();  // removes the temporary files
     throw AgreedError(err);  // every rank holds the same message

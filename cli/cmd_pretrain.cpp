@@ -38,9 +38,8 @@ int pretrain_job(const dist::MpiEnv& env, int argc, char** argv) {
   {
     // Once the checks passed, the whole effective config goes to the run folder and the
     // console gets one line.
-    const auto result = pretrain::run_pretraining(env, cfg, resume, [&] {
-      log::info(cli.write_effective(cfg.checkpoint.dir + "/effective_config.ini"));
-    });
+    const auto result = pretrain::run_pretraining(
+        env, cfg, resume, [&] { log::info(cli.write_effective(cfg.checkpoint.dir + "/effective_config.ini")); });
     std::ostringstream line;
     line << "pre-training " << (result.stopped_by_signal ? "stopped by signal" : "finished") << " at step "
          << result.final_step;

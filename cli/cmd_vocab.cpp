@@ -19,11 +19,13 @@ int run_vocab(int argc, char** argv) {
   std::cout << "# effective config\n";
   cli.print_effective(std::cout);
   const data_pipeline::SentencePieceTrainResult r = data_pipeline::train_sentencepiece(options);
-  std::cout << "\n# trained\nmodel = " << r.model_path << "\npieces = " << r.vocab_path << "\nvocab_size = " << r.vocab_size
-            << "\nvocab_sha256 = " << r.sha256 << "\nspecial ids = [PAD] " << data_pipeline::SentencePieceReservedIds::kPad
-            << ", [UNK] " << data_pipeline::SentencePieceReservedIds::kUnk << ", [CLS] " << data_pipeline::SentencePieceReservedIds::kCls
-            << ", [SEP] " << data_pipeline::SentencePieceReservedIds::kSep << ", [MASK] " << data_pipeline::SentencePieceReservedIds::kMask
-            << "\n";
+  std::cout << "\n# trained\nmodel = " << r.model_path << "\npieces = " << r.vocab_path
+            << "\nvocab_size = " << r.vocab_size << "\nvocab_sha256 = " << r.sha256 << "\nspecial ids = [PAD] "
+            << data_pipeline::SentencePieceReservedIds::kPad << ", [UNK] "
+            << data_pipeline::SentencePieceReservedIds::kUnk << ", [CLS] "
+            << data_pipeline::SentencePieceReservedIds::kCls << ", [SEP] "
+            << data_pipeline::SentencePieceReservedIds::kSep << ", [MASK] "
+            << data_pipeline::SentencePieceReservedIds::kMask << "\n";
   return 0;
 }
 

@@ -23,7 +23,8 @@ namespace tupe::cli {
 ConfigCli::ConfigCli(std::string command, std::string summary)
     : command_(std::move(command)), summary_(std::move(summary)), own_options_("Options") {
   own_options_.add_options()("help,h", "print this help")(
-      "config", po::value<std::string>(), "INI file with [section] key = value lines; command-line options override it")(
+      "config", po::value<std::string>(),
+      "INI file with [section] key = value lines; command-line options override it")(
       "log-level", po::value<std::string>()->value_name("L"),
       "console log level: debug, info, warn, error or off (default: $TUPE_LOG_LEVEL, else info)")(
       "log-ranks", po::value<std::string>()->value_name("R"),
@@ -34,10 +35,14 @@ namespace {
 
 /// --log-level / --log-ranks, else the environment, else the defaults (common/log.h).
 void apply_log_options(const po::variables_map& vm) {
-  if (vm.count("log-level")) log::set_level(log::parse_level(vm["log-level"].as<std::string>(), "--log-level"));
-  else if (const char* v = std::getenv("TUPE_LOG_LEVEL"); v && *v) log::set_level(log::parse_level(v, "TUPE_LOG_LEVEL"));
-  if (vm.count("log-ranks")) log::set_ranks(log::parse_ranks(vm["log-ranks"].as<std::string>(), "--log-ranks"));
-  else if (const char* v = std::getenv("TUPE_LOG_RANKS"); v && *v) log::set_ranks(log::parse_ranks(v, "TUPE_LOG_RANKS"));
+  if (vm.count("log-level"))
+    log::set_level(log::parse_level(vm["log-level"].as<std::string>(), "--log-level"));
+  else if (const char* v = std::getenv("TUPE_LOG_LEVEL"); v && *v)
+    log::set_level(log::parse_level(v, "TUPE_LOG_LEVEL"));
+  if (vm.count("log-ranks"))
+    log::set_ranks(log::parse_ranks(vm["log-ranks"].as<std::string>(), "--log-ranks"));
+  else if (const char* v = std::getenv("TUPE_LOG_RANKS"); v && *v)
+    log::set_ranks(log::parse_ranks(v, "TUPE_LOG_RANKS"));
 }
 
 }  // namespace

@@ -124,10 +124,9 @@ class FieldTable {
   /// else throws tupe::Error "key '<name>': expected a, b or c, got '<text>'".
   template <class E, std::size_t N>
   FieldTable& choice(const std::string& name, E S::*m, const Choice<E> (&choices)[N], std::string help) {
-    fields_.push_back({name, std::move(help), [m, choices](const S& s) { return choice_word(s.*m, choices); },
-                       [m, choices, name](S& s, const std::string& t) {
-                         s.*m = parse_choice("key '" + name + "'", t, choices);
-                       }});
+    fields_.push_back(
+        {name, std::move(help), [m, choices](const S& s) { return choice_word(s.*m, choices); },
+         [m, choices, name](S& s, const std::string& t) { s.*m = parse_choice("key '" + name + "'", t, choices); }});
     return *this;
   }
   /// A field with custom conversion (enums): `get` prints, `set` parses (throwing on bad text).

@@ -30,10 +30,14 @@ struct Console {
   /// Plain sinks ("%v": tupe writes its own prefixes), every record flushed.
   void use(std::ostream* o, std::ostream* e) {
     spdlog::sink_ptr so, se;
-    if (o) so = std::make_shared<spdlog::sinks::ostream_sink_mt>(*o, true);
-    else so = std::make_shared<spdlog::sinks::stdout_sink_mt>();
-    if (e) se = std::make_shared<spdlog::sinks::ostream_sink_mt>(*e, true);
-    else se = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+    if (o)
+      so = std::make_shared<spdlog::sinks::ostream_sink_mt>(*o, true);
+    else
+      so = std::make_shared<spdlog::sinks::stdout_sink_mt>();
+    if (e)
+      se = std::make_shared<spdlog::sinks::ostream_sink_mt>(*e, true);
+    else
+      se = std::make_shared<spdlog::sinks::stderr_sink_mt>();
     auto make = [](const char* name, spdlog::sink_ptr sink) {
       auto l = std::make_shared<spdlog::logger>(name, std::move(sink));
       l->set_pattern("%v");

@@ -4,7 +4,9 @@
 
 namespace tupe::data_pipeline {
 
-Packing parse_packing(const std::string& key, const std::string& text) { return parse_choice(key, text, kPackingWords); }
+Packing parse_packing(const std::string& key, const std::string& text) {
+  return parse_choice(key, text, kPackingWords);
+}
 
 std::string to_string(Packing p) { return choice_word(p, kPackingWords); }
 

@@ -13,7 +13,8 @@ namespace fs = std::filesystem;
 namespace tupe::data_pipeline {
 
 void PreprocessConfig::validate() const {
-  TUPE_CHECK(max_seq_len >= 8 && max_seq_len <= 65535, "preprocess.max_seq_len: must be in 8..65535, got " << max_seq_len);
+  TUPE_CHECK(max_seq_len >= 8 && max_seq_len <= 65535,
+             "preprocess.max_seq_len: must be in 8..65535, got " << max_seq_len);
   TUPE_CHECK(validation_ratio >= 0 && validation_ratio < 1,
              "preprocess.validation_ratio: must be in [0, 1), got " << validation_ratio);
   TUPE_CHECK(num_shards >= 1 && num_shards <= 99999, "preprocess.num_shards: must be in 1..99999, got " << num_shards);
@@ -29,16 +30,19 @@ const FieldTable<PreprocessConfig>& PreprocessConfig::fields() {
     FieldTable<PreprocessConfig> t;
     t.integer("max_seq_len", &PreprocessConfig::max_seq_len, "sequence length incl. [CLS] and [SEP] (tokens)")
         .choice("packing", &PreprocessConfig::packing, kPackingWords,
-              "full_sentences (RoBERTa FULL-SENTENCES, across documents) | document (within one document)")
+                "full_sentences (RoBERTa FULL-SENTENCES, across documents) | document (within one document)")
         .choice("documents", &PreprocessConfig::documents, kDocumentBoundaryWords,
-              "document boundaries: blank_line (blank lines, BERT format) | line (one document per line)")
+                "document boundaries: blank_line (blank lines, BERT format) | line (one document per line)")
         .real("validation_ratio", &PreprocessConfig::validation_ratio,
               "fraction of documents sent to the validation split (0 = none)")
         .integer("num_shards", &PreprocessConfig::num_shards, "train shard files")
         .integer("num_validation_shards", &PreprocessConfig::num_validation_shards, "validation shard files")
         .integer("seed", &PreprocessConfig::seed, "seed of the train/validation split")
-        .integer("piece_bytes", &PreprocessConfig::piece_bytes, "input bytes per packing stream and unit of work (bytes)")
-        .integer("compression_level", &PreprocessConfig::compression_level, "deflate level of the shards: 0 = unfiltered (read by file offset, fastest), 1..9 = smaller files read through a cache");
+        .integer("piece_bytes", &PreprocessConfig::piece_bytes,
+                 "input bytes per packing stream and unit of work (bytes)")
+        .integer("compression_level", &PreprocessConfig::compression_level,
+                 "deflate level of the shards: 0 = unfiltered (read by file offset, fastest), 1..9 = smaller files "
+                 "read through a cache");
     return t;
   }();
   return table;

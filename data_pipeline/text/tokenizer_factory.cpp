@@ -39,7 +39,8 @@ const FieldTable<TokenizerOptions>& TokenizerOptions::fields() {
 
 std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& options) {
   options.validate();
-  if (options.kind == TokenizerKind::kSentencePiece) return std::make_unique<SentencePieceTokenizer>(options.vocab, options.lower_case);
+  if (options.kind == TokenizerKind::kSentencePiece)
+    return std::make_unique<SentencePieceTokenizer>(options.vocab, options.lower_case);
   WordPieceOptions wp;
   wp.vocab_path = options.vocab;
   wp.lower_case = options.lower_case;

@@ -179,9 +179,13 @@ TEST(CommonConfigFields, ChoiceErrorsNameTheKeyTheValueAndTheWords) {
             "finetune.fruit: expected apple, pear or plum, got 'Apple'");
   EXPECT_EQ(error_of([] { parse_choice("--color", "", kColorWords); }), "--color: expected red or blue, got ''");
   Basket b;
-  EXPECT_EQ(error_of([&] { Basket::fields().apply(b, {{"fruit", "kiwi"}}, "configs/x.ini [basket]"); }),
+  EXPECT_EQ(error_of([&] {
+              Basket::fields().apply(b, {{"fruit", "kiwi"}}, "configs/x.ini [basket]");
+            }),
             "configs/x.ini [basket]: key 'fruit': expected apple, pear or plum, got 'kiwi'");
-  EXPECT_EQ(error_of([&] { Basket::fields().apply(b, {{"color", "green"}}, "--basket.color"); }),
+  EXPECT_EQ(error_of([&] {
+              Basket::fields().apply(b, {{"color", "green"}}, "--basket.color");
+            }),
             "--basket.color: key 'color': expected red or blue, got 'green'");
   EXPECT_EQ(b.fruit, Fruit::kPear);  // a refused word leaves the field as it was
   EXPECT_EQ(error_of([] { choice_word(static_cast<Fruit>(7), kFruitWords); }),

@@ -218,8 +218,11 @@ TEST(DataPreprocessConfig, PackingAndDocumentsAreWordsInConfigsAndEnumsInCode) {
   table.apply(c, {{"packing", "document"}, {"documents", "line"}}, "p.ini [preprocess]");
   EXPECT_EQ(c.packing, Packing::kDocument);
   EXPECT_EQ(c.documents, DocumentBoundary::kLine);
-  test::expect_error([&] { table.apply(c, {{"documents", "paragraph"}}, "p.ini [preprocess]"); },
-                     {"p.ini [preprocess]: key 'documents': expected blank_line or line, got 'paragraph'"});
+  test::expect_error(
+      [&] {
+        table.apply(c, {{"documents", "paragraph"}}, "p.ini [preprocess]");
+      },
+      {"p.ini [preprocess]: key 'documents': expected blank_line or line, got 'paragraph'"});
 }
 
 }  // namespace

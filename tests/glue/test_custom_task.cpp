@@ -173,14 +173,19 @@ TEST(GlueCustomTask, ConfigChecksNameTheKey) {
   EXPECT_EQ(err([](auto& c) { c.metrics = "pearson"; }), "task.metrics: 'pearson' is not a classification metric (accuracy, f1, mcc)");
   EXPECT_EQ(err([](auto& c) { c.dev = "/d/dev.txt"; }),
             "task.dev: cannot tell the format of '/d/dev.txt' from its extension (.tsv, .csv, .jsonl); set task.format");
-  EXPECT_EQ(err([](auto& c) { c.kind = TaskKind::kRegression; }), "task.labels: a regression task has no label values (got 'neg,pos')");
+  EXPECT_EQ(err([](auto& c) { c.kind = TaskKind::kRegression; }),
+            "task.labels: a regression task has no label values (got 'neg,pos')");
   EXPECT_EQ(err([](auto& c) { c.dev = ""; }),
             "task.dev: no dev file given (task sentiment; it picks the epoch and the learning rate)");
   // format and kind are words of a fixed set, refused when the [task] section is read.
   CustomTaskConfig read;
-  EXPECT_EQ(error_of([&] { CustomTaskConfig::fields().apply(read, {{"format", "xlsx"}}, "t.ini [task]"); }),
+  EXPECT_EQ(error_of([&] {
+              CustomTaskConfig::fields().apply(read, {{"format", "xlsx"}}, "t.ini [task]");
+            }),
             "t.ini [task]: key 'format': expected auto, tsv, csv or jsonl, got 'xlsx'");
-  EXPECT_EQ(error_of([&] { CustomTaskConfig::fields().apply(read, {{"kind", "ranking"}}, "t.ini [task]"); }),
+  EXPECT_EQ(error_of([&] {
+              CustomTaskConfig::fields().apply(read, {{"kind", "ranking"}}, "t.ini [task]");
+            }),
             "t.ini [task]: key 'kind': expected classification or regression, got 'ranking'");
   CustomTaskConfig::fields().apply(read, {{"format", "jsonl"}, {"kind", "regression"}}, "t.ini [task]");
   EXPECT_EQ(read.format, TableFormat::kJsonl);

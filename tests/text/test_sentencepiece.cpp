@@ -102,7 +102,9 @@ void train_and_check(const std::string& input, SentencePieceModelType model_type
   EXPECT_NE(error_of([&] { make_tokenizer(to); }).find(o.model + ": the model "), std::string::npos);
 }
 
-TEST(TextSentencePieceTrain, UnigramCasedOnTinyShakespeare) { train_and_check(shakespeare(), SentencePieceModelType::kUnigram, 2000, false); }
+TEST(TextSentencePieceTrain, UnigramCasedOnTinyShakespeare) {
+  train_and_check(shakespeare(), SentencePieceModelType::kUnigram, 2000, false);
+}
 
 TEST(TextSentencePieceTrain, BpeLowerCasedOnPartOfTinyShakespeare) {
   ScratchDir dir("spm_part");
@@ -129,7 +131,9 @@ TEST(TextSentencePieceTrain, BadInputAndOptions) {
   EXPECT_FALSE(std::filesystem::exists(o.model));
   EXPECT_FALSE(std::filesystem::exists(o.model + ".tmp"));
   // model_type is an enum: a wrong word is refused when the [vocab] section is read.
-  EXPECT_EQ(error_of([&] { SentencePieceTrainOptions::fields().apply(o, {{"model_type", "wordpiece"}}, "v.ini [vocab]"); }),
+  EXPECT_EQ(error_of([&] {
+              SentencePieceTrainOptions::fields().apply(o, {{"model_type", "wordpiece"}}, "v.ini [vocab]");
+            }),
             "v.ini [vocab]: key 'model_type': expected unigram or bpe, got 'wordpiece'");
   EXPECT_EQ(error_of([] { parse_sentencepiece_model_type("vocab.model_type", "wordpiece"); }),
             "vocab.model_type: expected unigram or bpe, got 'wordpiece'");

@@ -150,7 +150,9 @@ TEST(TextTokenizerOptions, FieldTableRoundTripsAndValidates) {
   TokenizerOptions bad;
   bad.vocab = "v.txt";
   // kind is an enum: a wrong word is refused when the section is read.
-  EXPECT_EQ(error_of([&] { table.apply(bad, {{"kind", "bpe"}}, "cfg [tokenizer]"); }),
+  EXPECT_EQ(error_of([&] {
+              table.apply(bad, {{"kind", "bpe"}}, "cfg [tokenizer]");
+            }),
             "cfg [tokenizer]: key 'kind': expected wordpiece or sentencepiece, got 'bpe'");
   EXPECT_EQ(error_of([] { parse_tokenizer_kind("tokenizer.kind", "bpe"); }),
             "tokenizer.kind: expected wordpiece or sentencepiece, got 'bpe'");

@@ -33,7 +33,7 @@ struct AnalyzeOptions {
   std::filesystem::path metrics;     ///< metrics JSONL; "" = <checkpoint.dir>/metrics/rank_0.jsonl if present
   int64_t heatmap_positions = 128;   ///< L of the heatmaps (capped at max_positions)
   std::string python;                ///< Python with numpy/scikit-learn/matplotlib ("" = $TUPE_PYTHON, else the configured one)
-  std::string script;                ///< plotting script ("" = the built-in analyze_plots.py, written to the output folder)
+  std::string script;  ///< plotting script ("" = the built-in analyze_plots.py, written to the output folder)
   int64_t seed = 1;                  ///< probe train/test split and pair sampling
 };
 

@@ -128,9 +128,10 @@ ExportResult export_checkpoint(const ExportOptions& options) {
   result.vocab = pick_checkpoint_vocab(options.vocab, ckpt);
   if (!result.vocab.empty()) check_checkpoint_vocab(result.vocab, ckpt);
   const bool hf = result.format != ExportFormat::kTupe;
-  const bool lower_case = hf && !result.vocab.empty() && tokenizer_kind_of(result.vocab) == data_pipeline::TokenizerKind::kWordPiece
-                              ? resolve_lower_case(options.lower_case, ckpt)
-                              : true;
+  const bool lower_case =
+      hf && !result.vocab.empty() && tokenizer_kind_of(result.vocab) == data_pipeline::TokenizerKind::kWordPiece
+          ? resolve_lower_case(options.lower_case, ckpt)
+          : true;
 
   const fs::path tmp = options.output.string() + ".tmp-" + std::to_string(::getpid());
   fs::remove_all(tmp);

@@ -14,7 +14,8 @@ namespace tupe::exporting {
 namespace fs = std::filesystem;
 
 data_pipeline::TokenizerKind tokenizer_kind_of(const fs::path& vocab) {
-  return vocab.extension() == ".model" ? data_pipeline::TokenizerKind::kSentencePiece : data_pipeline::TokenizerKind::kWordPiece;
+  return vocab.extension() == ".model" ? data_pipeline::TokenizerKind::kSentencePiece
+                                       : data_pipeline::TokenizerKind::kWordPiece;
 }
 
 namespace {

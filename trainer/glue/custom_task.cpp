@@ -30,21 +30,26 @@ std::vector<std::string> metric_list(const CustomTaskConfig& c) {
 
 const FieldTable<CustomTaskConfig>& CustomTaskConfig::fields() {
   using S = CustomTaskConfig;
-  static const FieldTable<S> table = FieldTable<S>()
-      .text("name", &S::name, "custom task name, run when finetune.tasks lists it (\"\" = none; letters, digits, . _ -)")
-      .path("train", &S::train, "train file (TSV, CSV or JSONL)")
-      .path("dev", &S::dev, "dev file, labelled (picks the epoch and the learning rate)")
-      .path("test", &S::test, "test file for the submission predictions (\"\" = none)")
-      .choice("format", &S::format, kTableFormatWords, "auto (by extension: .tsv .csv .jsonl .json) | tsv | csv | jsonl")
-      .text("text_a", &S::text_a, "column (header name) or JSONL key of the first text")
-      .text("text_b", &S::text_b, "column or key of the second text (\"\" = single-text task)")
-      .text("label", &S::label, "column or key of the gold label (classification) or number (regression)")
-      .text("index", &S::index, "test file: column or key of the id in the submission (\"\" = row number from 0)")
-      .choice("kind", &S::kind, kTaskKindWords, "classification | regression")
-      .text("labels", &S::labels, "classification: label values in id order, comma-separated (F1: the second is positive)")
-      .text("metrics", &S::metrics, "metrics, primary first: accuracy, f1, mcc (classification); pearson, spearman "
-                                    "(regression); \"\" = accuracy / pearson,spearman")
-      .integer("epochs", &S::epochs, "training epochs when finetune.epochs = 0");
+  static const FieldTable<S> table =
+      FieldTable<S>()
+          .text("name", &S::name,
+                "custom task name, run when finetune.tasks lists it (\"\" = none; letters, digits, . _ -)")
+          .path("train", &S::train, "train file (TSV, CSV or JSONL)")
+          .path("dev", &S::dev, "dev file, labelled (picks the epoch and the learning rate)")
+          .path("test", &S::test, "test file for the submission predictions (\"\" = none)")
+          .choice("format", &S::format, kTableFormatWords,
+                  "auto (by extension: .tsv .csv .jsonl .json) | tsv | csv | jsonl")
+          .text("text_a", &S::text_a, "column (header name) or JSONL key of the first text")
+          .text("text_b", &S::text_b, "column or key of the second text (\"\" = single-text task)")
+          .text("label", &S::label, "column or key of the gold label (classification) or number (regression)")
+          .text("index", &S::index, "test file: column or key of the id in the submission (\"\" = row number from 0)")
+          .choice("kind", &S::kind, kTaskKindWords, "classification | regression")
+          .text("labels", &S::labels,
+                "classification: label values in id order, comma-separated (F1: the second is positive)")
+          .text("metrics", &S::metrics,
+                "metrics, primary first: accuracy, f1, mcc (classification); pearson, spearman "
+                "(regression); \"\" = accuracy / pearson,spearman")
+          .integer("epochs", &S::epochs, "training epochs when finetune.epochs = 0");
   return table;
 }
 
@@ -71,7 +76,8 @@ void CustomTaskConfig::validate() const {
   TUPE_CHECK(!glue, "task.name: '" << name << "' is a GLUE task's name; choose another");
   TUPE_CHECK(name != "all", "task.name: 'all' is reserved (finetune.tasks = all means the GLUE tasks)");
   TUPE_CHECK(!train.empty(), "task.train: no train file given (task " << name << ")");
-  TUPE_CHECK(!dev.empty(), "task.dev: no dev file given (task " << name << "; it picks the epoch and the learning rate)");
+  TUPE_CHECK(!dev.empty(),
+             "task.dev: no dev file given (task " << name << "; it picks the epoch and the learning rate)");
   resolve_table_format(format, train, "task.train");
   resolve_table_format(format, dev, "task.dev");
   if (!test.empty()) resolve_table_format(format, test, "task.test");
@@ -89,8 +95,8 @@ void CustomTaskConfig::validate() const {
     TUPE_CHECK(values.empty(), "task.labels: a regression task has no label values (got '" << labels << "')");
   }
   const bool regression = kind == TaskKind::kRegression;
-  const std::set<std::string> allowed = regression ? std::set<std::string>{"pearson", "spearman"}
-                                                   : std::set<std::string>{"accuracy", "f1", "mcc"};
+  const std::set<std::string> allowed =
+      regression ? std::set<std::string>{"pearson", "spearman"} : std::set<std::string>{"accuracy", "f1", "mcc"};
   const auto m = metric_list(*this);
   TUPE_CHECK(!m.empty(), "task.metrics: no metric given");
   for (const auto& x : m)

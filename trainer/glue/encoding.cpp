@@ -20,8 +20,8 @@ bool truncate_longest_first(std::vector<int32_t>& a, std::vector<int32_t>& b, si
   return cut;
 }
 
-EncodedExample encode_example(const data_pipeline::Tokenizer& tokenizer, const std::string& a, const std::string& b, bool pair,
-                              int64_t max_length) {
+EncodedExample encode_example(const data_pipeline::Tokenizer& tokenizer, const std::string& a, const std::string& b,
+                              bool pair, int64_t max_length) {
   const int64_t specials = pair ? 3 : 2;
   TUPE_CHECK(max_length >= specials, "encode: max_length " << max_length << " leaves no room for text ("
                                                            << specials << " special tokens)");
@@ -42,8 +42,8 @@ EncodedExample encode_example(const data_pipeline::Tokenizer& tokenizer, const s
   return out;
 }
 
-EncodedSplit encode_split(const data_pipeline::Tokenizer& tokenizer, const TaskSpec& task, const SplitData& split, bool pair,
-                          int64_t max_length, int num_threads) {
+EncodedSplit encode_split(const data_pipeline::Tokenizer& tokenizer, const TaskSpec& task, const SplitData& split,
+                          bool pair, int64_t max_length, int num_threads) {
   const size_t n = split.examples.size();
   std::vector<EncodedExample> encoded(n);
   std::vector<std::string> errors(static_cast<size_t>(std::max(1, num_threads)));

@@ -31,8 +31,8 @@ struct EncodedExample {
 /// Encodes `a` (and `b` when `pair`) with `tokenizer`. max_length counts the special tokens
 /// and must be >= 3 for pairs, >= 2 otherwise (tupe::Error). Throws tupe::Error from the
 /// tokenizer on invalid UTF-8.
-EncodedExample encode_example(const data_pipeline::Tokenizer& tokenizer, const std::string& a, const std::string& b, bool pair,
-                              int64_t max_length);
+EncodedExample encode_example(const data_pipeline::Tokenizer& tokenizer, const std::string& a, const std::string& b,
+                              bool pair, int64_t max_length);
 
 /// A split encoded, with its targets.
 struct EncodedSplit {
@@ -50,8 +50,8 @@ struct EncodedSplit {
 /// Encodes every example of `split` (pairs when split has a second sentence), on
 /// `num_threads` threads (>= 1; the result does not depend on it). Errors name the file
 /// and line of the example.
-EncodedSplit encode_split(const data_pipeline::Tokenizer& tokenizer, const TaskSpec& task, const SplitData& split, bool pair,
-                          int64_t max_length, int num_threads);
+EncodedSplit encode_split(const data_pipeline::Tokenizer& tokenizer, const TaskSpec& task, const SplitData& split,
+                          bool pair, int64_t max_length, int num_threads);
 
 /// Model inputs of some rows of an encoded split, padded to their longest row.
 struct Batch {

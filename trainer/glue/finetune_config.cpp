@@ -88,7 +88,8 @@ const FieldTable<FinetuneConfig>& FinetuneConfig::fields() {
   using C = FinetuneConfig;
   static const FieldTable<C> table = [] {
     FieldTable<C> t;
-    t.text("tasks", &C::tasks, "comma-separated GLUE tasks (CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE, WNLI) or all")
+    t.text("tasks", &C::tasks,
+           "comma-separated GLUE tasks (CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE, WNLI) or all")
         .path("data_dir", &C::data_dir, "GLUE folder holding <TASK>/{train,dev,test}.tsv and diagnostic/")
         .path("checkpoint", &C::checkpoint, "pre-training checkpoint: a step_<N> folder or a checkpoint dir (newest)")
         .path("output_dir", &C::output_dir, "folder for results.json, results.md, submission/ and models/")
@@ -109,7 +110,8 @@ const FieldTable<FinetuneConfig>& FinetuneConfig::fields() {
         .integer("train_rows", &C::train_rows, "train on a random subset of this many rows (0 = all)")
         .integer("data_seed", &C::data_seed, "seed of the train_rows subset")
         .integer("eval_batch_size", &C::eval_batch_size, "examples per rank per forward in evaluation")
-        .choice("select_epoch", &C::select_epoch, kSelectEpochWords, "best | last: the epoch whose dev metric a run reports")
+        .choice("select_epoch", &C::select_epoch, kSelectEpochWords,
+                "best | last: the epoch whose dev metric a run reports")
         .choice("precision", &C::precision, kPrecisionWords, "fp32 | bf16 | auto (bf16 on a GPU, fp32 on the CPU)")
         .custom(
             "device", "auto | cpu | cuda (auto: cuda:<local rank> when present)",

@@ -60,9 +60,10 @@ struct FinetuneConfig {
   int64_t train_rows = 0;            ///< train on a random subset of this many rows (0 = all)
   int64_t data_seed = 1;             ///< seed of the train_rows subset
   int64_t eval_batch_size = 64;      ///< examples per rank per forward in evaluation
-  SelectEpoch select_epoch = SelectEpoch::kBest;  ///< best | last: the epoch whose dev metric a run reports
+  SelectEpoch select_epoch = SelectEpoch::kBest;           ///< best | last: the epoch whose dev metric a run reports
   FinetunePrecision precision = FinetunePrecision::kAuto;  ///< fp32 | bf16 | auto (bf16 on a GPU, fp32 on the CPU)
-  dist::DeviceRequest device = dist::DeviceRequest::kAuto;  ///< auto | cpu | cuda (auto: cuda:<local rank> when a GPU is present)
+  dist::DeviceRequest device =
+      dist::DeviceRequest::kAuto;    ///< auto | cpu | cuda (auto: cuda:<local rank> when a GPU is present)
   int64_t threads = 0;               ///< intra-op CPU threads per rank (0 = LibTorch's default)
   bool skip_bad_rows = false;        ///< skip (and count) malformed rows instead of failing
   bool predict_test = true;          ///< write the benchmark's submission files for the test sets

@@ -109,8 +109,7 @@ std::vector<TaskResult> run_finetune_job(const dist::MpiEnv& env, const Finetune
   TUPE_CHECK(max_length <= model_config.max_positions,
              "finetune.max_length: " << max_length << " exceeds the checkpoint's model.max_positions "
                                      << model_config.max_positions);
-  const c10::Device device =
-      dist::resolve_device(env, cfg.device, "finetune.device");
+  const c10::Device device = dist::resolve_device(env, cfg.device, "finetune.device");
   const bool bf16 = uses_bf16(cfg.precision, device.is_cuda());
   dist::DistContext dctx(env, c.dist, device);
 
@@ -152,8 +151,8 @@ std::vector<TaskResult> run_finetune_job(const dist::MpiEnv& env, const Finetune
     for (const auto& [split, n] : data.skipped_rows) skipped += n;
     log::info("# " + task->name + ": " + std::to_string(data.train.size()) + " of " +
               std::to_string(data.train_rows_in_file) + " train rows, " + std::to_string(epochs) + " epoch(s), " +
-              std::to_string(data.dev.size()) + " dev split(s), " + std::to_string(data.test.size()) + " test split(s)" +
-              (skipped ? ", " + std::to_string(skipped) + " bad rows skipped" : ""));
+              std::to_string(data.dev.size()) + " dev split(s), " + std::to_string(data.test.size()) +
+              " test split(s)" + (skipped ? ", " + std::to_string(skipped) + " bad rows skipped" : ""));
     trainer::NamedTensors reported;
     const bool keep = rank0 && cfg.save_model;
     TaskResult result = run_task(renv, data, lrs, seeds, epochs, keep, &reported);

@@ -21,7 +21,7 @@ namespace tupe::glue {
 struct FinetuneJobConfig {
   FinetuneConfig finetune;          ///< [finetune]
   CustomTaskConfig task;            ///< [task]: a custom task (custom_task.h), run when finetune.tasks names it
-  data_pipeline::TokenizerOptions tokenizer; ///< [tokenizer]: the pre-training vocabulary
+  data_pipeline::TokenizerOptions tokenizer;  ///< [tokenizer]: the pre-training vocabulary
   dist::DistOptions dist;           ///< [dist]
   KeyValues effective;              ///< the whole effective config (reports, saved models)
 };

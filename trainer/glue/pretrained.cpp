@@ -29,7 +29,8 @@ PretrainedEncoder load_pretrained_encoder(const fs::path& path, trainer::Checkpo
   return out;
 }
 
-void check_vocabulary(const std::string& checkpoint_sha256, const data_pipeline::Tokenizer& tokenizer, const std::string& where) {
+void check_vocabulary(const std::string& checkpoint_sha256, const data_pipeline::Tokenizer& tokenizer,
+                      const std::string& where) {
   TUPE_CHECK(!checkpoint_sha256.empty(), where << ": the checkpoint records no vocabulary sha256");
   TUPE_CHECK(checkpoint_sha256 == tokenizer.vocab_sha256(),
              where << ": the checkpoint was trained with vocabulary sha256 " << checkpoint_sha256

@@ -38,7 +38,8 @@ PretrainedEncoder load_pretrained_encoder(const std::filesystem::path& path,
 
 /// Refuses a vocabulary other than the checkpoint's: throws tupe::Error "<where>: the
 /// checkpoint was trained with vocabulary sha256 X, the tokenizer's is Y".
-void check_vocabulary(const std::string& checkpoint_sha256, const data_pipeline::Tokenizer& tokenizer, const std::string& where);
+void check_vocabulary(const std::string& checkpoint_sha256, const data_pipeline::Tokenizer& tokenizer,
+                      const std::string& where);
 
 /// Copies `tensors` into the model's encoder.* parameters, strictly (copy_named_tensors):
 /// ONE tupe::Error "<where>: N tensor name/shape/dtype mismatch(es): missing: ...; unexpected: ...".

@@ -29,8 +29,10 @@ enum class TableFormat {
   kJsonl,  ///< JSON Lines
 };
 /// The words of TableFormat in configs, in the order errors list them.
-inline constexpr Choice<TableFormat> kTableFormatWords[] = {
-    {"auto", TableFormat::kAuto}, {"tsv", TableFormat::kTsv}, {"csv", TableFormat::kCsv}, {"jsonl", TableFormat::kJsonl}};
+inline constexpr Choice<TableFormat> kTableFormatWords[] = {{"auto", TableFormat::kAuto},
+                                                            {"tsv", TableFormat::kTsv},
+                                                            {"csv", TableFormat::kCsv},
+                                                            {"jsonl", TableFormat::kJsonl}};
 /// "auto" | "tsv" | "csv" | "jsonl".
 std::string to_string(TableFormat f);
 /// Parses a word of kTableFormatWords; throws tupe::Error "<key>: expected auto, tsv, csv or jsonl, got '<text>'".

@@ -139,7 +139,9 @@ std::string trim(const std::string& s) {
 
 std::string to_string(TaskKind k) { return choice_word(k, kTaskKindWords); }
 
-TaskKind parse_task_kind(const std::string& key, const std::string& text) { return parse_choice(key, text, kTaskKindWords); }
+TaskKind parse_task_kind(const std::string& key, const std::string& text) {
+  return parse_choice(key, text, kTaskKindWords);
+}
 
 const std::vector<TaskSpec>& all_tasks() {
   static const std::vector<TaskSpec> tasks = build_tasks();

@@ -44,7 +44,7 @@ struct SplitSpec {
   ColumnRef index;         ///< the id written to the submission file (test files)
   std::string submission;  ///< test files: submission file name, e.g. "SST-2.tsv"; "" otherwise
   std::string table_column;///< dev files: column of the results table, e.g. "MNLI-m"
-  TableFormat format = TableFormat::kTsv; ///< tsv (GLUE's) | csv (RFC 4180) | jsonl (table_formats.h); never auto
+  TableFormat format = TableFormat::kTsv;  ///< tsv (GLUE's) | csv (RFC 4180) | jsonl (table_formats.h); never auto
   bool own_path = false;   ///< `file` is used as given (custom tasks), not under the GLUE folder
   bool labelled() const { return !label.name.empty() || label.position >= 0; }
   bool pair() const { return !text_b.name.empty() || text_b.position >= 0; }

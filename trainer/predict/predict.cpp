@@ -81,16 +81,18 @@ void PredictOptions::validate() const {
 c10::Device pick_device(dist::DeviceRequest request) {
   if (request == dist::DeviceRequest::kCpu) return c10::Device(c10::kCPU);
   const bool cuda = torch::cuda::is_available();
-  TUPE_CHECK(request != dist::DeviceRequest::kCuda || cuda,
-             "--device cuda: no CUDA device visible to this process (or tupe was built without CUDA); use --device auto|cpu");
+  TUPE_CHECK(
+      request != dist::DeviceRequest::kCuda || cuda,
+      "--device cuda: no CUDA device visible to this process (or tupe was built without CUDA); use --device auto|cpu");
   return cuda ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
 }
 
 namespace {
 
 /// The tokenizer of the checkpoint (see trainer/export/checkpoint_vocab.h).
-std::unique_ptr<data_pipeline::Tokenizer> checkpoint_tokenizer(const PredictOptions& o, const exporting::CheckpointModel& ckpt,
-                                                      fs::path* vocab) {
+std::unique_ptr<data_pipeline::Tokenizer> checkpoint_tokenizer(const PredictOptions& o,
+                                                               const exporting::CheckpointModel& ckpt,
+                                                               fs::path* vocab) {
   *vocab = exporting::pick_checkpoint_vocab(o.vocab, ckpt);
   TUPE_CHECK(!vocab->empty(), ckpt.dir.string() << ": no vocabulary: the checkpoint records none that is readable; give "
                                                    "--vocab (the vocab.txt or .model it was trained with)");
@@ -125,7 +127,8 @@ std::unique_ptr<data_pipeline::Tokenizer> checkpoint_tokenizer(const PredictOpti
 /// tokenizer's ids (a model vocab_size larger than the vocabulary).
 std::string token_text(const data_pipeline::Tokenizer& tokenizer, int64_t id) {
   if (id < 0 || id >= tokenizer.vocab_size()) return "";
-  if (const auto* wp = dynamic_cast<const data_pipeline::WordPieceTokenizer*>(&tokenizer)) return wp->id_to_token(static_cast<int32_t>(id));
+  if (const auto* wp = dynamic_cast<const data_pipeline::WordPieceTokenizer*>(&tokenizer))
+    return wp->id_to_token(static_cast<int32_t>(id));
   return tokenizer.decode({static_cast<int32_t>(id)});
 }
 
@@ -202,8 +205,8 @@ Ranked fill_mask(model::TupeBertImpl& net, const std::vector<InputLine>& lines, 
   return ranked;
 }
 
-void write_fill_mask(std::ostream& os, const std::vector<InputLine>& lines, const Ranked& ranked, const PredictOptions& o,
-                     const data_pipeline::Tokenizer& tokenizer) {
+void write_fill_mask(std::ostream& os, const std::vector<InputLine>& lines, const Ranked& ranked,
+                     const PredictOptions& o, const data_pipeline::Tokenizer& tokenizer) {
   if (o.format == FillMaskFormat::kTsv) os << "line\tmask\tposition\trank\ttoken_id\ttoken\tprobability\n";
   for (size_t i = 0; i < lines.size(); ++i) {
     const InputLine& line = lines[i];
@@ -274,8 +277,9 @@ void embeddings(model::TupeBertImpl& net, const std::vector<InputLine>& lines, c
   std::vector<size_t> all(lines.size());
   std::iota(all.begin(), all.end(), size_t{0});
   Batch whole = make_batch(lines, all, pad, false, c10::Device(c10::kCPU));
-  trainer::write_safetensors(o.output, {{"input_ids", whole.ids}, {"attention_mask", whole.mask}, {tokens ? "hidden" : "cls", out}},
-                             {{"format", "tupe-embeddings"}, {"pooling", to_string(o.pooling)}, {"checkpoint", ckpt_dir.string()}});
+  trainer::write_safetensors(
+      o.output, {{"input_ids", whole.ids}, {"attention_mask", whole.mask}, {tokens ? "hidden" : "cls", out}},
+      {{"format", "tupe-embeddings"}, {"pooling", to_string(o.pooling)}, {"checkpoint", ckpt_dir.string()}});
 }
 
 }  // namespace

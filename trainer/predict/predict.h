@@ -72,16 +72,17 @@ Pooling parse_pooling(const std::string& option, const std::string& text);
 struct PredictOptions {
   std::filesystem::path checkpoint;  ///< step_XXXXXXXX folder, or a folder of them (newest whole one)
   std::filesystem::path vocab;       ///< vocab.txt / .model ("" = the checkpoint's tokenizer.vocab when readable)
-  exporting::LowerCase lower_case = exporting::LowerCase::kAuto;  ///< recorded by the checkpoint or its shards, or given
+  exporting::LowerCase lower_case =
+      exporting::LowerCase::kAuto;  ///< recorded by the checkpoint or its shards, or given
   PredictMode mode = PredictMode::kFillMask;
   std::string input = "-";           ///< text file, one input per line; "-" = stdin
   std::string output = "-";          ///< fill-mask: file or "-" (stdout); embeddings: a .safetensors file
   FillMaskFormat format = FillMaskFormat::kJsonl;  ///< fill-mask output: jsonl | tsv
-  Pooling pooling = Pooling::kCls;   ///< embeddings: cls ((N, d)) | tokens ((N, L, d))
+  Pooling pooling = Pooling::kCls;                 ///< embeddings: cls ((N, d)) | tokens ((N, L, d))
   int64_t top_k = 5;                 ///< fill-mask: predictions per [MASK] (1..vocab_size)
   int64_t batch_size = 32;           ///< lines per forward pass
   dist::DeviceRequest device = dist::DeviceRequest::kAuto;  ///< auto (cuda:0 when a GPU is visible) | cpu | cuda
-  PredictPrecision precision = PredictPrecision::kFp32;  ///< fp32 | bf16 (autocast; the softmax stays float32)
+  PredictPrecision precision = PredictPrecision::kFp32;     ///< fp32 | bf16 (autocast; the softmax stays float32)
   int64_t threads = 0;               ///< intra-op CPU threads (0 = LibTorch's default)
 
   /// Throws tupe::Error "--<option>: <cause>" (pure; files are not opened).

@@ -27,7 +27,8 @@ std::vector<int32_t> encode_with_masks(const data_pipeline::Tokenizer& tokenizer
   return ids;
 }
 
-std::vector<InputLine> read_input_lines(std::istream& in, const data_pipeline::Tokenizer& tokenizer, const InputRules& rules) {
+std::vector<InputLine> read_input_lines(std::istream& in, const data_pipeline::Tokenizer& tokenizer,
+                                        const InputRules& rules) {
   const data_pipeline::SpecialTokens special = tokenizer.special_tokens();
   std::vector<InputLine> out;
   std::string text;

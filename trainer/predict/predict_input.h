@@ -35,7 +35,8 @@ struct InputRules {
 /// Reads every line of `in` and encodes it. Throws tupe::Error "<source>:<line>: <cause>"
 /// for the first bad line: blank, invalid UTF-8, no [MASK] (need_mask), or more than
 /// max_positions tokens with [CLS] and [SEP]; "<source>: no input lines" when empty.
-std::vector<InputLine> read_input_lines(std::istream& in, const data_pipeline::Tokenizer& tokenizer, const InputRules& rules);
+std::vector<InputLine> read_input_lines(std::istream& in, const data_pipeline::Tokenizer& tokenizer,
+                                        const InputRules& rules);
 
 /// The ids of one line's text (without [CLS]/[SEP]): the pieces between "[MASK]"s tokenised
 /// separately, [MASK] ids in between; `mask_offsets` receives the [MASK] indices into the

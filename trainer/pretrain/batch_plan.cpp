@@ -30,12 +30,11 @@ BatchPlan plan_batches(int64_t global_batch, int64_t world_size, int64_t micro_b
     plan.micro_batch = largest_divisor_at_most(plan.local_batch, max_micro_batch);
   } else {
     TUPE_CHECK(plan.local_batch % micro_batch == 0,
-               "train.micro_batch_size: " << micro_batch << " does not divide the per-rank batch " << plan.local_batch
-                                          << " (global batch " << global_batch << " / " << world_size
-                                          << " ranks); pass --train.micro_batch_size "
-                                          << largest_divisor_at_most(plan.local_batch, micro_batch)
-                                          << " (the largest divisor of " << plan.local_batch << " up to " << micro_batch
-                                          << "), or 0 to derive it");
+               "train.micro_batch_size: "
+                   << micro_batch << " does not divide the per-rank batch " << plan.local_batch << " (global batch "
+                   << global_batch << " / " << world_size << " ranks); pass --train.micro_batch_size "
+                   << largest_divisor_at_most(plan.local_batch, micro_batch) << " (the largest divisor of "
+                   << plan.local_batch << " up to " << micro_batch << "), or 0 to derive it");
     plan.micro_batch = micro_batch;
   }
   plan.accumulation = plan.local_batch / plan.micro_batch;

@@ -9,7 +9,8 @@
 namespace tupe::pretrain {
 
 double training_flops_per_token(const model::ModelConfig& c, int64_t seq_len, int64_t rows, double masked_per_token) {
-  TUPE_CHECK(seq_len >= 1 && rows >= 1, "flops: sequence length " << seq_len << " and rows " << rows << " must be positive");
+  TUPE_CHECK(seq_len >= 1 && rows >= 1,
+             "flops: sequence length " << seq_len << " and rows " << rows << " must be positive");
   TUPE_CHECK(masked_per_token >= 0 && masked_per_token <= 1,
              "flops: masked tokens per token must be in [0, 1], got " << masked_per_token);
   const double d = static_cast<double>(c.hidden_size), f = static_cast<double>(c.ffn_size);

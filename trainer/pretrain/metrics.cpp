@@ -41,8 +41,9 @@ bool rewrite_in_place() {
   const char* v = std::getenv("TUPE_PROGRESS");
   if (v == nullptr || *v == '\0') return isatty(STDOUT_FILENO) != 0 && !under_launcher();
   const std::string mode(v);
-  TUPE_CHECK(mode == "tty" || mode == "lines",
-             "TUPE_PROGRESS: unknown value '" << mode << "' (tty = rewrite one line in place, lines = one line per log step)");
+  TUPE_CHECK(
+      mode == "tty" || mode == "lines",
+      "TUPE_PROGRESS: unknown value '" << mode << "' (tty = rewrite one line in place, lines = one line per log step)");
   return mode == "tty";
 }
 
@@ -55,7 +56,8 @@ std::string format_duration(double s) {
   char buf[32];
   const auto t = static_cast<int64_t>(s);
   if (t >= 3600)
-    std::snprintf(buf, sizeof(buf), "%lldh%02lldm", static_cast<long long>(t / 3600), static_cast<long long>(t % 3600 / 60));
+    std::snprintf(buf, sizeof(buf), "%lldh%02lldm", static_cast<long long>(t / 3600),
+                  static_cast<long long>(t % 3600 / 60));
   else if (t >= 60)
     std::snprintf(buf, sizeof(buf), "%lldm%02llds", static_cast<long long>(t / 60), static_cast<long long>(t % 60));
   else

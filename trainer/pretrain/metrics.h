@@ -26,14 +26,14 @@ class MetricsLog {
 /// What one progress line shows.
 struct ProgressLine {
   int64_t step = 0, max_steps = 0;
-  double loss = 0;              ///< MLM loss (nats per masked token), global
+  double loss = 0;  ///< MLM loss (nats per masked token), global
   double lr = 0;
-  double grad_norm = 0;         ///< pre-clip global L2 norm
+  double grad_norm = 0;  ///< pre-clip global L2 norm
   double loss_scale = 1;
-  double tokens_per_s = 0;      ///< global padded tokens per second
-  double eta_s = 0;             ///< seconds to max_steps at the recent pace
-  double mfu = -1;              ///< model FLOPs utilisation in [0, 1]; < 0 = not shown (CPU)
-  int64_t skipped = 0;          ///< fp16 steps skipped so far
+  double tokens_per_s = 0;  ///< global padded tokens per second
+  double eta_s = 0;         ///< seconds to max_steps at the recent pace
+  double mfu = -1;          ///< model FLOPs utilisation in [0, 1]; < 0 = not shown (CPU)
+  int64_t skipped = 0;      ///< fp16 steps skipped so far
 };
 
 /// Rank 0's progress line and the job's messages, through common/log.h (info level: a

@@ -43,8 +43,7 @@ void check_config(const PretrainConfig& cfg) {
 void setup_device(PretrainJob& job) {
   const PretrainConfig& cfg = job.cfg;
   if (cfg.train.threads > 0) at::set_num_threads(static_cast<int>(cfg.train.threads));
-  const c10::Device chosen =
-      dist::resolve_device(job.env, cfg.train.device, "train.device");
+  const c10::Device chosen = dist::resolve_device(job.env, cfg.train.device, "train.device");
   job.use_cuda = chosen.is_cuda();
   TUPE_CHECK(!(cfg.precision.precision == trainer::Precision::kFp16 && !job.use_cuda),
              "precision.precision: fp16 with loss scaling is for GPUs; use bf16 or fp32 on CPU");
@@ -61,15 +60,16 @@ void setup_device(PretrainJob& job) {
 void open_data(PretrainJob& job) {
   const PretrainConfig& cfg = job.cfg;
   job.train_data = data_pipeline::open_pretrain_dataset(split_comma_list(cfg.data.train_shards),
-                                               cfg.data.dataset_options("train", cfg.train.vocab_sha256));
+                                                        cfg.data.dataset_options("train", cfg.train.vocab_sha256));
   if (!cfg.data.validation_shards.empty())
-    job.validation_data =
-        data_pipeline::open_pretrain_dataset(split_comma_list(cfg.data.validation_shards),
-                                    cfg.data.dataset_options("validation", job.train_data->info().vocab_sha256));
+    job.validation_data = data_pipeline::open_pretrain_dataset(
+        split_comma_list(cfg.data.validation_shards),
+        cfg.data.dataset_options("validation", job.train_data->info().vocab_sha256));
   // Every rank reads the same shards (relative paths, node-local copies).
   auto entries = data_pipeline::describe_shards(job.train_data->info(), "train");
   if (job.validation_data)
-    for (auto& e : data_pipeline::describe_shards(job.validation_data->info(), "validation")) entries.push_back(std::move(e));
+    for (auto& e : data_pipeline::describe_shards(job.validation_data->info(), "validation"))
+      entries.push_back(std::move(e));
   dist::require_agreement(job.env, "data check", entries);
   const auto& info = job.train_data->info();
   TUPE_CHECK(info.vocab_size == cfg.model.vocab_size,
@@ -80,9 +80,10 @@ void open_data(PretrainJob& job) {
                                      << info.max_seq_len << " tokens)");
   // Pinned batches and non-blocking copies on CUDA unless data.pin_memory says otherwise.
   job.loader_config = cfg.data;
-  job.loader_config.pin_memory = cfg.data.pins(job.use_cuda) ? data_pipeline::PinMemory::kOn : data_pipeline::PinMemory::kOff;
-  job.plan = plan_batches(cfg.data.global_batch_size, job.world, cfg.train.micro_batch_size,
-                          cfg.train.max_micro_batch_size);
+  job.loader_config.pin_memory =
+      cfg.data.pins(job.use_cuda) ? data_pipeline::PinMemory::kOn : data_pipeline::PinMemory::kOff;
+  job.plan =
+      plan_batches(cfg.data.global_batch_size, job.world, cfg.train.micro_batch_size, cfg.train.max_micro_batch_size);
   log::debug("train data: " + std::to_string(job.train_data->size()) + " sequences in " +
              std::to_string(info.files.size()) + " shard(s), " +
              (cfg.data.load_in_memory ? "in memory" : "read on demand") + "; " + std::to_string(job.plan.accumulation) +
@@ -119,8 +120,8 @@ void start_loader(PretrainJob& job) {
     TUPE_FAIL(job.resumed_state_file << ": its data position does not fit these shards: " << e.what());
   }
   const TrainOptions& t = job.cfg.train;
-  job.metrics = std::make_unique<MetricsLog>(t.metrics_dir.empty() ? job.cfg.checkpoint.dir + "/metrics" : t.metrics_dir,
-                                             job.rank);
+  job.metrics = std::make_unique<MetricsLog>(
+      t.metrics_dir.empty() ? job.cfg.checkpoint.dir + "/metrics" : t.metrics_dir, job.rank);
 }
 
 namespace {
@@ -140,7 +141,8 @@ void announce(PretrainJob& job) {
   if (job.peak_tflops <= 0 && job.use_cuda) {
     const std::string name = dist::cuda_device_name(job.device().index());
     job.peak_tflops = table_peak_tflops(name, cfg.precision.precision, cfg.train.tf32);
-    peak_source = job.peak_tflops > 0 ? name + " datasheet" : "unknown GPU '" + name + "': set train.peak_tflops for MFU";
+    peak_source =
+        job.peak_tflops > 0 ? name + " datasheet" : "unknown GPU '" + name + "': set train.peak_tflops for MFU";
   } else if (job.peak_tflops <= 0) {
     job.peak_tflops = measure_cpu_peak_tflops();
     peak_source = "measured fp32 matmul rate of this rank";

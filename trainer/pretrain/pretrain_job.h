@@ -30,8 +30,7 @@ namespace tupe::pretrain {
 /// Everything one rank's pre-training run holds. Fields are declared in construction order
 /// (destroyed in reverse: the loader's threads and the step runner go before what they use).
 struct PretrainJob {
-  PretrainJob(const dist::MpiEnv& e, const PretrainConfig& c)
-      : env(e), cfg(c), rank(e.rank()), world(e.world_size()) {}
+  PretrainJob(const dist::MpiEnv& e, const PretrainConfig& c) : env(e), cfg(c), rank(e.rank()), world(e.world_size()) {}
   const dist::MpiEnv& env;
   const PretrainConfig& cfg;
   const int rank, world;
@@ -40,22 +39,22 @@ struct PretrainJob {
   // setup_device
   std::unique_ptr<dist::DistContext> context;  ///< communicator and watchdog of this rank
   bool use_cuda = false;
-  std::unique_ptr<Progress> progress;          ///< rank 0 prints
+  std::unique_ptr<Progress> progress;  ///< rank 0 prints
   // open_data
   std::shared_ptr<const data_pipeline::PretrainDataset> train_data, validation_data;  ///< validation may be null
-  data_pipeline::LoaderConfig loader_config;            ///< cfg.data with pin_memory resolved
-  BatchPlan plan;                              ///< micro-batch and accumulation
+  data_pipeline::LoaderConfig loader_config;  ///< cfg.data with pin_memory resolved
+  BatchPlan plan;                             ///< micro-batch and accumulation
   // build_model
   model::TupeBert net{nullptr};
-  std::unique_ptr<StepRunner> runner;          ///< optimizer, scaler, LR schedule, DDP
+  std::unique_ptr<StepRunner> runner;  ///< optimizer, scaler, LR schedule, DDP
   std::unique_ptr<trainer::CheckpointStore> store;
   // resume_job
-  trainer::TrainerState state;                          ///< step, data position, scaler; saved in checkpoints
-  std::string resumed_state_file;              ///< trainer_state.json resumed from ("" = fresh start)
+  trainer::TrainerState state;     ///< step, data position, scaler; saved in checkpoints
+  std::string resumed_state_file;  ///< trainer_state.json resumed from ("" = fresh start)
   // start_loader, announce
   std::unique_ptr<data_pipeline::Loader> loader;
   std::unique_ptr<MetricsLog> metrics;
-  double peak_tflops = 0;                      ///< MFU denominator per rank (TFLOP/s); <= 0: no MFU
+  double peak_tflops = 0;  ///< MFU denominator per rank (TFLOP/s); <= 0: no MFU
   PretrainResult result;
 
   dist::Communicator& comm() { return context->comm(); }

@@ -45,7 +45,6 @@ std::vector<double> all_reduce_sum(dist::Communicator& comm, const std::vector<d
   return std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
 }
 
-
 /// Validation MLM loss over the held-out split: (sum of CE, masked tokens) over all ranks.
 double evaluate(PretrainJob& job) {
   const PretrainConfig& cfg = job.cfg;
@@ -90,7 +89,8 @@ void save_checkpoint(PretrainJob& job) {
     log::debug("checkpoint of step " + std::to_string(job.state.step) + ": " + took + " s to save" +
                (error.empty() ? "" : " (failed)"));
   }
-  const std::vector<uint8_t> ok = dist::all_gather_value<uint8_t>(job.comm(), error.empty() ? 1 : 0, "checkpoint status");
+  const std::vector<uint8_t> ok =
+      dist::all_gather_value<uint8_t>(job.comm(), error.empty() ? 1 : 0, "checkpoint status");
   TUPE_CHECK(error.empty(), error);
   TUPE_CHECK(ok[0] == 1, "checkpoint: rank 0 failed to save step " << job.state.step << " (see rank 0's message)");
   job.result.last_checkpoint = trainer::CheckpointStore::checkpoint_path(job.cfg.checkpoint.dir, job.state.step);
@@ -126,25 +126,26 @@ void log_step(PretrainJob& job, const data_pipeline::Batch& batch, const StepRes
   p.eta_s = dt / static_cast<double>(window.steps) * static_cast<double>(job.max_steps - step);
   p.skipped = scaler.state().total_skips;
   const int64_t padded = batch.input_ids.size(1);
-  const double flops_per_token = training_flops_per_token(
-      cfg.model, padded, cfg.data.global_batch_size,
-      global_masked / static_cast<double>(cfg.data.global_batch_size * padded));
+  const double flops_per_token =
+      training_flops_per_token(cfg.model, padded, cfg.data.global_batch_size,
+                               global_masked / static_cast<double>(cfg.data.global_batch_size * padded));
   if (job.peak_tflops > 0) p.mfu = flops_per_token * p.tokens_per_s / (job.peak_tflops * 1e12 * job.world);
   job.progress->update(p);
   const auto pos = job.loader->state();
-  job.metrics->write({{"step", step},
-                      {"epoch", pos.epoch},
-                      {"consumed_samples", pos.consumed_samples},
-                      {"loss", global_loss},
-                      {"local_loss", local_loss_sum / std::max(1.0, static_cast<double>(batch.masked_positions.numel()))},
-                      {"lr", out.lr},
-                      {"grad_norm", std::isfinite(grad_norm) ? grad_norm : -1.0},
-                      {"loss_scale", scaler.scale()},
-                      {"tokens_per_s", p.tokens_per_s},
-                      {"step_time_s", dt / static_cast<double>(window.steps)},
-                      {"skipped_steps", p.skipped},
-                      {"flops_per_token", flops_per_token},
-                      {"mfu", p.mfu >= 0 ? p.mfu : -1.0}});
+  job.metrics->write(
+      {{"step", step},
+       {"epoch", pos.epoch},
+       {"consumed_samples", pos.consumed_samples},
+       {"loss", global_loss},
+       {"local_loss", local_loss_sum / std::max(1.0, static_cast<double>(batch.masked_positions.numel()))},
+       {"lr", out.lr},
+       {"grad_norm", std::isfinite(grad_norm) ? grad_norm : -1.0},
+       {"loss_scale", scaler.scale()},
+       {"tokens_per_s", p.tokens_per_s},
+       {"step_time_s", dt / static_cast<double>(window.steps)},
+       {"skipped_steps", p.skipped},
+       {"flops_per_token", flops_per_token},
+       {"mfu", p.mfu >= 0 ? p.mfu : -1.0}});
   job.result.last_loss = global_loss;
   job.result.last_logged_step = step;
   window = Window{};

@@ -22,26 +22,27 @@ namespace {
 /// under --resume auto (starting fresh would overwrite them) and for --resume none over a
 /// folder holding checkpoints (two runs would mix).
 std::optional<trainer::LoadedCheckpoint> find_checkpoint(const PretrainConfig& cfg, const std::string& resume,
-                                                Progress& progress) {
+                                                         Progress& progress) {
   TUPE_CHECK(!resume.empty(), "--resume: empty; give auto, none or a checkpoint folder");
   if (resume == "auto") {
     std::vector<std::string> skipped;
-    std::optional<trainer::LoadedCheckpoint> loaded = trainer::CheckpointStore::load_latest(cfg.checkpoint.dir, &skipped);
+    std::optional<trainer::LoadedCheckpoint> loaded =
+        trainer::CheckpointStore::load_latest(cfg.checkpoint.dir, &skipped);
     for (const auto& why : skipped) progress.message("resume auto: skipping a damaged checkpoint: " + why);
-    TUPE_CHECK(loaded || skipped.empty(),
-               "resume auto: none of the " << skipped.size() << " checkpoint(s) under " << cfg.checkpoint.dir
-                                           << " loads (newest: " << skipped.front()
-                                           << "); move them away to start fresh, or pass --resume PATH");
+    TUPE_CHECK(loaded || skipped.empty(), "resume auto: none of the "
+                                              << skipped.size() << " checkpoint(s) under " << cfg.checkpoint.dir
+                                              << " loads (newest: " << skipped.front()
+                                              << "); move them away to start fresh, or pass --resume PATH");
     if (!loaded) progress.message("resume auto: no checkpoint under " + cfg.checkpoint.dir + ": starting fresh");
     return loaded;
   }
   if (resume == "none") {
     const auto existing = trainer::CheckpointStore::whole_steps(cfg.checkpoint.dir);
     TUPE_CHECK(existing.empty(), "--resume none: checkpoint.dir " << cfg.checkpoint.dir << " already holds "
-                                                                   << existing.size() << " checkpoint(s) (newest step "
-                                                                   << existing.back()
-                                                                   << "); use --resume auto to continue that run, "
-                                                                      "or another checkpoint.dir");
+                                                                  << existing.size() << " checkpoint(s) (newest step "
+                                                                  << existing.back()
+                                                                  << "); use --resume auto to continue that run, "
+                                                                     "or another checkpoint.dir");
     return std::nullopt;
   }
   return trainer::LoadedCheckpoint{resume, trainer::CheckpointStore::load(resume)};
@@ -52,21 +53,22 @@ void agree_on_step(dist::Communicator& comm, int rank, int64_t mine) {
   const std::vector<int64_t> all = dist::all_gather_value(comm, mine, "resume step check");
   for (size_t r = 0; r < all.size(); ++r) {
     const int64_t theirs = all[r];
-    TUPE_CHECK(theirs == mine, "resume: rank " << rank << " resumes at step " << mine << " but rank " << r
-                                               << " at step " << theirs
-                                               << " (-1: fresh start); is the checkpoint folder the same on every node?");
+    TUPE_CHECK(theirs == mine, "resume: rank "
+                                   << rank << " resumes at step " << mine << " but rank " << r << " at step " << theirs
+                                   << " (-1: fresh start); is the checkpoint folder the same on every node?");
   }
 }
 
 /// Restores weights, optimizer, scaler, steps and data position from `ck` (read from `from`).
 void restore(PretrainJob& job, const std::filesystem::path& from, trainer::CheckpointContents& ck) {
   model::model_config_from_saved(ck.state.config, (from / "trainer_state.json").string());  // every model key saved
-  trainer::check_config_compatible(ck.state.compat_kv(), job.state.compat_kv(), resume_must_match_keys(), from.string());
+  trainer::check_config_compatible(ck.state.compat_kv(), job.state.compat_kv(), resume_must_match_keys(),
+                                   from.string());
   const trainer::NamedTensors& named = job.runner->parameters();
   trainer::copy_named_tensors(named, ck.model, (from / "model.safetensors").string());
   for (const auto& [name, t] : named)  // a run never saves inf/NaN weights: steps with them are skipped
-    TUPE_CHECK(at::isfinite(t).all().item<bool>(),
-               (from / "model.safetensors").string() << ": tensor '" << name << "' holds inf/NaN values");
+    TUPE_CHECK(at::isfinite(t).all().item<bool>(), (from / "model.safetensors").string()
+                                                       << ": tensor '" << name << "' holds inf/NaN values");
   try {
     job.runner->optimizer().load_state_dict(ck.optimizer);
   } catch (const Error& e) {
@@ -103,14 +105,15 @@ void resume_job(PretrainJob& job, const std::string& resume) {
   if (!error.empty()) throw AgreedError(error);  // every rank holds rank 0's message
   picked = dist::broadcast_string(job.env, picked, 0);
   if (job.rank != 0 && !picked.empty())
-    loaded = trainer::LoadedCheckpoint{picked, trainer::CheckpointStore::load(picked, trainer::CheckpointStore::Hashes::kSkip)};
+    loaded = trainer::LoadedCheckpoint{picked,
+                                       trainer::CheckpointStore::load(picked, trainer::CheckpointStore::Hashes::kSkip)};
   agree_on_step(job.comm(), job.rank, loaded ? loaded->contents.state.step : -1);
   if (!loaded) return;
   restore(job, loaded->dir, loaded->contents);
   std::ostringstream msg;
-  msg << "resumed from " << loaded->dir.string() << " at step " << job.state.step << " (epoch "
-      << job.state.data.epoch << ", consumed samples " << job.state.data.consumed_samples << ", saved by "
-      << loaded->contents.state.world_size << " ranks, now " << job.world << ")";
+  msg << "resumed from " << loaded->dir.string() << " at step " << job.state.step << " (epoch " << job.state.data.epoch
+      << ", consumed samples " << job.state.data.consumed_samples << ", saved by " << loaded->contents.state.world_size
+      << " ranks, now " << job.world << ")";
   job.progress->message(msg.str());
 }  // the host copy of the checkpoint's weights and optimizer state is freed here
 

@@ -65,8 +65,8 @@ StepRunner::StepRunner(model::TupeBertImpl& net, dist::DistContext& context, con
   step_ = std::make_unique<trainer::OptimizerStep>(*optimizer_, scaler_, schedule_, clip_grad_norm_);
 }
 
-StepResult StepRunner::run(const data_pipeline::Batch& host_batch, int64_t step, int64_t& scheduler_step, StepTimes* times,
-                           const StepPhaseHook& hook) {
+StepResult StepRunner::run(const data_pipeline::Batch& host_batch, int64_t step, int64_t& scheduler_step,
+                           StepTimes* times, const StepPhaseHook& hook) {
   using Clock = std::chrono::steady_clock;
   auto mark = Clock::now();
   auto phase_done = [&](const char* phase) {
@@ -87,9 +87,10 @@ StepResult StepRunner::run(const data_pipeline::Batch& host_batch, int64_t step,
   for (int64_t m = 0; m < accumulation_; ++m) {
     ddp_->set_is_last_microbatch(m == accumulation_ - 1);
     // Sliced on the host (no device-side index arithmetic), then one copy per tensor.
-    const data_pipeline::Batch mb = to_device(
-        accumulation_ == 1 ? host_batch : data_pipeline::slice_rows(host_batch, m * micro_batch_, (m + 1) * micro_batch_),
-        device_);
+    const data_pipeline::Batch mb =
+        to_device(accumulation_ == 1 ? host_batch
+                                     : data_pipeline::slice_rows(host_batch, m * micro_batch_, (m + 1) * micro_batch_),
+                  device_);
     at::Tensor ls = masked_lm_loss_sum(net_, mb, amp_, device_);
     phase_done("forward");
     scaler_.scale_loss(ls / global_masked).backward();

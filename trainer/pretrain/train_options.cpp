@@ -31,7 +31,8 @@ const FieldTable<TrainOptions>& TrainOptions::fields() {
             [](const TrainOptions& o) { return dist::to_string(o.device); },
             [](TrainOptions& o, const std::string& v) { o.device = dist::parse_device_request(v, "key 'device'"); })
         .integer("threads", &TrainOptions::threads, "intra-op CPU threads per rank; 0 = LibTorch default")
-        .path("metrics_dir", &TrainOptions::metrics_dir, "folder of per-rank metrics JSONL; \"\" = <checkpoint.dir>/metrics")
+        .path("metrics_dir", &TrainOptions::metrics_dir,
+              "folder of per-rank metrics JSONL; \"\" = <checkpoint.dir>/metrics")
         .real("peak_tflops", &TrainOptions::peak_tflops,
               "peak TFLOP/s for the MFU figure; 0 = auto (GPU datasheet table by name and precision; CPU: measured)")
         .boolean("tf32", &TrainOptions::tf32, "TF32 tensor cores for fp32 matmuls on CUDA")
