@@ -8,6 +8,7 @@
 #include <map>
 #include <sstream>
 
+#include "common/config_fields.h"
 #include "common/error.h"
 #include "dist/check.h"
 #include "dist/mpi_env.h"
@@ -18,21 +19,16 @@
 
 namespace tupe::dist {
 
+namespace {
+constexpr Choice<DeviceRequest> kDeviceRequestWords[] = {
+    {"auto", DeviceRequest::kAuto}, {"cpu", DeviceRequest::kCpu}, {"cuda", DeviceRequest::kCuda}};
+}  // namespace
+
 DeviceRequest parse_device_request(const std::string& text, const std::string& key) {
-  if (text == "auto") return DeviceRequest::kAuto;
-  if (text == "cpu") return DeviceRequest::kCpu;
-  if (text == "cuda") return DeviceRequest::kCuda;
-  TUPE_FAIL(key << ": expected auto, cpu or cuda, got '" << text << "'");
+  return parse_choice(key, text, kDeviceRequestWords);
 }
 
-std::string to_string(DeviceRequest request) {
-  switch (request) {
-    case DeviceRequest::kAuto: return "auto";
-    case DeviceRequest::kCpu: return "cpu";
-    case DeviceRequest::kCuda: return "cuda";
-  }
-  return "?";
-}
+std::string to_string(DeviceRequest request) { return choice_word(request, kDeviceRequestWords); }
 
 int cuda_device_for_local_rank(int local_rank, int visible_devices) {
   TUPE_CHECK(visible_devices >= 1, "device: no CUDA device is visible to this process");

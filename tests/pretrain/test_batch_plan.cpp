@@ -11,13 +11,16 @@
 #include "data_pipeline/loader_config.h"
 #include "trainer/pretrain/batch_plan.h"
 #include "trainer/pretrain/train_options.h"
+#include "tests/support/test_paths.h"
 
 namespace tupe::pretrain {
 namespace {
 
+/// The checkout: TUPE_SOURCE_DIR (CTest), else the one this executable was built from
+/// (launch/gpu_check.sh runs it by hand from the build folder).
 std::string source_dir() {
   const char* d = std::getenv("TUPE_SOURCE_DIR");
-  return d ? d : ".";
+  return d ? d : tupe::testing::source_path();
 }
 
 std::string error_of(int64_t B, int64_t W, int64_t b, int64_t cap) {
