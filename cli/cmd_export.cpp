@@ -53,8 +53,10 @@ int run_export(int argc, char** argv) {
   log::info("exported " + result.checkpoint.string() + " -> " + output + " (format " +
             exporting::to_string(result.format) + (result.architecture.empty() ? "" : ", " + result.architecture) +
             ")");
-  log::info(result.vocab.empty() ? std::string("no vocabulary, no tokenizer files (give --vocab)")
-                                 : "vocabulary " + result.vocab.string());
+  if (result.vocab.empty())
+    log::warn("export: no vocabulary known, so no tokenizer files were written (give --vocab)");
+  else
+    log::info("vocabulary " + result.vocab.string());
   log::info(result.note);
   return 0;
 }

@@ -64,13 +64,13 @@ bool ConfigCli::parse(int argc, char** argv) {
   } catch (const po::error& e) {
     TUPE_FAIL(e.what() << " (see tupe " << command_ << " --help)");
   }
-  apply_log_options(vm_);
   if (vm_.count("help")) {
     std::cout << "Usage: tupe " << command_ << " [--config FILE] [--section.key VALUE ...] [options]\n"
               << summary_ << "\n\n"
               << all << "\n";
     return false;
   }
+  apply_log_options(vm_);
   KeyValues file_kv;
   std::string file;
   if (vm_.count("config")) {

@@ -36,6 +36,7 @@ void usage(std::ostream& os) {
 
 int main(int argc, char** argv) {
   tupe::keep_freed_host_memory();  // before any thread or large tensor exists
+  tupe::log::record_launcher_at_start();  // before MPI_Init, which may set PMIX_RANK itself
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     usage(argc < 2 ? std::cerr : std::cout);
     return argc < 2 ? 2 : 0;

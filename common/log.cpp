@@ -5,6 +5,7 @@
 #include <spdlog/sinks/stdout_sinks.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -24,6 +25,7 @@ struct Console {
   std::atomic<Level> level{Level::kInfo};
   std::atomic<Ranks> ranks{Ranks::kRankZero};
   std::atomic<bool> info_to_err{false};
+  std::atomic<int> launcher{-1};  // -1: not recorded at start
 
   Console() { use(nullptr, nullptr); }
 
@@ -108,6 +110,21 @@ bool enabled(Level lvl) {
   if (lvl < c.level.load()) return false;
   if (lvl == Level::kInfo) return c.rank.load() == 0 || c.ranks.load() == Ranks::kAll;
   return true;
+}
+
+namespace {
+bool launcher_in_environment() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"})
+    if (std::getenv(v) != nullptr) return true;
+  return false;
+}
+}  // namespace
+
+void record_launcher_at_start() { console().launcher = launcher_in_environment() ? 1 : 0; }
+
+bool started_by_launcher() {
+  const int recorded = console().launcher.load();
+  return recorded < 0 ? launcher_in_environment() : recorded == 1;
 }
 
 void send_info_to_stderr(bool on) { console().info_to_err = on; }

@@ -44,6 +44,13 @@ void set_rank(int rank, int world_size);
 Level level();
 bool enabled(Level level);  ///< whether a record of `level` would print on this rank
 
+/// Whether an MPI or SLURM launcher started this process (OMPI_COMM_WORLD_SIZE, PMIX_RANK,
+/// PMI_RANK or SLURM_PROCID set): a launcher's pseudo-terminal usually ends in a log file.
+/// main() records it before MPI_Init, because Open MPI's singleton init (a plain `tupe
+/// pretrain`) sets PMIX_RANK itself; unrecorded, the environment is read now.
+void record_launcher_at_start();
+bool started_by_launcher();
+
 /// Sends debug and info records to stderr too (a command whose stdout carries data, such
 /// as `tupe predict --output -`).
 void send_info_to_stderr(bool on);

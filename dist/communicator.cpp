@@ -1,5 +1,7 @@
 #include "dist/communicator.h"
 
+#include <ATen/ATen.h>
+
 #include <chrono>
 #include <cstring>
 #include <cstdio>

@@ -2,7 +2,8 @@
 # Configures and builds tupe with CMake + Ninja (+ ccache). Runs launch/setup.sh first
 # (idempotent). Usage: launch/build.sh [BUILD_DIR] (default: build).
 # Environment: TUPE_JOBS (default: all cores), TUPE_BUILD_TYPE (default: Release),
-# TUPE_TORCH_PREFIX (use this LibTorch instead of the pinned wheel), TUPE_CMAKE_ARGS.
+# TUPE_TORCH_PREFIX (use this LibTorch instead of the pinned wheel), TUPE_SHARED_DATA (the
+# real data folder the tests read; default ../shared/data beside the checkout), TUPE_CMAKE_ARGS.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${1:-$here/build}"
@@ -10,11 +11,11 @@ bash "$here/launch/setup.sh"
 # shellcheck disable=SC1091
 source "${TUPE_CACHE:-$HOME/.cache/tupe}/env.sh"
 export CCACHE_DIR="${CCACHE_DIR:-$TUPE_CACHE/ccache}"
-export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$here}"  # cache hits across checkouts in other folders
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$here}"  # (the CMake launcher sets it to the checkout too)
 if [ ! -f "$build/build.ninja" ]; then
   cmake -G Ninja -S "$here" -B "$build" \
     -DCMAKE_BUILD_TYPE="${TUPE_BUILD_TYPE:-Release}" \
     -DCMAKE_PREFIX_PATH="$TUPE_TORCH_PREFIX" \
-    -DTUPE_PYTHON="$TUPE_PYTHON" ${TUPE_CMAKE_ARGS:-}
+    -DTUPE_PYTHON="$TUPE_PYTHON" ${TUPE_SHARED_DATA:+-DTUPE_SHARED_DATA="$TUPE_SHARED_DATA"} ${TUPE_CMAKE_ARGS:-}
 fi
 cmake --build "$build" -j "${TUPE_JOBS:-$(nproc)}"

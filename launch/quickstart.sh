@@ -8,11 +8,12 @@
 # Usage: launch/quickstart.sh [CORPUS_FILE_OR_FOLDER]
 # Environment: TUPE_RANKS (default 2), TUPE_QUICK_STEPS (default 200), TUPE_RUN_DIR (runs/quickstart),
 #   TUPE_QUICK_GLUE_TASKS (default SST-2), TUPE_QUICK_GLUE_ROWS (training rows per task, 4000),
-#   TUPE_BUILD_DIR (default build)
+#   TUPE_BUILD_DIR (default build), TUPE_SHARED_DATA (the real data; default ../shared/data)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
-corpus="${1:-$here/../shared/data/text/wikitext-2/wiki.test.raw}"
+shared="${TUPE_SHARED_DATA:-$here/../shared/data}"
+corpus="${1:-$shared/text/wikitext-2/wiki.test.raw}"
 ranks="${TUPE_RANKS:-2}"
 steps="${TUPE_QUICK_STEPS:-200}"
 run="${TUPE_RUN_DIR:-runs/quickstart}"
@@ -31,7 +32,7 @@ say "the paper's TUPE-R at BERT-Base size"
 
 say "preprocess $corpus into HDF5 shards ($ranks ranks)"
 "${mpirun[@]}" "$tupe" preprocess --config configs/tiny.ini --input "$corpus" --output "$run/shards" --overwrite \
-  --tokenizer.vocab "$here/../shared/data/vocab/bert-base-uncased-vocab.txt"
+  --tokenizer.vocab "$shared/vocab/bert-base-uncased-vocab.txt"
 
 common=(--config configs/tiny.ini --data.train_shards "$run/shards" --data.validation_shards "$run/shards"
         --checkpoint.dir "$run/checkpoints" --optimizer.total_steps "$steps" --checkpoint.every_steps $((steps / 4)))
@@ -45,8 +46,8 @@ say "resume from the newest checkpoint and finish"
 last="$(ls -d "$run"/checkpoints/step_* | sort | tail -n 1)"
 say "fine-tune $last on SST-2 (a quick subset: ${TUPE_QUICK_GLUE_ROWS:-4000} rows) and evaluate on its dev set"
 "${mpirun[@]}" "$tupe" finetune --config configs/glue/tiny.ini --finetune.checkpoint "$last" \
-  --finetune.data_dir "$here/../shared/data/glue" --finetune.tasks "${TUPE_QUICK_GLUE_TASKS:-SST-2}" \
+  --finetune.data_dir "$shared/glue" --finetune.tasks "${TUPE_QUICK_GLUE_TASKS:-SST-2}" \
   --finetune.train_rows "${TUPE_QUICK_GLUE_ROWS:-4000}" \
-  --tokenizer.vocab "$here/../shared/data/vocab/bert-base-uncased-vocab.txt" --finetune.output_dir "$run/glue"
+  --tokenizer.vocab "$shared/vocab/bert-base-uncased-vocab.txt" --finetune.output_dir "$run/glue"
 say "GLUE (dev) of the quick run"
 cat "$run/glue/results.md"

@@ -28,18 +28,10 @@ void MetricsLog::write(const nlohmann::json& record) {
 
 namespace {
 
-/// Whether an MPI or SLURM launcher started this process: Open MPI hands each rank a
-/// pseudo-terminal even when mpirun's own output goes to a file, so isatty() says nothing.
-bool under_launcher() {
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"})
-    if (std::getenv(v) != nullptr) return true;
-  return false;
-}
-
 /// TUPE_PROGRESS=tty | lines forces the mode; unset or empty: tty on a real terminal.
 bool rewrite_in_place() {
   const char* v = std::getenv("TUPE_PROGRESS");
-  if (v == nullptr || *v == '\0') return isatty(STDOUT_FILENO) != 0 && !under_launcher();
+  if (v == nullptr || *v == '\0') return isatty(STDOUT_FILENO) != 0 && !log::started_by_launcher();
   const std::string mode(v);
   TUPE_CHECK(
       mode == "tty" || mode == "lines",

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/log.h"
 #include "dist/agreement.h"
 #include "dist/gather.h"
 #include "trainer/pretrain/pretrain_job.h"
@@ -28,7 +29,7 @@ std::optional<trainer::LoadedCheckpoint> find_checkpoint(const PretrainConfig& c
     std::vector<std::string> skipped;
     std::optional<trainer::LoadedCheckpoint> loaded =
         trainer::CheckpointStore::load_latest(cfg.checkpoint.dir, &skipped);
-    for (const auto& why : skipped) progress.message("resume auto: skipping a damaged checkpoint: " + why);
+    for (const auto& why : skipped) log::warn("resume auto: skipping a damaged checkpoint: " + why);
     TUPE_CHECK(loaded || skipped.empty(), "resume auto: none of the "
                                               << skipped.size() << " checkpoint(s) under " << cfg.checkpoint.dir
                                               << " loads (newest: " << skipped.front()
