@@ -12,6 +12,12 @@ bash "$here/launch/setup.sh"
 source "${TUPE_CACHE:-$HOME/.cache/tupe}/env.sh"
 export CCACHE_DIR="${CCACHE_DIR:-$TUPE_CACHE/ccache}"
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$here}"  # (the CMake launcher sets it to the checkout too)
+# One build of this tree caches about 2.5 GB (each library's LibTorch precompiled header is
+# ~90 MB compressed); ccache's default 5 GB, cleaned per sub-folder, then evicts entries a
+# second checkout needs. Unless the user configured a size, allow 20 GB.
+if [ -z "${CCACHE_MAXSIZE:-}" ] && ccache -p 2>/dev/null | grep -q '^(default) max_size'; then
+  export CCACHE_MAXSIZE=20G
+fi
 if [ ! -f "$build/build.ninja" ]; then
   cmake -G Ninja -S "$here" -B "$build" \
     -DCMAKE_BUILD_TYPE="${TUPE_BUILD_TYPE:-Release}" \
