@@ -2,6 +2,7 @@
 #include <cstring>
 #include <exception>
 #include <iostream>
+#include <string>
 
 #include <c10/util/Exception.h>
 
@@ -56,6 +57,6 @@ int main(int argc, char** argv) {
       return 3;
     }
   }
-  std::cerr << "tupe: error: unknown subcommand '" << argv[1] << "' (tupe --help lists them)\n";
+  tupe::log::error("", "error", std::string("unknown subcommand '") + argv[1] + "' (tupe --help lists them)", false);
   return 2;
 }

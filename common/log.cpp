@@ -103,7 +103,6 @@ void set_rank(int rank, int world_size) {
   console().rank = rank;
   console().world_size = world_size;
 }
-Level level() { return console().level; }
 
 bool enabled(Level lvl) {
   const Console& c = console();

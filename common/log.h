@@ -41,7 +41,6 @@ void set_level(Level level);
 void set_ranks(Ranks ranks);
 /// Called once MPI knows the process's place (dist::MpiEnv does it).
 void set_rank(int rank, int world_size);
-Level level();
 bool enabled(Level level);  ///< whether a record of `level` would print on this rank
 
 /// Whether an MPI or SLURM launcher started this process (OMPI_COMM_WORLD_SIZE, PMIX_RANK,

@@ -1,6 +1,5 @@
 #include "data_pipeline/loader.h"
 
-#include <cstdio>
 
 #include "common/error.h"
 #include "common/log.h"

@@ -4,7 +4,6 @@
 
 #include <chrono>
 #include <cstring>
-#include <cstdio>
 #include <thread>
 
 #include "common/config_fields.h"

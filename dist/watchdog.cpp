@@ -1,7 +1,6 @@
 #include "dist/watchdog.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <utility>
 #include <sstream>
 #include <vector>

@@ -58,7 +58,7 @@ std::string format_duration(double s) {
 }
 
 void Progress::update(const ProgressLine& p) {
-  if (!lines_) return;
+  if (!lines_ || !log::enabled(log::Level::kInfo)) return;
   char line[256];
   int n = std::snprintf(line, sizeof(line), "step %lld/%lld | loss %.4f | lr %.3e | gnorm %.3f | scale %g | %.0f tok/s",
                         static_cast<long long>(p.step), static_cast<long long>(p.max_steps), p.loss, p.lr, p.grad_norm,
@@ -68,7 +68,6 @@ void Progress::update(const ProgressLine& p) {
   if (p.skipped > 0 && n > 0 && n < static_cast<int>(sizeof(line)))
     n += std::snprintf(line + n, sizeof(line) - n, " | skipped %lld", static_cast<long long>(p.skipped));
   std::string text = std::string(line) + " | ETA " + format_duration(p.eta_s);
-  if (!log::enabled(log::Level::kInfo)) return;
   if (tty_) {
     std::cout << "\r\033[K" << text << std::flush;
     open_line_ = true;
