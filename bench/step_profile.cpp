@@ -36,6 +36,7 @@
 #include "dist/ddp.h"
 #include "dist/device.h"
 #include "model/tupe_bert.h"
+#include "trainer/autocast.h"
 #include "trainer/pretrain/step.h"
 
 namespace po = boost::program_options;
@@ -173,18 +174,21 @@ int main(int argc, char** argv) {
     cfg.train.micro_batch_size = micro;
     cfg.optimizer.warmup_steps = 10;
     cfg.optimizer.total_steps = 1000;
-    pretrain::StepRunner runner(*net, context, cfg, /*accumulation=*/batch / micro, micro);
+    trainer::NamedTensors params;
+    for (auto& item : net->named_parameters()) params.emplace_back(item.key(), item.value());
+    trainer::TrainStep train_step(params, context.comm(), device, pretrain::step_options(cfg));
+    const pretrain::BatchPlan plan = pretrain::plan_batches(batch, 1, micro, micro);
+    const at::ScalarType amp = trainer::autocast_dtype(cfg.precision.precision);
 
     OpObserver observer;
     at::enableRecordFunction(true);
     std::map<std::string, std::map<std::string, int64_t>> per_phase;
     std::map<std::string, double> seconds;
     const char* phases[] = {"forward", "backward", "reduce", "optimizer"};
-    int64_t scheduler_step = 0;
     for (int64_t s = 0; s <= steps; ++s) {
       data_pipeline::Batch b = loader.next();
-      pretrain::StepTimes times;
-      pretrain::StepPhaseHook hook = [&](const char* phase) {
+      trainer::StepTimes times;
+      trainer::StepPhaseHook hook = [&](const char* phase) {
         if (device.is_cuda()) torch::cuda::synchronize();
         if (s == 0) return;
         const auto c = OpObserver::take();
@@ -194,7 +198,7 @@ int main(int argc, char** argv) {
         OpObserver::reset();
       };
       OpObserver::reset();
-      runner.run(b, s + 1, scheduler_step, &times, hook);
+      pretrain::run_mlm_step(train_step, *net, b, plan, amp, &times, hook);
       if (s > 0)
         for (const char* p : phases) seconds[p] += times.seconds.at(p);
     }

@@ -14,6 +14,7 @@ Batch slice_rows(const Batch& batch, int64_t begin, int64_t end) {
   const int64_t b = batch.rows();
   TUPE_CHECK(begin >= 0 && begin <= end && end <= b, "data: row slice [" << begin << ", " << end << ") of a batch of "
                                                                          << b << " rows");
+  TUPE_CHECK(batch.masked_positions.is_cpu(), "data: row slices are taken of host batches");
   Batch out = batch;
   const int64_t len = batch.input_ids.size(1);
   out.input_ids = batch.input_ids.narrow(0, begin, end - begin);
@@ -22,9 +23,26 @@ Batch slice_rows(const Batch& batch, int64_t begin, int64_t end) {
   if (batch.next_sentence_labels.defined())
     out.next_sentence_labels = batch.next_sentence_labels.narrow(0, begin, end - begin);
   out.sample_indices = batch.sample_indices.narrow(0, begin, end - begin);
-  const at::Tensor keep = batch.masked_positions.ge(begin * len).logical_and(batch.masked_positions.lt(end * len));
-  out.masked_positions = batch.masked_positions.masked_select(keep) - begin * len;
-  out.masked_labels = batch.masked_labels.masked_select(keep);
+  // Masked positions ascend (row * L + column), so the slice's are one contiguous range.
+  const at::Tensor positions = batch.masked_positions.contiguous();
+  const int64_t* p = positions.data_ptr<int64_t>();
+  const int64_t m = positions.numel();
+  const int64_t lo = std::lower_bound(p, p + m, begin * len) - p, hi = std::lower_bound(p, p + m, end * len) - p;
+  out.masked_labels = batch.masked_labels.narrow(0, lo, hi - lo);
+  out.masked_positions = at::empty({hi - lo}, positions.options().pinned_memory(positions.is_pinned()));
+  at::sub_out(out.masked_positions, positions.narrow(0, lo, hi - lo), begin * len);
+  return out;
+}
+
+Batch to_device(const Batch& b, const c10::Device& device) {
+  if (device.is_cpu()) return b;
+  Batch out = b;
+  const bool non_blocking = true;  // pinned batches copy asynchronously
+  out.input_ids = b.input_ids.to(device, non_blocking);
+  out.attention_mask = b.attention_mask.to(device, non_blocking);
+  if (b.segment_ids.defined()) out.segment_ids = b.segment_ids.to(device, non_blocking);
+  out.masked_positions = b.masked_positions.to(device, non_blocking);
+  out.masked_labels = b.masked_labels.to(device, non_blocking);
   return out;
 }
 

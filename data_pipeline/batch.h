@@ -7,6 +7,7 @@
 // sample index and the epoch: global step t looks the same for every world size.
 #pragma once
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 
 #include <cstdint>
 #include <memory>
@@ -33,10 +34,15 @@ struct Batch {
   int64_t rows() const { return input_ids.defined() ? input_ids.size(0) : 0; }
 };
 
-/// Rows [begin, end) of `batch` as a batch (for micro-batches): tensors narrowed, masked
-/// positions re-based to the slice. Step fields are copied; global_masked_count stays the
-/// step's. Throws tupe::Error for a bad range.
+/// Rows [begin, end) of a host batch as a batch (for micro-batches): tensors narrowed (views),
+/// masked positions re-based to the slice. Step fields are copied; global_masked_count stays
+/// the step's. A pinned batch gives a pinned slice (every tensor), so its copy to the GPU
+/// stays asynchronous. Throws tupe::Error for a bad range or a batch not on the CPU.
 Batch slice_rows(const Batch& batch, int64_t begin, int64_t end);
+
+/// `batch` with every tensor on `device` (the batch itself for the CPU). The copies are
+/// non-blocking: from a pinned batch they run asynchronously on the current stream.
+Batch to_device(const Batch& batch, const c10::Device& device);
 
 /// Reused per-thread storage of BatchBuilder::build.
 struct BatchWorkspace {

@@ -1,7 +1,10 @@
-// All-gather of one small record per rank, for checks and agreements ("did every rank take
-// the same checkpoint", "did any rank get a signal", "did rank 0's save work").
+// Small collectives of host values: the all-gather of one record per rank, for checks and
+// agreements ("did every rank take the same checkpoint", "did any rank get a signal", "did
+// rank 0's save work"), and the sum of a few numbers over ranks (losses, counts).
 #pragma once
 #include <cstdint>
+#include <c10/core/Device.h>
+
 #include <cstring>
 #include <string>
 #include <type_traits>
@@ -31,5 +34,16 @@ inline bool any_rank(Communicator& comm, bool flag, const std::string& name) {
     if (v) return true;
   return false;
 }
+
+/// The sums over ranks of `values` (losses, counts): one all-reduce of a float64 tensor on
+/// `device` (the communicator's), read back once. Blocking; collective (every rank calls it
+/// with the same number of values and the same `name`). Throws like Communicator::all_reduce.
+std::vector<double> all_reduce_sum(Communicator& comm, const std::vector<double>& values, const c10::Device& device,
+                                   const std::string& name);
+
+/// The same for values already on the device (a 1-D float64 tensor, e.g. a loss summed on the
+/// device over many batches): no host copy before the all-reduce, one after it (the only
+/// host sync). `values` is summed in place.
+std::vector<double> all_reduce_sum(Communicator& comm, at::Tensor& values, const std::string& name);
 
 }  // namespace tupe::dist

@@ -4,7 +4,19 @@
 #pragma once
 #include <ATen/autocast_mode.h>
 
+#include "trainer/options.h"
+
 namespace tupe::trainer {
+
+/// The autocast dtype of a precision: bf16, fp16, or float (fp32: autocast off).
+inline at::ScalarType autocast_dtype(Precision p) {
+  switch (p) {
+    case Precision::kBf16: return at::kBFloat16;
+    case Precision::kFp16: return at::kHalf;
+    case Precision::kFp32: return at::kFloat;
+  }
+  return at::kFloat;
+}
 
 class AutocastScope {
  public:

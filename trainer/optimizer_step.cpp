@@ -11,12 +11,12 @@ OptimizerStep::OptimizerStep(Optimizer& optimizer, DynamicLossScaler& scaler, co
                              double max_norm)
     : optimizer_(optimizer), scaler_(scaler), schedule_(schedule), max_norm_(max_norm) {}
 
-StepOutcome OptimizerStep::apply(const at::Tensor& flat_grads, int64_t step) {
+StepResult OptimizerStep::apply(const at::Tensor& flat_grads, int64_t step) {
   TUPE_CHECK(step >= 1, "optimizer step: step must be >= 1, got " << step);
   TUPE_CHECK(flat_grads.defined() && at::isFloatingType(flat_grads.scalar_type()),
              "optimizer step: the flat gradient buffer must be a defined floating-point tensor");
   c10::NoGradGuard no_grad;
-  StepOutcome out;
+  StepResult out;
   out.lr = schedule_.lr(step);
   const at::Tensor scaled_norm = at::linalg_vector_norm(flat_grads, 2, {}, false, at::kFloat);  // N_s
   out.found_inf = at::logical_not(at::isfinite(scaled_norm)).to(at::kFloat).reshape({1});

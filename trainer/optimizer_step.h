@@ -1,5 +1,5 @@
-// The optimizer step shared by pre-training (trainer/pretrain/step.h) and fine-tuning
-// (trainer/glue/run.cpp), after the last micro-step's backward and the gradient sync.
+// The optimizer step of trainer/train_step.h (both jobs' step), after the last micro-step's
+// backward and the gradient sync.
 // With g the synchronised, loss-scaled gradients as ONE flat tensor (DDP's gradient
 // buffer), S the loss scale and t the optimizer step (1-based):
 //   N_s = ||g||_2, accumulated in fp32 (inf/NaN exactly when some gradient is, or when the
@@ -12,7 +12,7 @@
 // Rule for skipped steps (both loops): the LR schedule counts optimizer steps, applied or
 // skipped: step t uses lr(t) whatever happened before (as torch.amp users who call
 // scheduler.step() every iteration); a skipped step's LR is not made up later.
-// Host syncs: none, on the CPU too. The outcome's tensors stay on the device; the job reads
+// Host syncs: none, on the CPU too. The result's tensors stay on the device; the job reads
 // them on log steps only.
 #pragma once
 #include <ATen/core/Tensor.h>
@@ -25,8 +25,10 @@
 
 namespace tupe::trainer {
 
-/// What one optimizer step found (device tensors; reading them is a host sync).
-struct StepOutcome {
+/// What one training step found (device tensors; reading them is a host sync). The one
+/// result type of a step: OptimizerStep::apply fills all but loss_sum, TrainStep::run all.
+struct StepResult {
+  at::Tensor loss_sum;   ///< 0-dim fp32: this rank's summed loss over its micro-batches (TrainStep)
   at::Tensor grad_norm;  ///< 0-dim fp32: N, the unscaled pre-clip norm (inf/NaN when skipped)
   at::Tensor found_inf;  ///< (1,) fp32: 1 when the step was skipped
   double lr = 0;         ///< lr(t), the LR the step used (or would have used)
@@ -40,7 +42,7 @@ class OptimizerStep {
   /// Runs step t = `step` (>= 1) on `flat_grads` (every parameter's grad as views of this
   /// one contiguous float tensor, on the parameters' device). Throws tupe::Error for step < 1
   /// or a flat_grads that is undefined or not floating point.
-  StepOutcome apply(const at::Tensor& flat_grads, int64_t step);
+  StepResult apply(const at::Tensor& flat_grads, int64_t step);
 
  private:
   Optimizer& optimizer_;

@@ -96,7 +96,7 @@ TEST(TrainerLossScaler, InfGradientsSkipTheStepOnTheDeviceAndHalveTheScale) {
 
   // Finite scaled grads are divided by the scale and applied.
   fp.flat.fill_(65536.0 * 0.25);
-  StepOutcome out = step.apply(fp.flat, 1);
+  StepResult out = step.apply(fp.flat, 1);
   EXPECT_EQ(out.found_inf.item<float>(), 0.0f);
   EXPECT_TRUE(at::equal(fp.flat, at::full({3}, 0.25)));
   EXPECT_FLOAT_EQ(out.grad_norm.item<float>(), 0.25f * std::sqrt(3.0f));
@@ -138,7 +138,7 @@ TEST(TrainerLossScaler, OneMultiplyEqualsUnscaleThenClip) {
     AdamW opt(fp.params, oo);
     const LrSchedule schedule(0.0 + 1e-9, 0, 100, ScheduleKind::kLinear);
     OptimizerStep step(opt, scaler, schedule, max_norm);
-    const StepOutcome out = step.apply(fp.flat, 1);
+    const StepResult out = step.apply(fp.flat, 1);
     EXPECT_NEAR(out.grad_norm.item<double>(), norm, 1e-6 * norm) << max_norm;
     const double err = (fp.flat.to(at::kDouble) - unscaled * c).abs().max().item<double>() / (unscaled * c).abs().max().item<double>();
     EXPECT_LE(err, 2e-7) << max_norm;  // float32 rounding of one product

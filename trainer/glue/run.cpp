@@ -6,19 +6,16 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <optional>
+#include <memory>
 
 #include "common/error.h"
 #include "common/log.h"
 #include "common/mix64.h"
 #include "dist/consistency.h"
-#include "dist/ddp.h"
-#include "trainer/glue/pretrained.h"
+#include "dist/gather.h"
 #include "trainer/autocast.h"
-#include "trainer/loss_scaler.h"
-#include "trainer/lr_schedule.h"
-#include "trainer/optimizer.h"
-#include "trainer/optimizer_step.h"
+#include "trainer/glue/pretrained.h"
+#include "trainer/train_step.h"
 
 namespace tupe::glue {
 
@@ -38,16 +35,6 @@ trainer::NamedTensors snapshot(const trainer::NamedTensors& params) {
   return copy;
 }
 
-/// Sum of `values` over ranks (one all-reduce of a float64 tensor on the rank's device).
-std::vector<double> sum_over_ranks(dist::Communicator& comm, const c10::Device& device, std::vector<double> values,
-                                   const std::string& name) {
-  at::Tensor t = at::tensor(values, at::kDouble).to(device);
-  comm.all_reduce({t}, name)->wait();
-  t = t.cpu();
-  for (size_t i = 0; i < values.size(); ++i) values[i] = t[static_cast<int64_t>(i)].item<double>();
-  return values;
-}
-
 std::string metrics_text(const TaskSpec& task, const std::vector<MetricValues>& dev) {
   std::string out;
   char buf[64];
@@ -61,6 +48,199 @@ std::string metrics_text(const TaskSpec& task, const std::vector<MetricValues>& 
   return out;
 }
 
+/// One run's state. run_finetuning reads top to bottom:
+///   plan_run -> build_model -> build_step -> per epoch: train_epoch, evaluate_epoch,
+///   keep_if_selected -> finish_run
+/// Fields are declared in construction order (the step, which hooks the model's parameters,
+/// goes before the model).
+struct Run {
+  Run(const RunEnvironment& e, const TaskData& d, double lr, int64_t seed, int64_t epochs, bool keep)
+      : env(e), data(d), task(*d.task), cfg(*e.config), comm(e.dist->comm()), device(e.dist->device()),
+        rank(comm.rank()), world(comm.world_size()), n_train(static_cast<int64_t>(d.train.size())),
+        keep_weights(keep) {
+    rec.lr = lr;
+    rec.seed = seed;
+    rec.epochs = epochs;
+  }
+  const RunEnvironment& env;
+  const TaskData& data;
+  const TaskSpec& task;
+  const FinetuneConfig& cfg;
+  dist::Communicator& comm;
+  const c10::Device device;
+  const int rank, world;
+  const int64_t n_train;
+  const bool keep_weights;
+  const Clock::time_point start = Clock::now();
+  RunRecord rec;
+  // build_model
+  model::TupeBert net{nullptr};
+  trainer::NamedTensors params;  ///< what the step trains: every parameter but mlm_head.*
+  // build_step
+  std::unique_ptr<trainer::TrainStep> step;
+  // keep_if_selected
+  trainer::NamedTensors selected_weights;  ///< the selected epoch's, when it is not the last
+  double best_score = -INFINITY;
+};
+
+/// Steps and warm-up of the run (the LR rises over warmup_ratio of the steps).
+void plan_run(Run& r) {
+  TUPE_CHECK(r.rec.epochs > 0, r.task.name << ": epochs must be positive, got " << r.rec.epochs);
+  r.rec.steps_per_epoch = steps_per_epoch(r.n_train, r.cfg.batch_size);
+  r.rec.total_steps = r.rec.epochs * r.rec.steps_per_epoch;
+  r.rec.warmup_steps = std::llround(r.cfg.warmup_ratio * static_cast<double>(r.rec.total_steps));
+}
+
+/// A fresh sentence head from the seed (rank 0's copy everywhere), the checkpoint's encoder
+/// (strict); the MLM head is frozen (not trained, not synchronised).
+void build_model(Run& r) {
+  at::manual_seed(hash_words({static_cast<uint64_t>(r.rec.seed), kInitStream, 0}));
+  r.net = model::TupeBert(r.env.model_config, r.task.num_outputs());
+  load_encoder_strict(*r.net, *r.env.encoder, r.env.encoder_where);
+  r.net->to(r.device);
+  for (auto& p : r.net->mlm_head->parameters()) p.set_requires_grad(false);
+  r.net->train();
+  r.params = finetuned_parameters(*r.net);
+  std::vector<dist::NamedParameter> all, head;
+  for (const auto& [name, t] : r.params) {
+    all.push_back({name, t});
+    if (name.rfind("sentence_head.", 0) == 0) head.push_back({name, t});
+  }
+  dist::check_same_parameters(r.comm, all);
+  dist::broadcast_tensors(r.comm, head, 0);
+}
+
+/// The training step: AdamW with the paper's betas, eps and weight decay at this run's peak
+/// LR, linear warm-up and decay, bf16 autocast or fp32 (no loss scaling), summed gradients.
+void build_step(Run& r) {
+  trainer::TrainStepOptions o;
+  o.optimizer.optimizer = trainer::OptimizerKind::kAdamW;
+  o.optimizer.lr = r.rec.lr;
+  o.optimizer.beta1 = r.cfg.beta1;
+  o.optimizer.beta2 = r.cfg.beta2;
+  o.optimizer.eps = r.cfg.eps;
+  o.optimizer.weight_decay = r.cfg.weight_decay;
+  o.optimizer.warmup_steps = r.rec.warmup_steps;
+  o.optimizer.total_steps = r.rec.total_steps;
+  o.optimizer.clip_grad_norm = r.cfg.clip_grad_norm;
+  o.precision.precision =
+      r.env.inference.autocast_dtype == at::kBFloat16 ? trainer::Precision::kBf16 : trainer::Precision::kFp32;
+  o.dist = r.env.dist_options;
+  o.dist.grad_reduce = dist::GradReduce::kSum;  // the loss is already divided by the global batch
+  o.dist.grad_scale = 1.0;
+  o.seed = static_cast<int64_t>(hash_words({static_cast<uint64_t>(r.rec.seed), kDropoutStream}));
+  r.step = std::make_unique<trainer::TrainStep>(r.params, r.comm, r.device, o);
+}
+
+/// Summed loss of some training rows: cross-entropy (classification) or squared error
+/// (regression) of the sentence head, the forward under the run's autocast.
+at::Tensor example_loss_sum(Run& r, const std::vector<int64_t>& rows) {
+  const Batch batch = make_batch(r.data.train, rows, r.env.inference.pad_id, r.env.inference.segments, r.device);
+  at::Tensor out;
+  {
+    trainer::AutocastScope autocast(r.device.type(), r.env.inference.autocast_dtype);
+    out = r.net->sentence_logits(batch.input_ids, batch.attention_mask, batch.segment_ids);
+  }
+  out = out.to(at::kFloat);
+  if (r.task.kind == TaskKind::kClassification)
+    return at::cross_entropy_loss(out, batch.labels, {}, at::Reduction::Sum);
+  return (out.squeeze(1) - batch.scores).pow(2).sum();
+}
+
+/// One optimizer step over the global batch `k` of the epoch's `order`: this rank takes
+/// examples r, r + W, ... of it, in micro-batches; a rank without examples in the batch
+/// joins with a zero loss on one example (every rank takes part in every all-reduce).
+/// Adds this rank's summed loss to `loss_sum` (on the device); returns the step's LR.
+double train_batch(Run& r, const std::vector<int64_t>& order, int64_t k, at::Tensor& loss_sum) {
+  const int64_t begin = k * r.cfg.batch_size, end = std::min(r.n_train, begin + r.cfg.batch_size);
+  std::vector<int64_t> mine;
+  for (int64_t i = begin + r.rank; i < end; i += r.world) mine.push_back(order[static_cast<size_t>(i)]);
+  const bool idle = mine.empty();
+  if (idle) mine.push_back(order[static_cast<size_t>(begin)]);
+  const size_t micro = r.cfg.micro_batch_size > 0 ? static_cast<size_t>(r.cfg.micro_batch_size) : mine.size();
+  const auto micro_batches = static_cast<int64_t>((mine.size() + micro - 1) / micro);
+  const auto loss = [&](int64_t m) {
+    const auto first = mine.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(m) * micro);
+    const auto last = mine.begin() + static_cast<std::ptrdiff_t>(std::min(mine.size(), (static_cast<size_t>(m) + 1) * micro));
+    const at::Tensor l = example_loss_sum(r, std::vector<int64_t>(first, last));
+    return idle ? l * 0.0 : l;
+  };
+  r.comm.set_step(r.step->step() + 1);
+  const trainer::StepResult out = r.step->run(micro_batches, static_cast<double>(end - begin), loss);
+  loss_sum.add_(out.loss_sum);
+  return out.lr;
+}
+
+/// One epoch of optimizer steps in the order of (seed, epoch); its record carries the mean
+/// training loss over all ranks (the one host sync of the epoch, besides the log line).
+EpochRecord train_epoch(Run& r, int64_t epoch) {
+  const std::vector<int64_t> order =
+      permutation(r.n_train, hash_words({static_cast<uint64_t>(r.rec.seed), kOrderStream, static_cast<uint64_t>(epoch)}));
+  at::Tensor loss_sum = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(r.device));
+  EpochRecord er;
+  er.epoch = epoch;
+  auto last_log = Clock::now();
+  for (int64_t k = 0; k < r.rec.steps_per_epoch; ++k) {
+    er.learning_rate = train_batch(r, order, k, loss_sum);
+    if (seconds_since(last_log) > 60.0) {
+      last_log = Clock::now();
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "%s lr %g seed %lld: epoch %lld/%lld, step %lld/%lld", r.task.name.c_str(),
+                    r.rec.lr, static_cast<long long>(r.rec.seed), static_cast<long long>(epoch),
+                    static_cast<long long>(r.rec.epochs), static_cast<long long>(r.step->step()),
+                    static_cast<long long>(r.rec.total_steps));
+      log::info(buf);
+    }
+  }
+  er.step = r.step->step();
+  r.step->scaler().check_divergence(er.step);
+  er.train_loss = dist::all_reduce_sum(r.comm, loss_sum, "glue train loss")[0] / static_cast<double>(r.n_train);
+  return er;
+}
+
+/// The dev metrics after an epoch, and its log line.
+void evaluate_epoch(Run& r, EpochRecord& er) {
+  for (const auto& split : r.data.dev) {
+    const at::Tensor outputs = predict_outputs(*r.net, split, r.comm, r.env.inference);
+    er.dev.push_back(score_predictions(r.task, to_predictions(r.task, outputs), split));
+  }
+  er.score = er.dev.at(0).at(r.task.primary_metric);
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "%s lr %g seed %lld epoch %lld/%lld: train loss %.4f, ", r.task.name.c_str(), r.rec.lr,
+                static_cast<long long>(r.rec.seed), static_cast<long long>(er.epoch),
+                static_cast<long long>(r.rec.epochs), er.train_loss);
+  log::info(buf + metrics_text(r.task, er.dev) + " (" + std::to_string(static_cast<int>(seconds_since(r.start))) +
+            " s)");
+}
+
+/// Records the epoch; when it is the one to report (finetune.select_epoch: best so far, or
+/// last), the run reports it, and its weights are kept if later epochs could replace them.
+void keep_if_selected(Run& r, EpochRecord er) {
+  if (r.cfg.select_epoch == SelectEpoch::kLast || er.score > r.best_score) {
+    r.best_score = er.score;
+    r.rec.selected_epoch = er.epoch;
+    r.rec.score = er.score;
+    r.rec.selected = er.dev;
+    const bool need_weights = r.keep_weights || !r.data.test.empty();
+    if (need_weights && er.epoch < r.rec.epochs) r.selected_weights = snapshot(r.params);
+  }
+  r.rec.history.push_back(std::move(er));
+}
+
+/// The selected epoch's weights back in place, the test predictions, the weights to keep.
+void finish_run(Run& r) {
+  const bool selected_last = r.rec.selected_epoch == r.rec.epochs;
+  if (!selected_last && !r.selected_weights.empty()) {
+    c10::NoGradGuard no_grad;
+    for (size_t i = 0; i < r.params.size(); ++i) r.params[i].second.copy_(r.selected_weights[i].second);
+  }
+  for (const auto& split : r.data.test)
+    r.rec.test.push_back(to_predictions(r.task, predict_outputs(*r.net, split, r.comm, r.env.inference)));
+  if (r.keep_weights) r.rec.weights = selected_last ? snapshot(r.params) : std::move(r.selected_weights);
+  r.rec.skipped_steps = r.step->scaler().state().total_skips;
+  r.rec.seconds = seconds_since(r.start);
+}
+
 }  // namespace
 
 int64_t steps_per_epoch(int64_t rows, int64_t batch_size) {
@@ -70,163 +250,18 @@ int64_t steps_per_epoch(int64_t rows, int64_t batch_size) {
 
 RunRecord run_finetuning(const RunEnvironment& env, const TaskData& data, double lr, int64_t seed, int64_t epochs,
                          bool keep_weights) {
-  const auto t0 = Clock::now();
   TUPE_CHECK(env.dist && env.config && env.encoder && data.task, "run_finetuning: incomplete environment");
-  dist::Communicator& comm = env.dist->comm();
-  const c10::Device device = env.dist->device();
-  const TaskSpec& task = *data.task;
-  const FinetuneConfig& cfg = *env.config;
-  const int rank = comm.rank(), world = comm.world_size();
-  const int64_t n_train = static_cast<int64_t>(data.train.size());
-  TUPE_CHECK(epochs > 0, task.name << ": epochs must be positive, got " << epochs);
-
-  RunRecord rec;
-  rec.lr = lr;
-  rec.seed = seed;
-  rec.epochs = epochs;
-  rec.steps_per_epoch = steps_per_epoch(n_train, cfg.batch_size);
-  rec.total_steps = epochs * rec.steps_per_epoch;
-  rec.warmup_steps = std::llround(cfg.warmup_ratio * static_cast<double>(rec.total_steps));
-
-  // The model: a fresh sentence head from the seed, the checkpoint's encoder (strict).
-  at::manual_seed(hash_words({static_cast<uint64_t>(seed), kInitStream, 0}));
-  model::TupeBert net(env.model_config, task.num_outputs());
-  load_encoder_strict(*net, *env.encoder, env.encoder_where);
-  net->to(device);
-  for (auto& p : net->mlm_head->parameters()) p.set_requires_grad(false);
-  net->train();
-  const trainer::NamedTensors params = finetuned_parameters(*net);
-  std::vector<dist::NamedParameter> dist_params, head;
-  for (const auto& [name, t] : params) {
-    dist_params.push_back({name, t});
-    if (name.rfind("sentence_head.", 0) == 0) head.push_back({name, t});
+  Run r(env, data, lr, seed, epochs, keep_weights);
+  plan_run(r);
+  build_model(r);
+  build_step(r);
+  for (int64_t epoch = 1; epoch <= r.rec.epochs; ++epoch) {
+    EpochRecord er = train_epoch(r, epoch);
+    evaluate_epoch(r, er);
+    keep_if_selected(r, std::move(er));
   }
-  dist::check_same_parameters(comm, dist_params);
-  dist::broadcast_tensors(comm, head, 0);
-
-  dist::DistOptions dist_options = env.dist_options;
-  dist_options.grad_reduce = dist::GradReduce::kSum;  // the loss is already divided by the global batch
-  dist_options.grad_scale = 1.0;
-  dist::DistributedDataParallel ddp(comm, dist_params, dist_options);
-
-  trainer::OptimizerOptions opt;
-  opt.optimizer = trainer::OptimizerKind::kAdamW;
-  opt.lr = lr;
-  opt.beta1 = cfg.beta1;
-  opt.beta2 = cfg.beta2;
-  opt.eps = cfg.eps;
-  opt.weight_decay = cfg.weight_decay;
-  opt.warmup_steps = rec.warmup_steps;
-  opt.total_steps = rec.total_steps;
-  opt.clip_grad_norm = cfg.clip_grad_norm;
-  trainer::AdamW optimizer(params, opt);
-  const trainer::LrSchedule schedule(opt);
-  trainer::PrecisionOptions precision;
-  precision.precision = env.inference.autocast_dtype == at::kBFloat16 ? trainer::Precision::kBf16
-                                                                       : trainer::Precision::kFp32;
-  trainer::DynamicLossScaler scaler(precision);
-  scaler.to(device);
-  trainer::OptimizerStep optimizer_step(optimizer, scaler, schedule, cfg.clip_grad_norm);
-  const at::ScalarType autocast_dtype = env.inference.autocast_dtype;
-  const bool classification = task.kind == TaskKind::kClassification;
-  const bool need_weights = keep_weights || !data.test.empty();
-
-  trainer::NamedTensors best_weights;
-  double best_score = -INFINITY;
-  int64_t step = 0;
-  auto last_log = Clock::now();
-  for (int64_t epoch = 1; epoch <= epochs; ++epoch) {
-    const std::vector<int64_t> order =
-        permutation(n_train, hash_words({static_cast<uint64_t>(seed), kOrderStream, static_cast<uint64_t>(epoch)}));
-    at::Tensor loss_sum = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(device));  // read once per epoch
-    double lr_now = 0;
-    for (int64_t k = 0; k < rec.steps_per_epoch; ++k) {
-      ++step;
-      comm.set_step(step);
-      const int64_t begin = k * cfg.batch_size, end = std::min(n_train, begin + cfg.batch_size);
-      const int64_t n_global = end - begin;
-      std::vector<int64_t> mine;
-      for (int64_t i = begin + rank; i < end; i += world) mine.push_back(order[static_cast<size_t>(i)]);
-      const bool dummy = mine.empty();
-      if (dummy) mine.push_back(order[static_cast<size_t>(begin)]);
-      const size_t micro = cfg.micro_batch_size > 0 ? static_cast<size_t>(cfg.micro_batch_size) : mine.size();
-      const size_t num_micro = (mine.size() + micro - 1) / micro;
-
-      ddp.zero_grad_buffer();
-      for (size_t m = 0; m < num_micro; ++m) {
-        std::optional<dist::NoSyncScope> no_sync;
-        if (m + 1 < num_micro) no_sync.emplace(ddp);
-        at::manual_seed(hash_words({static_cast<uint64_t>(seed) ^ (kDropoutStream << 56), static_cast<uint64_t>(step),
-                                    static_cast<uint64_t>(rank) * 1000003ull + m}));
-        const std::vector<int64_t> rows(mine.begin() + static_cast<std::ptrdiff_t>(m * micro),
-                                        mine.begin() + static_cast<std::ptrdiff_t>(std::min(mine.size(), (m + 1) * micro)));
-        const Batch batch = make_batch(data.train, rows, env.inference.pad_id, env.inference.segments, device);
-        at::Tensor out;
-        {
-          trainer::AutocastScope autocast(device.type(), autocast_dtype);
-          out = net->sentence_logits(batch.input_ids, batch.attention_mask, batch.segment_ids);
-        }
-        out = out.to(at::kFloat);
-        const at::Tensor example_loss_sum =
-            classification ? at::cross_entropy_loss(out, batch.labels, {}, at::Reduction::Sum)
-                           : (out.squeeze(1) - batch.scores).pow(2).sum();
-        const at::Tensor loss = example_loss_sum * ((dummy ? 0.0 : 1.0) / static_cast<double>(n_global));
-        loss.backward();
-        if (!dummy) loss_sum.add_(example_loss_sum.detach());
-      }
-      ddp.finish_grad_sync();
-      lr_now = optimizer_step.apply(ddp.buffer().data(), step).lr;  // shared with pre-training
-      if (seconds_since(last_log) > 60.0) {
-        last_log = Clock::now();
-        char buf[160];
-        std::snprintf(buf, sizeof buf, "%s lr %g seed %lld: epoch %lld/%lld, step %lld/%lld", task.name.c_str(), lr,
-                      static_cast<long long>(seed), static_cast<long long>(epoch), static_cast<long long>(epochs),
-                      static_cast<long long>(step), static_cast<long long>(rec.total_steps));
-        log::info(buf);
-      }
-    }
-
-    EpochRecord er;
-    er.epoch = epoch;
-    er.step = step;
-    er.learning_rate = lr_now;
-    scaler.check_divergence(step);
-    er.train_loss =
-        sum_over_ranks(comm, device, {loss_sum.item<double>()}, "glue train loss")[0] / static_cast<double>(n_train);
-    for (const auto& split : data.dev) {
-      const at::Tensor outputs = predict_outputs(*net, split, comm, env.inference);
-      er.dev.push_back(score_predictions(task, to_predictions(task, outputs), split));
-    }
-    er.score = er.dev.at(0).at(task.primary_metric);
-    {
-      char buf[128];
-      std::snprintf(buf, sizeof buf, "%s lr %g seed %lld epoch %lld/%lld: train loss %.4f, ", task.name.c_str(), lr,
-                    static_cast<long long>(seed), static_cast<long long>(epoch), static_cast<long long>(epochs),
-                    er.train_loss);
-      log::info(buf + metrics_text(task, er.dev) + " (" + std::to_string(static_cast<int>(seconds_since(t0))) + " s)");
-    }
-    const bool improved = cfg.select_epoch == SelectEpoch::kLast || er.score > best_score;
-    if (improved) {
-      best_score = er.score;
-      rec.selected_epoch = epoch;
-      rec.score = er.score;
-      rec.selected = er.dev;
-      if (need_weights && epoch < epochs) best_weights = snapshot(params);
-    }
-    rec.history.push_back(std::move(er));
-  }
-
-  // The selected epoch's weights back in place for the test predictions.
-  if (rec.selected_epoch != epochs && !best_weights.empty()) {
-    c10::NoGradGuard no_grad;
-    for (size_t i = 0; i < params.size(); ++i) params[i].second.copy_(best_weights[i].second);
-  }
-  for (const auto& split : data.test)
-    rec.test.push_back(to_predictions(task, predict_outputs(*net, split, comm, env.inference)));
-  if (keep_weights) rec.weights = rec.selected_epoch != epochs ? std::move(best_weights) : snapshot(params);
-  rec.skipped_steps = scaler.state().total_skips;
-  rec.seconds = seconds_since(t0);
-  return rec;
+  finish_run(r);
+  return std::move(r.rec);
 }
 
 }  // namespace tupe::glue

@@ -1,21 +1,19 @@
-// One fine-tuning run: a task, a peak learning rate and a seed (TUPE.md "GLUE fine-tuning
-// setting"), data-parallel over the ranks of a DistContext.
+// One fine-tuning run: a task, a peak learning rate and a seed (docs/model.md "GLUE
+// fine-tuning"), data-parallel over the ranks of a DistContext.
 //
 // Per run: the sentence head is initialised from the seed (rank 0's copy broadcast), the
 // encoder is the pre-training checkpoint's (strict copy); AdamW (paper betas, eps, weight
 // decay; no decay on biases/LayerNorm) on every parameter but mlm_head.*; the LR rises
 // linearly over warmup_ratio of the steps and decays linearly to 0 at the last step.
 // One optimizer step t over the global batch b_t of batch_size examples (the epoch's order is
-// a pure function of (seed, epoch)):
-//   rank r takes examples r, r + W, ... of b_t, in micro-batches; per micro-batch, under
-//   autocast (bf16) or fp32, the loss
-//     L = sum over its examples of CE(logits, label)  (or (y - score)^2 for STS-B)  / |b_t|
-//   is back-propagated; the gradient buckets all-reduce with SUM during the last micro-batch,
-//   so the update equals one rank's on the whole batch whatever W (ARCHITECTURE.md "Data
-//   parallel is exact"). A rank without examples in b_t back-propagates 0 x L of one example
-//   so that every rank joins every all-reduce. Dropout masks are seeded per (seed, t, rank).
-//   The optimizer step is pre-training's (trainer/optimizer_step.h): non-finite gradients
-//   skip the step on the device, clipping to clip_grad_norm, AdamW; the LR counts every step.
+// a pure function of (seed, epoch)) is trainer/train_step.h's, the step pre-training runs,
+// with the loss
+//     l = sum over the micro-batch's examples of CE(logits, label)  (or (y - score)^2 for STS-B)
+// normalised by |b_t|: rank r takes examples r, r + W, ... of b_t, in micro-batches; a rank
+// without examples in b_t back-propagates 0 x l of one example so that every rank joins
+// every all-reduce. So the update equals one rank's on the whole batch whatever W
+// (docs/architecture.md "Data parallel is exact"). Dropout is seeded per step t and rank r
+// from a seed derived from the run's seed (trainer::step_seed).
 // After every epoch: the dev metrics; the run reports the best (or last) epoch by the task's
 // primary metric on its first dev split.
 #pragma once

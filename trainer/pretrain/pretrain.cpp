@@ -97,15 +97,34 @@ void build_model(PretrainJob& job) {
   job.net->to(job.device());
   job.net->train();
   std::vector<dist::NamedParameter> params;
-  for (auto& item : job.net->named_parameters()) params.push_back({item.key(), item.value()});
+  trainer::NamedTensors named;
+  for (auto& item : job.net->named_parameters()) {
+    params.push_back({item.key(), item.value()});
+    named.emplace_back(item.key(), item.value());
+  }
   dist::check_same_parameters(job.comm(), params);
   dist::broadcast_tensors(job.comm(), params, 0);  // rank 0's initial weights everywhere
-  job.runner = std::make_unique<StepRunner>(*job.net, *job.context, cfg, job.plan.accumulation, job.plan.micro_batch);
+  job.step = std::make_unique<trainer::TrainStep>(named, job.comm(), job.device(), step_options(cfg));
   job.store = std::make_unique<trainer::CheckpointStore>(cfg.checkpoint);
   if (job.rank == 0) job.store->check_writable();  // now, not at the first save hours later
-  job.state.config = cfg.effective;
-  job.state.vocab_sha256 = job.train_data->info().vocab_sha256;
-  job.state.world_size = job.world;
+  job.vocab_sha256 = job.train_data->info().vocab_sha256;
+}
+
+trainer::TrainerState checkpoint_record(PretrainJob& job) {
+  trainer::TrainerState s;
+  const trainer::TrainStepState st = job.step->state();
+  s.step = st.step;
+  s.scheduler_step = st.scheduler_step;
+  s.loss_scaler = st.scaler;
+  s.data = job.start_position;
+  if (job.loader) {
+    const auto pos = job.loader->state();
+    s.data = trainer::DataPosition{pos.epoch, pos.consumed_samples};
+  }
+  s.config = job.cfg.effective;
+  s.vocab_sha256 = job.vocab_sha256;
+  s.world_size = job.world;
+  return s;
 }
 
 void start_loader(PretrainJob& job) {
@@ -113,7 +132,7 @@ void start_loader(PretrainJob& job) {
   try {
     job.loader = std::make_unique<data_pipeline::Loader>(
         job.train_data, job.loader_config, job.rank, job.world,
-        data_pipeline::LoaderState{job.state.data.epoch, job.state.data.consumed_samples},
+        data_pipeline::LoaderState{job.start_position.epoch, job.start_position.consumed_samples},
         [device] { dist::set_current_device(device); });
   } catch (const Error& e) {
     if (job.resumed_state_file.empty()) throw;
@@ -150,7 +169,7 @@ void announce(PretrainJob& job) {
   std::ostringstream msg;
   msg << "pre-training " << model::to_string(cfg.model.position_encoding) << " (" << model::count_parameters(*job.net)
       << " parameters) on " << job.world << " rank(s), " << job.device().str() << ", " << job.comm().backend_name()
-      << " all-reduce in " << job.runner->ddp().num_buckets() << " bucket(s); global batch "
+      << " all-reduce in " << job.step->ddp().num_buckets() << " bucket(s); global batch "
       << cfg.data.global_batch_size << " = " << job.world << " x " << job.plan.accumulation << " x "
       << job.plan.micro_batch << "; " << job.loader->steps_per_epoch() << " steps per epoch; precision "
       << to_string(cfg.precision.precision) << "; MFU peak "
@@ -173,7 +192,7 @@ PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cf
   if (on_start && job.rank == 0) on_start();
   announce(job);
   train_loop(job);
-  job.result.final_step = job.state.step;
+  job.result.final_step = job.step->step();
   return job.result;
 }
 

@@ -23,6 +23,7 @@
 #include "trainer/pretrain/metrics.h"
 #include "trainer/pretrain/pretrain.h"
 #include "trainer/pretrain/step.h"
+#include "trainer/train_step.h"
 #include "trainer/trainer_state.h"
 
 namespace tupe::pretrain {
@@ -46,11 +47,12 @@ struct PretrainJob {
   BatchPlan plan;                             ///< micro-batch and accumulation
   // build_model
   model::TupeBert net{nullptr};
-  std::unique_ptr<StepRunner> runner;  ///< optimizer, scaler, LR schedule, DDP
+  std::unique_ptr<trainer::TrainStep> step;  ///< optimizer, scaler, LR schedule, DDP, step counters
   std::unique_ptr<trainer::CheckpointStore> store;
+  std::string vocab_sha256;  ///< the shards' vocabulary, recorded in checkpoints
   // resume_job
-  trainer::TrainerState state;     ///< step, data position, scaler; saved in checkpoints
-  std::string resumed_state_file;  ///< trainer_state.json resumed from ("" = fresh start)
+  trainer::DataPosition start_position;  ///< where the loader starts (the resumed checkpoint's)
+  std::string resumed_state_file;        ///< trainer_state.json resumed from ("" = fresh start)
   // start_loader, announce
   std::unique_ptr<data_pipeline::Loader> loader;
   std::unique_ptr<MetricsLog> metrics;
@@ -69,9 +71,13 @@ void setup_device(PretrainJob& job);
 /// Opens the train and validation shards; the ranks agree on them; checks them against the
 /// model config; plans micro-batches.
 void open_data(PretrainJob& job);
-/// Builds the model with rank 0's initial weights on every rank, the step runner and the
+/// Builds the model with rank 0's initial weights on every rank, the training step and the
 /// checkpoint store (rank 0 checks checkpoint.dir is writable).
 void build_model(PretrainJob& job);
+/// What a checkpoint of the job records now: the step's counters and loss scaler, the data
+/// position after the last batch taken (the start position before the loader runs), the
+/// effective config, the vocabulary hash and the world size. Reads the scaler (a host sync).
+trainer::TrainerState checkpoint_record(PretrainJob& job);
 /// Starts the loader at the (resumed) data position and opens the metrics log.
 void start_loader(PretrainJob& job);
 /// Picks the MFU peak and prints the one-line run summary.

@@ -10,7 +10,6 @@
 
 #include "common/error.h"
 #include "common/log.h"
-#include "common/mix64.h"
 #include "dist/gather.h"
 #include "trainer/autocast.h"
 #include "trainer/pretrain/flops.h"
@@ -28,72 +27,57 @@ extern "C" void on_checkpoint_signal(int) { g_checkpoint_signal = 1; }
 
 using Clock = std::chrono::steady_clock;
 
-/// Per-step dropout seed from (seed, step, rank): the SplitMix64 finaliser (common/mix64.h)
-/// over the three, each multiplied by one of its odd constants (the value every earlier
-/// build used, so resumed runs of older checkpoints draw the same dropout).
-uint64_t step_seed(int64_t seed, int64_t step, int rank) {
-  return mix64(static_cast<uint64_t>(seed) * kGoldenGamma ^ static_cast<uint64_t>(step) * 0xBF58476D1CE4E5B9ULL ^
-               static_cast<uint64_t>(rank + 1) * 0x94D049BB133111EBULL);
-}
-
-/// Sums `values` over all ranks (a small host/device tensor through the communicator).
-std::vector<double> all_reduce_sum(dist::Communicator& comm, const std::vector<double>& values,
-                                   const c10::Device& device, const std::string& name) {
-  at::Tensor t = at::tensor(values, at::kDouble).to(device);
-  comm.all_reduce({t}, name)->wait();
-  t = t.cpu();
-  return std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
-}
-
 /// Validation MLM loss over the held-out split: (sum of CE, masked tokens) over all ranks.
+/// Batches come pinned on CUDA (the resolved loader config) and the loss is summed on the
+/// device: one host sync per evaluation, in the final all-reduce.
 double evaluate(PretrainJob& job) {
   const PretrainConfig& cfg = job.cfg;
-  data_pipeline::EvalIterator it(job.validation_data, cfg.data, job.rank, job.world);
+  data_pipeline::EvalIterator it(job.validation_data, job.loader_config, job.rank, job.world);
   job.net->eval();
-  double loss_sum = 0, count = 0;
+  at::Tensor sums = at::zeros({2}, at::TensorOptions().dtype(at::kDouble).device(job.device()));  // CE sum, count
+  double count = 0;
   {
     at::NoGradGuard no_grad;
-    const auto amp = amp_dtype(cfg.precision.precision);
+    const auto amp = trainer::autocast_dtype(cfg.precision.precision);
     for (int64_t s = 0; cfg.train.eval_batches == 0 || s < cfg.train.eval_batches; ++s) {
       auto b = it.next();
       if (!b) break;
       if (b->rows() == 0 || b->masked_positions.numel() == 0) continue;
-      data_pipeline::Batch d = to_device(*b, job.device());
-      loss_sum += masked_lm_loss_sum(*job.net, d, amp, job.device()).item<double>();
+      const data_pipeline::Batch d = data_pipeline::to_device(*b, job.device());
+      sums[0] += masked_lm_loss_sum(*job.net, d, amp, job.device()).to(at::kDouble);
       count += static_cast<double>(b->masked_positions.numel());
     }
   }
   job.net->train();
-  auto sums = all_reduce_sum(job.comm(), {loss_sum, count}, job.device(), "validation loss");
-  TUPE_CHECK(sums[1] > 0, "validation: the validation split has no masked tokens");
-  return sums[0] / sums[1];
+  sums[1].fill_(count);
+  const std::vector<double> total = dist::all_reduce_sum(job.comm(), sums, "validation loss");
+  TUPE_CHECK(total[1] > 0, "validation: the validation split has no masked tokens");
+  return total[0] / total[1];
 }
 
 /// Rank 0 saves; every rank learns whether the save worked (one byte each).
 void save_checkpoint(PretrainJob& job) {
-  job.state.loss_scaler = job.runner->scaler().state();
-  const auto pos = job.loader->state();
-  job.state.data = trainer::DataPosition{pos.epoch, pos.consumed_samples};
+  const trainer::TrainerState state = checkpoint_record(job);
   std::string error;
   if (job.rank == 0) {
     const Clock::time_point start = Clock::now();
     try {
       trainer::NamedTensors weights;
-      for (auto& [n, t] : job.runner->parameters()) weights.emplace_back(n, t.detach());
-      job.store->save(trainer::CheckpointContents{weights, job.runner->optimizer().state_dict(), job.state});
+      for (auto& [n, t] : job.step->parameters()) weights.emplace_back(n, t.detach());
+      job.store->save(trainer::CheckpointContents{weights, job.step->optimizer().state_dict(), state});
     } catch (const std::exception& e) {
       error = e.what();
     }
     char took[32];
     std::snprintf(took, sizeof took, "%.3f", std::chrono::duration<double>(Clock::now() - start).count());
-    log::debug("checkpoint of step " + std::to_string(job.state.step) + ": " + took + " s to save" +
+    log::debug("checkpoint of step " + std::to_string(state.step) + ": " + took + " s to save" +
                (error.empty() ? "" : " (failed)"));
   }
   const std::vector<uint8_t> ok =
       dist::all_gather_value<uint8_t>(job.comm(), error.empty() ? 1 : 0, "checkpoint status");
   TUPE_CHECK(error.empty(), error);
-  TUPE_CHECK(ok[0] == 1, "checkpoint: rank 0 failed to save step " << job.state.step << " (see rank 0's message)");
-  job.result.last_checkpoint = trainer::CheckpointStore::checkpoint_path(job.cfg.checkpoint.dir, job.state.step);
+  TUPE_CHECK(ok[0] == 1, "checkpoint: rank 0 failed to save step " << state.step << " (see rank 0's message)");
+  job.result.last_checkpoint = trainer::CheckpointStore::checkpoint_path(job.cfg.checkpoint.dir, state.step);
   job.progress->message("checkpoint saved: " + job.result.last_checkpoint.string());
 }
 
@@ -105,15 +89,16 @@ struct Window {
 
 /// A log step: the global loss (one all-reduce), the progress line and a metrics record.
 /// The only step that reads the device (loss, norm, skips, scale).
-void log_step(PretrainJob& job, const data_pipeline::Batch& batch, const StepResult& out, Window& window) {
+void log_step(PretrainJob& job, const data_pipeline::Batch& batch, const trainer::StepResult& out, Window& window) {
   const PretrainConfig& cfg = job.cfg;
-  trainer::DynamicLossScaler& scaler = job.runner->scaler();
-  const int64_t step = job.state.step;
+  trainer::DynamicLossScaler& scaler = job.step->scaler();
+  const int64_t step = job.step->step();
   scaler.check_divergence(step);
   const double global_masked = static_cast<double>(batch.global_masked_count);
   const double local_loss_sum = out.loss_sum.item<double>();
   const double grad_norm = out.found_inf.item<float>() > 0 ? INFINITY : out.grad_norm.item<double>();
-  const double global_loss = all_reduce_sum(job.comm(), {local_loss_sum}, job.device(), "loss")[0] / global_masked;
+  const double global_loss =
+      dist::all_reduce_sum(job.comm(), {local_loss_sum}, job.device(), "loss")[0] / global_masked;
   const double dt = std::chrono::duration<double>(Clock::now() - window.start).count();
   ProgressLine p;
   p.step = step;
@@ -153,7 +138,7 @@ void log_step(PretrainJob& job, const data_pipeline::Batch& batch, const StepRes
 
 /// Validation every train.eval_every steps and at the last step.
 void validate_if_due(PretrainJob& job) {
-  const int64_t step = job.state.step;
+  const int64_t step = job.step->step();
   const int64_t every = job.cfg.train.eval_every;
   if (!job.validation_data || !((every > 0 && step % every == 0) || step == job.max_steps)) return;
   const double loss = evaluate(job);
@@ -173,20 +158,18 @@ void install_checkpoint_signal_handlers() {
 
 void train_loop(PretrainJob& job) {
   Window window;
-  while (job.state.step < job.max_steps) {
-    const int64_t step = job.state.step + 1;
+  const auto amp = trainer::autocast_dtype(job.cfg.precision.precision);
+  while (job.step->step() < job.max_steps) {
+    const int64_t step = job.step->step() + 1;
     job.comm().set_step(step);
     if (dist::any_rank(job.comm(), g_checkpoint_signal != 0, "signal check")) {
-      job.progress->message("signal received: checkpointing at step " + std::to_string(job.state.step) +
-                            " and stopping");
+      job.progress->message("signal received: checkpointing at step " + std::to_string(step - 1) + " and stopping");
       save_checkpoint(job);
       job.result.stopped_by_signal = true;
       return;
     }
-    at::manual_seed(step_seed(job.cfg.train.seed, step, job.rank));
     const data_pipeline::Batch batch = job.loader->next();
-    const StepResult out = job.runner->run(batch, step, job.state.scheduler_step);
-    job.state.step = step;
+    const trainer::StepResult out = run_mlm_step(*job.step, *job.net, batch, job.plan, amp);
     ++window.steps;
     window.tokens += batch.input_ids.numel() * job.world;
     if (step % job.cfg.train.log_every == 0 || step == job.max_steps) log_step(job, batch, out, window);

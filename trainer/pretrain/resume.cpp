@@ -63,26 +63,24 @@ void agree_on_step(dist::Communicator& comm, int rank, int64_t mine) {
 /// Restores weights, optimizer, scaler, steps and data position from `ck` (read from `from`).
 void restore(PretrainJob& job, const std::filesystem::path& from, trainer::CheckpointContents& ck) {
   model::model_config_from_saved(ck.state.config, (from / "trainer_state.json").string());  // every model key saved
-  trainer::check_config_compatible(ck.state.compat_kv(), job.state.compat_kv(), resume_must_match_keys(),
+  trainer::check_config_compatible(ck.state.compat_kv(), checkpoint_record(job).compat_kv(), resume_must_match_keys(),
                                    from.string());
-  const trainer::NamedTensors& named = job.runner->parameters();
+  const trainer::NamedTensors& named = job.step->parameters();
   trainer::copy_named_tensors(named, ck.model, (from / "model.safetensors").string());
   for (const auto& [name, t] : named)  // a run never saves inf/NaN weights: steps with them are skipped
     TUPE_CHECK(at::isfinite(t).all().item<bool>(), (from / "model.safetensors").string()
                                                        << ": tensor '" << name << "' holds inf/NaN values");
   try {
-    job.runner->optimizer().load_state_dict(ck.optimizer);
+    job.step->optimizer().load_state_dict(ck.optimizer);
   } catch (const Error& e) {
     TUPE_FAIL((from / "optimizer.safetensors").string() << ": " << e.what());
   }
   try {
-    job.runner->scaler().load_state(ck.state.loss_scaler);
+    job.step->load_state({ck.state.step, ck.state.scheduler_step, ck.state.loss_scaler});
   } catch (const Error& e) {
     TUPE_FAIL((from / "trainer_state.json").string() << ": " << e.what());
   }
-  job.state.step = ck.state.step;
-  job.state.scheduler_step = ck.state.scheduler_step;
-  job.state.data = ck.state.data;
+  job.start_position = ck.state.data;
   job.resumed_state_file = (from / "trainer_state.json").string();
 }
 
@@ -112,8 +110,9 @@ void resume_job(PretrainJob& job, const std::string& resume) {
   if (!loaded) return;
   restore(job, loaded->dir, loaded->contents);
   std::ostringstream msg;
-  msg << "resumed from " << loaded->dir.string() << " at step " << job.state.step << " (epoch " << job.state.data.epoch
-      << ", consumed samples " << job.state.data.consumed_samples << ", saved by " << loaded->contents.state.world_size
+  msg << "resumed from " << loaded->dir.string() << " at step " << job.step->step() << " (epoch "
+      << job.start_position.epoch << ", consumed samples " << job.start_position.consumed_samples << ", saved by "
+      << loaded->contents.state.world_size
       << " ranks, now " << job.world << ")";
   job.progress->message(msg.str());
 }  // the host copy of the checkpoint's weights and optimizer state is freed here

@@ -1,0 +1,89 @@
+#include "trainer/train_step.h"
+
+#include <ATen/ATen.h>
+
+#include <chrono>
+#include <vector>
+
+#include "common/error.h"
+#include "common/mix64.h"
+
+namespace tupe::trainer {
+
+uint64_t step_seed(int64_t seed, int64_t step, int rank) {
+  return mix64(static_cast<uint64_t>(seed) * kGoldenGamma ^ static_cast<uint64_t>(step) * 0xBF58476D1CE4E5B9ULL ^
+               static_cast<uint64_t>(rank + 1) * 0x94D049BB133111EBULL);
+}
+
+TrainStep::TrainStep(const NamedTensors& params, dist::Communicator& comm, const c10::Device& device,
+                     const TrainStepOptions& options)
+    : device_(device),
+      rank_(comm.rank()),
+      seed_(options.seed),
+      params_(params),
+      scaler_(options.precision),
+      schedule_(options.optimizer) {
+  TUPE_CHECK(!params_.empty(), "training step: no trainable parameters");
+  optimizer_ = make_optimizer(params_, options.optimizer);
+  scaler_.to(device_);
+  std::vector<dist::NamedParameter> dist_params;
+  dist_params.reserve(params_.size());
+  for (const auto& [name, t] : params_) dist_params.push_back({name, t});
+  ddp_ = std::make_unique<dist::DistributedDataParallel>(comm, std::move(dist_params), options.dist);
+  optimizer_step_ =
+      std::make_unique<OptimizerStep>(*optimizer_, scaler_, schedule_, options.optimizer.clip_grad_norm);
+}
+
+StepResult TrainStep::run(int64_t micro_batches, double global_count, const MicroBatchLoss& loss, StepTimes* times,
+                          const StepPhaseHook& hook) {
+  const int64_t t = step_ + 1;
+  TUPE_CHECK(micro_batches >= 1, "step " << t << ": " << micro_batches << " micro-batches on rank " << rank_
+                                         << " (every rank takes part in every step with at least one)");
+  TUPE_CHECK(global_count > 0, "step " << t << ": the global batch has nothing to learn from (count "
+                                       << global_count << ", e.g. no masked tokens)");
+  using Clock = std::chrono::steady_clock;
+  auto mark = Clock::now();
+  auto phase_done = [&](const char* phase) {
+    if (hook) hook(phase);
+    if (times != nullptr) {
+      const auto now = Clock::now();
+      times->seconds[phase] += std::chrono::duration<double>(now - mark).count();
+      mark = now;
+    }
+  };
+  if (times != nullptr)
+    for (const char* p : {"forward", "backward", "reduce", "optimizer"}) times->seconds[p] = 0;
+
+  at::manual_seed(step_seed(seed_, t, rank_));  // dropout of step t, whatever ran before
+  ddp_->zero_grad_buffer();
+  at::Tensor loss_sum;
+  for (int64_t m = 0; m < micro_batches; ++m) {
+    ddp_->set_is_last_microbatch(m == micro_batches - 1);  // only the last backward all-reduces
+    const at::Tensor l = loss(m);
+    phase_done("forward");
+    scaler_.scale_loss(l / global_count).backward();
+    loss_sum = m == 0 ? l.detach() : loss_sum + l.detach();
+    phase_done("backward");
+  }
+  ddp_->finish_grad_sync();
+  phase_done("reduce");
+  StepResult result = optimizer_step_->apply(ddp_->buffer().data(), scheduler_step_ + 1);
+  result.loss_sum = std::move(loss_sum);
+  step_ = t;
+  ++scheduler_step_;
+  phase_done("optimizer");
+  return result;
+}
+
+TrainStepState TrainStep::state() const { return {step_, scheduler_step_, scaler_.state()}; }
+
+void TrainStep::load_state(const TrainStepState& state) {
+  TUPE_CHECK(state.step >= 0 && state.scheduler_step >= 0,
+             "training step: negative counters (step " << state.step << ", scheduler step " << state.scheduler_step
+                                                       << ")");
+  scaler_.load_state(state.scaler);
+  step_ = state.step;
+  scheduler_step_ = state.scheduler_step;
+}
+
+}  // namespace tupe::trainer
