@@ -174,7 +174,7 @@ int main(int argc, char** argv) {
     cfg.train.micro_batch_size = micro;
     cfg.optimizer.warmup_steps = 10;
     cfg.optimizer.total_steps = 1000;
-    trainer::NamedTensors params;
+    checkpoint::NamedTensors params;
     for (auto& item : net->named_parameters()) params.emplace_back(item.key(), item.value());
     trainer::TrainStep train_step(params, context.comm(), device, pretrain::step_options(cfg));
     const pretrain::BatchPlan plan = pretrain::plan_batches(batch, 1, micro, micro);

@@ -54,7 +54,7 @@ double median(std::vector<double> v) {
 struct Variant {
   std::string name;
   model::TupeBert net{nullptr};
-  trainer::NamedTensors named;
+  checkpoint::NamedTensors named;
   std::unique_ptr<dist::GradBuffer> grads;  ///< the flat gradient buffer, as DDP lays it out
   std::unique_ptr<trainer::Optimizer> optimizer;
   std::unique_ptr<trainer::DynamicLossScaler> scaler;

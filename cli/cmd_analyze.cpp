@@ -1,7 +1,7 @@
 // tupe analyze --checkpoint DIR --output OUT: heatmaps of the positional logit term per head
 // (and, for BERT-A, the word-to-position / position-to-word terms TUPE removes), the
 // position-embedding probes of Wang & Chen (2020) with a table, and the loss / learning-rate
-// curves of the run's metrics JSONL. Outputs: trainer/export/analysis.h.
+// curves of the run's metrics JSONL. Outputs: tools/analyze/analysis.h.
 #include <boost/program_options/options_description.hpp>
 #include <boost/program_options/value_semantic.hpp>
 #include <iostream>
@@ -11,7 +11,7 @@
 #include "cli/config_cli.h"
 #include "common/error.h"
 #include "common/log.h"
-#include "trainer/export/analysis.h"
+#include "tools/analyze/analysis.h"
 
 namespace po = boost::program_options;
 
@@ -34,12 +34,12 @@ int run_analyze(int argc, char** argv) {
       "heatmap sequence length L (positions; capped at max_positions)")(
       "python", po::value<std::string>(&python), "Python with numpy, scikit-learn, matplotlib (default: $TUPE_PYTHON)")(
       "script", po::value<std::string>(&script),
-      "plotting/probe script (default: the built-in trainer/export/analyze_plots.py, copied to the output folder)")(
+      "plotting/probe script (default: the built-in tools/analyze/analyze_plots.py, copied to the output folder)")(
       "seed", po::value<int64_t>(&seed)->default_value(1), "seed of the probes' train/test split");
   if (!cli.parse(argc, argv)) return 0;
   TUPE_CHECK(!checkpoint.empty(), "analyze: no checkpoint given (--checkpoint DIR)");
   TUPE_CHECK(!output.empty(), "analyze: no output folder given (--output OUT)");
-  exporting::AnalyzeOptions options;
+  analyze::AnalyzeOptions options;
   options.checkpoint = checkpoint;
   options.output = output;
   options.metrics = metrics;
@@ -47,7 +47,7 @@ int run_analyze(int argc, char** argv) {
   options.python = python;
   options.script = script;
   options.seed = seed;
-  std::cout << exporting::analyze_checkpoint(options);
+  std::cout << analyze::analyze_checkpoint(options);
   log::info("wrote " + output);
   return 0;
 }

@@ -3,7 +3,7 @@
 // a checkpoint of `tupe pretrain` or a model of `tupe finetune` as a Hugging Face folder
 // (BERT-A: transformers' BERT; every other variant: tupe's modeling code, loaded with
 // trust_remote_code=True) with the tokenizer files, or as safetensors + a JSON config naming
-// every tensor. Layouts: trainer/export/export.h.
+// every tensor. Layouts: tools/export/export.h.
 #include <boost/program_options/options_description.hpp>
 #include <boost/program_options/value_semantic.hpp>
 #include <iostream>
@@ -13,7 +13,7 @@
 #include "cli/config_cli.h"
 #include "common/error.h"
 #include "common/log.h"
-#include "trainer/export/export.h"
+#include "tools/export/export.h"
 
 namespace po = boost::program_options;
 

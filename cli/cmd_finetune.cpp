@@ -1,12 +1,12 @@
 // tupe finetune: GLUE fine-tuning of a pre-trained TUPE-BERT with the paper's protocol
-// (trainer/glue/; ../shared/TUPE.md "GLUE fine-tuning setting"), data-parallel under mpirun.
+// (trainer/finetune/; ../shared/TUPE.md "GLUE fine-tuning setting"), data-parallel under mpirun.
 // Usage:
 //   [mpirun -np W] tupe finetune --finetune.checkpoint CKPT --finetune.data_dir GLUE
 //       --tokenizer.vocab vocab.txt [--finetune.tasks SST-2,RTE] [--config configs/glue/paper.ini]
 //       [--skip-bad-rows]
 // Writes <finetune.output_dir>/results.json, results.md, submission/<TASK>.tsv and
 // models/<TASK>/step_<N>/ (the reported run's weights, for `tupe evaluate`). The job is
-// trainer/glue/finetune_job.h; this file parses its options.
+// trainer/finetune/finetune_job.h; this file parses its options.
 #include <boost/program_options/options_description.hpp>
 
 #include "cli/commands.h"
@@ -14,21 +14,21 @@
 #include "cli/rank_guard.h"
 #include "common/log.h"
 #include "dist/mpi_env.h"
-#include "trainer/glue/finetune_job.h"
+#include "trainer/finetune/finetune_job.h"
 
 namespace tupe::cli {
 
 namespace {
 
 int finetune_job(const dist::MpiEnv& env, int argc, char** argv) {
-  glue::FinetuneJobConfig config;
+  finetune::FinetuneJobConfig config;
   ConfigCli cli("finetune",
                 "Fine-tunes a pre-training checkpoint on GLUE tasks: LR grid x seeds, median over seeds per LR, best\n"
                 "LR reported (the paper's protocol by default). Under mpirun the global batch is split over the ranks.\n"
                 "A custom task (TSV, CSV or JSONL files) is described in a [task] section and run when finetune.tasks\n"
-                "names it (trainer/glue/custom_task.h; README \"Custom tasks\").");
-  cli.section("finetune", glue::FinetuneConfig::fields(), config.finetune);
-  cli.section("task", glue::CustomTaskConfig::fields(), config.task);
+                "names it (trainer/finetune/tasks/custom_task.h; README \"Custom tasks\").");
+  cli.section("finetune", finetune::FinetuneConfig::fields(), config.finetune);
+  cli.section("task", finetune::CustomTaskConfig::fields(), config.task);
   cli.section("tokenizer", data_pipeline::TokenizerOptions::fields(), config.tokenizer);
   cli.section("dist", dist::DistOptions::fields(), config.dist);
   cli.options().add_options()("skip-bad-rows", "skip (and count) malformed task-file rows (= --finetune.skip_bad_rows true)");
@@ -37,7 +37,7 @@ int finetune_job(const dist::MpiEnv& env, int argc, char** argv) {
   config.effective = cli.effective();
   // Once the checks passed, the whole effective config goes to the output folder and the
   // console gets one line.
-  glue::run_finetune_job(env, config,
+  finetune::run_finetune_job(env, config,
                          [&] { log::info(cli.write_effective(config.finetune.output_dir + "/effective_config.ini")); });
   return 0;
 }

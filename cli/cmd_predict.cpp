@@ -2,7 +2,7 @@
 //     [--vocab V] [--lower-case auto|true|false] [--top-k 5] [--format jsonl|tsv]
 //     [--pooling cls|tokens] [--batch-size 32] [--device auto|cpu|cuda] [--precision fp32|bf16]:
 // the forward pass of a checkpoint on text lines, in one process (no mpirun). The work is
-// trainer/predict/predict.h (formats there); this file parses its options.
+// tools/predict/predict.h (formats there); this file parses its options.
 #include <boost/program_options/options_description.hpp>
 #include <boost/program_options/value_semantic.hpp>
 #include <cstdlib>
@@ -13,7 +13,7 @@
 #include "cli/config_cli.h"
 #include "common/error.h"
 #include "common/log.h"
-#include "trainer/predict/predict.h"
+#include "tools/predict/predict.h"
 
 namespace po = boost::program_options;
 

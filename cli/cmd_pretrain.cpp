@@ -28,7 +28,7 @@ int pretrain_job(const dist::MpiEnv& env, int argc, char** argv) {
   cli.section("data", data_pipeline::LoaderConfig::fields(), cfg.data);
   cli.section("optimizer", trainer::OptimizerOptions::fields(), cfg.optimizer);
   cli.section("precision", trainer::PrecisionOptions::fields(), cfg.precision);
-  cli.section("checkpoint", trainer::CheckpointOptions::fields(), cfg.checkpoint);
+  cli.section("checkpoint", checkpoint::CheckpointOptions::fields(), cfg.checkpoint);
   cli.section("dist", dist::DistOptions::fields(), cfg.dist);
   cli.section("train", pretrain::TrainOptions::fields(), cfg.train);
   if (!cli.parse(argc, argv)) return 0;

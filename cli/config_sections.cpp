@@ -1,6 +1,7 @@
 // Every INI section some subcommand reads, with its field table: a config file may hold the
 // sections of other subcommands (one file for a whole project), and those are validated
 // here too, so a typo fails now rather than in the run that reads it.
+#include "checkpoint/checkpoint_options.h"
 #include "cli/config_cli.h"
 #include "common/error.h"
 #include "data_pipeline/loader_config.h"
@@ -9,8 +10,8 @@
 #include "data_pipeline/text/tokenizer_factory.h"
 #include "dist/options.h"
 #include "model/config.h"
-#include "trainer/glue/custom_task.h"
-#include "trainer/glue/finetune_config.h"
+#include "trainer/finetune/finetune_config.h"
+#include "trainer/finetune/tasks/custom_task.h"
 #include "trainer/options.h"
 #include "trainer/pretrain/train_options.h"
 
@@ -40,11 +41,11 @@ const KnownSection kKnownSections[] = {
     {"data", "pretrain", &check_fields<data_pipeline::LoaderConfig>},
     {"optimizer", "pretrain", &check_fields<trainer::OptimizerOptions>},
     {"precision", "pretrain", &check_fields<trainer::PrecisionOptions>},
-    {"checkpoint", "pretrain", &check_fields<trainer::CheckpointOptions>},
+    {"checkpoint", "pretrain", &check_fields<checkpoint::CheckpointOptions>},
     {"dist", "pretrain, finetune, evaluate", &check_fields<dist::DistOptions>},
     {"train", "pretrain", &check_fields<pretrain::TrainOptions>},
-    {"finetune", "finetune, evaluate", &check_fields<glue::FinetuneConfig>},
-    {"task", "finetune, evaluate", &check_fields<glue::CustomTaskConfig>},
+    {"finetune", "finetune, evaluate", &check_fields<finetune::FinetuneConfig>},
+    {"task", "finetune, evaluate", &check_fields<finetune::CustomTaskConfig>},
     {"tokenizer", "preprocess, finetune, evaluate", &check_fields<data_pipeline::TokenizerOptions>},
     {"preprocess", "preprocess", &check_fields<data_pipeline::PreprocessConfig>},
     {"vocab", "vocab", &check_fields<data_pipeline::SentencePieceTrainOptions>},

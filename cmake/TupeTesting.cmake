@@ -39,7 +39,7 @@ endfunction()
 #            [TIERS "tier=gtest-filter" ...]): one GoogleTest executable. Its tests carry the
 # tier LABELS (default: unit), except those matched by a TIERS entry's filter (gtest syntax:
 # Suite.Name patterns joined by ':'), which carry that entry's tier instead, e.g.
-# TIERS "python-ref=TrainerOptimizers.AdamW*:TrainerSafetensors.*Python*".
+# TIERS "python-ref=TrainerOptimizers.AdamW*:CheckpointSafetensors.*Python*".
 # The unit tests of the executable run as ONE CTest test named after it, in one process: a
 # process that loads LibTorch costs about half a second of CPU before its first test, more
 # than most unit tests take, so one process per test would make the unit tier several times

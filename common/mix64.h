@@ -4,7 +4,7 @@
 // Every random number that is derived from plain integers goes through these functions: the
 // data path's counter-based keys (data_pipeline/counter_rng.h: epoch orders, masks, the
 // train/validation split), GLUE's subsets, example orders and per-run seeds
-// (trainer/glue/), and the per-step dropout seeds. They are pure integer arithmetic, so a
+// (trainer/finetune/), and the per-step dropout seeds. They are pure integer arithmetic, so a
 // derived seed is the same on every platform, compiler, rank and thread count. Not
 // cryptographic. tests/common/test_mix64.cpp pins them against a Python implementation.
 #pragma once

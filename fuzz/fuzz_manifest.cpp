@@ -1,5 +1,5 @@
-// Fuzz target for the checkpoint manifest: validate_manifest() in trainer/checkpoint_store.cpp,
-// reached through tupe::trainer::CheckpointStore::load(folder) (the manifest parser is
+// Fuzz target for the checkpoint manifest: validate_manifest() in checkpoint/checkpoint_store.cpp,
+// reached through tupe::checkpoint::CheckpointStore::load(folder) (the manifest parser is
 // file-local). Each input is written as manifest.json into a /dev/shm folder named
 // step_00000001 that holds fixed, valid model.safetensors, optimizer.safetensors and
 // trainer_state.json (fuzz_checkpoint_fixture.h); a manifest that passes goes on to the
@@ -12,10 +12,10 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/checkpoint_store.h"
 #include "common/error.h"
 #include "fuzz/fuzz_checkpoint_fixture.h"
 #include "fuzz/fuzz_refusal.h"
-#include "trainer/checkpoint_store.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::filesystem::path dir = [] {
@@ -30,7 +30,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }();
   tupe_fuzz::write_file(dir / "manifest.json", data, size);
   tupe_fuzz::parse_or_refuse([&] {
-    const auto contents = tupe::trainer::CheckpointStore::load(dir);
+    const auto contents = tupe::checkpoint::CheckpointStore::load(dir);
     if (contents.state.step != 1) tupe_fuzz::fail("load() returned step " + std::to_string(contents.state.step));
   });
   return 0;

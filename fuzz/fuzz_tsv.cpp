@@ -1,6 +1,6 @@
-// Fuzz target for the GLUE TSV readers: tupe::glue::read_tsv(path, has_header)
-// (trainer/glue/tsv.cpp) and the row-level reader tupe::glue::read_split(task, split, dir)
-// (trainer/glue/reader.cpp). Input layout: the first line selects the split ("SST-2/dev.tsv",
+// Fuzz target for the GLUE TSV readers: tupe::finetune::read_tsv(path, has_header)
+// (trainer/finetune/tasks/tsv.cpp) and the row-level reader tupe::finetune::read_split(task, split, dir)
+// (trainer/finetune/tasks/reader.cpp). Input layout: the first line selects the split ("SST-2/dev.tsv",
 // optionally followed by " skip" for ReadOptions::skip_bad_rows; an unknown name picks a
 // split by a hash of the line); the rest is the file's bytes, written to
 // /dev/shm/.../glue/<split file> and read with both header settings, then by read_split.
@@ -14,21 +14,21 @@
 
 #include "common/error.h"
 #include "fuzz/fuzz_util.h"
-#include "trainer/glue/reader.h"
-#include "trainer/glue/tasks.h"
-#include "trainer/glue/tsv.h"
+#include "trainer/finetune/tasks/reader.h"
+#include "trainer/finetune/tasks/tasks.h"
+#include "trainer/finetune/tasks/tsv.h"
 
 namespace {
 
 struct Target {
-  const tupe::glue::TaskSpec* task;
-  const tupe::glue::SplitSpec* split;
+  const tupe::finetune::TaskSpec* task;
+  const tupe::finetune::SplitSpec* split;
 };
 
 const std::vector<Target>& targets() {
   static const std::vector<Target> all = [] {
     std::vector<Target> out;
-    for (const auto& task : tupe::glue::all_tasks()) {
+    for (const auto& task : tupe::finetune::all_tasks()) {
       out.push_back({&task, &task.train});
       for (const auto& s : task.dev) out.push_back({&task, &s});
       for (const auto& s : task.test) out.push_back({&task, &s});
@@ -38,7 +38,7 @@ const std::vector<Target>& targets() {
   return all;
 }
 
-void check_rows(const tupe::glue::TsvTable& t) {
+void check_rows(const tupe::finetune::TsvTable& t) {
   int64_t last = 0;
   for (const auto& row : t.rows) {
     if (row.line <= last) tupe_fuzz::fail("read_tsv: row line numbers do not increase");
@@ -78,16 +78,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   for (bool header : {true, false}) {
     try {
-      check_rows(tupe::glue::read_tsv(path.string(), header));
+      check_rows(tupe::finetune::read_tsv(path.string(), header));
       tupe_fuzz::note("read_tsv: accepted");
     } catch (const tupe::Error& e) {
       tupe_fuzz::note(e.what());
     }
   }
   try {
-    tupe::glue::ReadOptions options;
+    tupe::finetune::ReadOptions options;
     options.skip_bad_rows = skip_bad_rows;
-    const auto split = tupe::glue::read_split(*target->task, *target->split, glue_dir.string(), options);
+    const auto split = tupe::finetune::read_split(*target->task, *target->split, glue_dir.string(), options);
     if (split.examples.empty()) tupe_fuzz::fail("read_split returned no examples without an error");
     tupe_fuzz::note("read_split: accepted");
   } catch (const tupe::Error& e) {

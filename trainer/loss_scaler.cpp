@@ -18,7 +18,7 @@ at::Tensor scalar(double v, at::ScalarType dtype, const c10::Device& device) {
 DynamicLossScaler::DynamicLossScaler(const PrecisionOptions& options)
     : options_(options), scaling_enabled_(options.precision == Precision::kFp16) {
   options_.validate();
-  load_state(LossScalerState{scaling_enabled_ ? options_.initial_scale : 1.0, 0, 0, 0});
+  load_state(checkpoint::LossScalerState{scaling_enabled_ ? options_.initial_scale : 1.0, 0, 0, 0});
 }
 
 void DynamicLossScaler::to(const c10::Device& device) {
@@ -58,8 +58,8 @@ void DynamicLossScaler::check_divergence(int64_t step) {
 
 double DynamicLossScaler::scale() const { return scale_.item<double>(); }
 
-LossScalerState DynamicLossScaler::state() const {
-  LossScalerState s;
+checkpoint::LossScalerState DynamicLossScaler::state() const {
+  checkpoint::LossScalerState s;
   s.scale = scale();
   s.growth_tracker = growth_tracker_.item<int64_t>();
   s.consecutive_skips = static_cast<int64_t>(consecutive_.item<double>());
@@ -67,7 +67,7 @@ LossScalerState DynamicLossScaler::state() const {
   return s;
 }
 
-void DynamicLossScaler::load_state(const LossScalerState& s) {
+void DynamicLossScaler::load_state(const checkpoint::LossScalerState& s) {
   TUPE_CHECK(s.scale > 0 && std::isfinite(s.scale), "loss scaler state: scale must be positive and finite, got " << s.scale);
   TUPE_CHECK(s.growth_tracker >= 0 && s.consecutive_skips >= 0 && s.total_skips >= 0,
              "loss scaler state: negative counter (growth_tracker " << s.growth_tracker << ", consecutive_skips "

@@ -18,17 +18,10 @@
 
 #include <cstdint>
 
+#include "checkpoint/trainer_state.h"
 #include "trainer/options.h"
 
 namespace tupe::trainer {
-
-/// Checkpointed state of the loss scaler (host values).
-struct LossScalerState {
-  double scale = 1.0;             ///< S (factor)
-  int64_t growth_tracker = 0;     ///< consecutive finite steps since the last scale change
-  int64_t consecutive_skips = 0;  ///< consecutive skipped (inf/NaN) steps up to now
-  int64_t total_skips = 0;        ///< skipped steps over the run (for reporting)
-};
 
 class DynamicLossScaler {
  public:
@@ -59,9 +52,9 @@ class DynamicLossScaler {
   /// S as a host value (a host sync).
   double scale() const;
   /// The state as host values (a host sync): for logs and checkpoints.
-  LossScalerState state() const;
+  checkpoint::LossScalerState state() const;
   /// Restores a saved state; throws tupe::Error when it is invalid (scale <= 0, counts < 0).
-  void load_state(const LossScalerState& state);
+  void load_state(const checkpoint::LossScalerState& state);
 
  private:
   PrecisionOptions options_;

@@ -38,7 +38,7 @@ bool default_weight_decay(const std::string& name) {
   return true;
 }
 
-Optimizer::Optimizer(const NamedTensors& params, const OptimizerOptions& options, const DecayRule& decay)
+Optimizer::Optimizer(const checkpoint::NamedTensors& params, const OptimizerOptions& options, const DecayRule& decay)
     : options_(options) {
   options_.validate();
   std::set<std::string> names;
@@ -73,7 +73,7 @@ void Optimizer::step(double lr, const at::Tensor& found_inf) {
   if (found_inf.defined()) {
     TUPE_CHECK(found_inf.scalar_type() == at::kFloat && found_inf.numel() == 1 && found_inf.dim() <= 1,
                "optimizer: found_inf must be a float32 tensor of one element (shape [] or [1]), got "
-                   << c10::toString(found_inf.scalar_type()) << shape_text(found_inf.sizes()));
+                   << c10::toString(found_inf.scalar_type()) << checkpoint::shape_text(found_inf.sizes()));
     inf = found_inf.dim() == 0 ? found_inf : found_inf.squeeze(0);
   }
   c10::NoGradGuard no_grad;
@@ -87,8 +87,8 @@ void Optimizer::step(double lr, const at::Tensor& found_inf) {
       TUPE_CHECK(grad.layout() == at::kStrided && grad.sizes() == s.param.sizes() &&
                      grad.scalar_type() == s.param.scalar_type() && grad.device() == s.param.device(),
                  "optimizer: grad of '" << s.name << "' is " << c10::toString(grad.scalar_type())
-                                        << shape_text(grad.sizes()) << " on " << grad.device() << ", parameter is "
-                                        << c10::toString(s.param.scalar_type()) << shape_text(s.param.sizes())
+                                        << checkpoint::shape_text(grad.sizes()) << " on " << grad.device() << ", parameter is "
+                                        << c10::toString(s.param.scalar_type()) << checkpoint::shape_text(s.param.sizes())
                                         << " on " << s.param.device() << " (unscale into fp32 master grads first)");
       Batch& b = batches[gi];
       b.slots.push_back(i);
@@ -127,7 +127,7 @@ bool Optimizer::decays(const std::string& name) const {
   TUPE_FAIL("optimizer: no parameter named '" << name << "'");
 }
 
-OptimizerState Optimizer::state_dict() const {
+checkpoint::OptimizerState Optimizer::state_dict() const {
   // Step counts to the host, one copy per group. t is a whole number of at most 2^24 in
   // float32 (load_state_dict and step keep it so): exact in int64.
   std::vector<int64_t> steps(slots_.size());
@@ -137,7 +137,7 @@ OptimizerState Optimizer::state_dict() const {
     const at::Tensor host = at::stack(on_device).to(at::kCPU).to(at::kLong);
     for (size_t k = 0; k < g.slots.size(); ++k) steps[g.slots[k]] = host.data_ptr<int64_t>()[k];
   }
-  OptimizerState out;
+  checkpoint::OptimizerState out;
   for (size_t i = 0; i < slots_.size(); ++i) {
     const Slot& s = slots_[i];
     out.tensors.emplace_back(s.name + "/exp_avg", s.exp_avg);
@@ -153,7 +153,7 @@ OptimizerState Optimizer::state_dict() const {
   return out;
 }
 
-void Optimizer::load_state_dict(const OptimizerState& state) {
+void Optimizer::load_state_dict(const checkpoint::OptimizerState& state) {
   auto kind_it = state.metadata.find("optimizer");
   TUPE_CHECK(kind_it != state.metadata.end(), "optimizer state: metadata has no 'optimizer' kind");
   TUPE_CHECK(kind_it->second == kind(),
@@ -163,7 +163,7 @@ void Optimizer::load_state_dict(const OptimizerState& state) {
              "optimizer state: format_version '" << (ver_it == state.metadata.end() ? "(absent)" : ver_it->second)
                                                  << "', expected '" << kStateFormatVersion << "'");
   // Load into fresh tensors first, so that a failing load leaves this optimizer unchanged.
-  NamedTensors targets;
+  checkpoint::NamedTensors targets;
   std::vector<at::Tensor> steps;
   for (const Slot& s : slots_) {
     targets.emplace_back(s.name + "/exp_avg", at::empty_like(s.exp_avg));
@@ -171,7 +171,7 @@ void Optimizer::load_state_dict(const OptimizerState& state) {
     steps.push_back(at::zeros({}, at::kLong));
     targets.emplace_back(s.name + "/step", steps.back());
   }
-  copy_named_tensors(targets, state.tensors, "optimizer state");
+  checkpoint::copy_named_tensors(targets, state.tensors, "optimizer state");
   std::vector<at::Tensor> device_steps;
   for (size_t i = 0; i < slots_.size(); ++i) {
     const int64_t t = steps[i].item<int64_t>();
@@ -216,7 +216,7 @@ void AdamW::update(size_t /*group*/, const Batch& b, double lr, const at::Tensor
   if (found_inf.defined()) at::_foreach_sub_(b.steps, std::vector<at::Tensor>(b.steps.size(), found_inf));
 }
 
-Lamb::Lamb(const NamedTensors& params, const OptimizerOptions& options, const DecayRule& decay)
+Lamb::Lamb(const checkpoint::NamedTensors& params, const OptimizerOptions& options, const DecayRule& decay)
     : Optimizer(params, options, decay) {
   for (const Slot& s : slots()) direction_.push_back(at::zeros_like(s.param, at::MemoryFormat::Contiguous));
   for (const Group& g : groups()) {
@@ -289,7 +289,7 @@ void Lamb::update(size_t group, const Batch& b, double lr, const at::Tensor& fou
   at::_foreach_addcmul_(b.params, dirs, buf.ratio, lr);
 }
 
-std::unique_ptr<Optimizer> make_optimizer(const NamedTensors& params, const OptimizerOptions& options,
+std::unique_ptr<Optimizer> make_optimizer(const checkpoint::NamedTensors& params, const OptimizerOptions& options,
                                           const DecayRule& decay) {
   if (options.optimizer == OptimizerKind::kLamb) return std::make_unique<Lamb>(params, options, decay);
   return std::make_unique<AdamW>(params, options, decay);

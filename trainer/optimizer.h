@@ -27,9 +27,8 @@
 #include <string>
 #include <vector>
 
-#include "trainer/named_tensors.h"
+#include "checkpoint/optimizer_state.h"
 #include "trainer/options.h"
-#include "trainer/safetensors.h"
 
 namespace tupe::trainer {
 
@@ -41,13 +40,6 @@ using DecayRule = std::function<bool(const std::string& name)>;
 /// "LayerNorm"); decay for everything else (weights, embedding and position tables).
 bool default_weight_decay(const std::string& name);
 
-/// Optimizer state as named tensors for checkpoints: "<param>/exp_avg", "<param>/exp_avg_sq"
-/// (dtype and shape of the parameter) and "<param>/step" (int64, shape []); metadata holds
-/// "optimizer" (the kind), "format_version" and the hyperparameters (for reading only).
-struct OptimizerState {
-  NamedTensors tensors;
-  TensorMetadata metadata;
-};
 
 /// Base of AdamW and LAMB: the parameter list, Adam moments and the state dict.
 class Optimizer {
@@ -55,7 +47,7 @@ class Optimizer {
   /// `params`: fp32 (or fp64) contiguous leaf tensors with unique names; the optimizer
   /// updates them in place. Throws tupe::Error for a duplicate name, a non-floating-point
   /// or a non-contiguous parameter.
-  Optimizer(const NamedTensors& params, const OptimizerOptions& options, const DecayRule& decay);
+  Optimizer(const checkpoint::NamedTensors& params, const OptimizerOptions& options, const DecayRule& decay);
   virtual ~Optimizer() = default;
 
   /// "adamw" | "lamb".
@@ -85,11 +77,11 @@ class Optimizer {
   /// State for checkpoints; exp_avg/exp_avg_sq share storage with the optimizer (copy them
   /// if the optimizer steps before they are written); "<param>/step" is a new int64 [] CPU
   /// tensor (reading t from the device: a host sync).
-  OptimizerState state_dict() const;
+  checkpoint::OptimizerState state_dict() const;
   /// Restores state_dict() output. Strict: the kind must match and the names must be
   /// exactly this optimizer's, with equal shapes; throws ONE tupe::Error listing every
   /// mismatch (missing, unexpected, shape); a step must be in [0, 2^24] (exact in float32).
-  void load_state_dict(const OptimizerState& state);
+  void load_state_dict(const checkpoint::OptimizerState& state);
 
  protected:
   struct Slot {
@@ -130,7 +122,7 @@ class Optimizer {
 /// at::_fused_adamw_ per decay class present.
 class AdamW final : public Optimizer {
  public:
-  AdamW(const NamedTensors& params, const OptimizerOptions& options, const DecayRule& decay = default_weight_decay)
+  AdamW(const checkpoint::NamedTensors& params, const OptimizerOptions& options, const DecayRule& decay = default_weight_decay)
       : Optimizer(params, options, decay) {}
   std::string kind() const override { return "adamw"; }
 
@@ -142,7 +134,7 @@ class AdamW final : public Optimizer {
 /// per parameter (the update direction; memory: one more copy of the parameters).
 class Lamb final : public Optimizer {
  public:
-  Lamb(const NamedTensors& params, const OptimizerOptions& options, const DecayRule& decay = default_weight_decay);
+  Lamb(const checkpoint::NamedTensors& params, const OptimizerOptions& options, const DecayRule& decay = default_weight_decay);
   std::string kind() const override { return "lamb"; }
 
  protected:
@@ -171,7 +163,7 @@ class Lamb final : public Optimizer {
 };
 
 /// The optimizer that options.optimizer names.
-std::unique_ptr<Optimizer> make_optimizer(const NamedTensors& params, const OptimizerOptions& options,
+std::unique_ptr<Optimizer> make_optimizer(const checkpoint::NamedTensors& params, const OptimizerOptions& options,
                                           const DecayRule& decay = default_weight_decay);
 
 }  // namespace tupe::trainer

@@ -15,7 +15,7 @@ uint64_t step_seed(int64_t seed, int64_t step, int rank) {
                static_cast<uint64_t>(rank + 1) * 0x94D049BB133111EBULL);
 }
 
-TrainStep::TrainStep(const NamedTensors& params, dist::Communicator& comm, const c10::Device& device,
+TrainStep::TrainStep(const checkpoint::NamedTensors& params, dist::Communicator& comm, const c10::Device& device,
                      const TrainStepOptions& options)
     : device_(device),
       rank_(comm.rank()),

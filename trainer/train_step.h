@@ -1,5 +1,5 @@
 // One optimizer step of data-parallel training: the one place where both jobs (pre-training,
-// trainer/pretrain/; fine-tuning, trainer/glue/) run micro-batches, no-sync, dropout
+// trainer/pretrain/; fine-tuning, trainer/finetune/) run micro-batches, no-sync, dropout
 // seeding, loss normalisation, the gradient sync, the optimizer step and the LR schedule.
 // The job supplies only its loss, as a callback per micro-batch (docs/architecture.md
 // "One training step").
@@ -28,12 +28,12 @@
 #include <memory>
 #include <string>
 
+#include "checkpoint/named_tensors.h"
 #include "dist/communicator.h"
 #include "dist/ddp.h"
 #include "dist/options.h"
 #include "trainer/loss_scaler.h"
 #include "trainer/lr_schedule.h"
-#include "trainer/named_tensors.h"
 #include "trainer/optimizer.h"
 #include "trainer/optimizer_step.h"
 #include "trainer/options.h"
@@ -56,7 +56,7 @@ struct TrainStepOptions {
 struct TrainStepState {
   int64_t step = 0;            ///< optimizer steps completed (applied or skipped)
   int64_t scheduler_step = 0;  ///< LR-schedule steps completed; the next LR is lr(scheduler_step + 1)
-  LossScalerState scaler;      ///< the fp16 loss scale and skip counters
+  checkpoint::LossScalerState scaler;      ///< the fp16 loss scale and skip counters
 };
 
 /// Wall time of a step's phases (seconds): "forward" and "backward" (summed over
@@ -79,7 +79,7 @@ class TrainStep {
   /// every rank; the optimizer updates them in place). Builds the optimizer, the loss scaler,
   /// the LR schedule and the DDP buckets on `comm` (which must outlive this object).
   /// Collective (every rank, same parameters). Throws tupe::Error on bad options.
-  TrainStep(const NamedTensors& params, dist::Communicator& comm, const c10::Device& device,
+  TrainStep(const checkpoint::NamedTensors& params, dist::Communicator& comm, const c10::Device& device,
             const TrainStepOptions& options);
 
   /// Runs step t = state().step + 1 over `micro_batches` (>= 1) micro-batches of this rank,
@@ -104,13 +104,13 @@ class TrainStep {
   DynamicLossScaler& scaler() { return scaler_; }
   const LrSchedule& schedule() const { return schedule_; }
   dist::DistributedDataParallel& ddp() { return *ddp_; }
-  const NamedTensors& parameters() const { return params_; }
+  const checkpoint::NamedTensors& parameters() const { return params_; }
 
  private:
   const c10::Device device_;
   const int rank_;
   const int64_t seed_;
-  NamedTensors params_;
+  checkpoint::NamedTensors params_;
   std::unique_ptr<Optimizer> optimizer_;
   DynamicLossScaler scaler_;
   LrSchedule schedule_;

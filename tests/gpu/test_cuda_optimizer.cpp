@@ -41,9 +41,9 @@ class NoSyncScope {
 
 /// 30 parameters like a few encoder layers (biases start at 0) on the CPU, and per-step
 /// gradients.
-trainer::NamedTensors cpu_params() {
+checkpoint::NamedTensors cpu_params() {
   at::manual_seed(71);
-  trainer::NamedTensors out;
+  checkpoint::NamedTensors out;
   for (int layer = 0; layer < 6; ++layer) {
     const auto add = [&](const char* leaf, const at::Tensor& t) {
       out.emplace_back("encoder.layers." + std::to_string(layer) + "." + leaf, t);
@@ -58,8 +58,8 @@ trainer::NamedTensors cpu_params() {
   return out;
 }
 
-trainer::NamedTensors moved(const trainer::NamedTensors& params, const at::Device& device) {
-  trainer::NamedTensors out;
+checkpoint::NamedTensors moved(const checkpoint::NamedTensors& params, const at::Device& device) {
+  checkpoint::NamedTensors out;
   for (const auto& [name, p] : params) {
     at::Tensor c = p.detach().to(device).clone();
     c.set_requires_grad(true);
@@ -68,7 +68,7 @@ trainer::NamedTensors moved(const trainer::NamedTensors& params, const at::Devic
   return out;
 }
 
-void set_grads(const trainer::NamedTensors& params, const std::vector<at::Tensor>& grads) {
+void set_grads(const checkpoint::NamedTensors& params, const std::vector<at::Tensor>& grads) {
   for (size_t i = 0; i < params.size(); ++i) {
     at::Tensor p = params[i].second;
     p.mutable_grad() = grads[i].to(p.device());
@@ -81,8 +81,8 @@ bool bitwise_equal(const at::Tensor& a, const at::Tensor& b) {
          (ac.numel() == 0 || std::memcmp(ac.data_ptr(), bc.data_ptr(), ac.numel() * ac.element_size()) == 0);
 }
 
-trainer::NamedTensors snapshot(const trainer::NamedTensors& params, const trainer::Optimizer& opt) {
-  trainer::NamedTensors out;
+checkpoint::NamedTensors snapshot(const checkpoint::NamedTensors& params, const trainer::Optimizer& opt) {
+  checkpoint::NamedTensors out;
   for (const auto& [name, p] : params) out.emplace_back(name, p.detach().cpu().clone());
   for (const auto& [name, t] : opt.state_dict().tensors) out.emplace_back(name, t.cpu().clone());
   return out;
@@ -91,13 +91,13 @@ trainer::NamedTensors snapshot(const trainer::NamedTensors& params, const traine
 TEST(CudaOptimizer, MatchesTheCpuCancelsOnTheDeviceAndNeverSyncs) {
   TUPE_REQUIRE_CUDA();
   const at::Device device = dist::resolve_device(env(), dist::DeviceRequest::kCuda, "test device");
-  const trainer::NamedTensors cpu_template = cpu_params();
+  const checkpoint::NamedTensors cpu_template = cpu_params();
   for (trainer::OptimizerKind kind : {trainer::OptimizerKind::kAdamW, trainer::OptimizerKind::kLamb}) {
     const char* name = kind == trainer::OptimizerKind::kLamb ? "LAMB" : "AdamW";
     trainer::OptimizerOptions o;
     o.optimizer = kind;
     o.weight_decay = 0.1;
-    const trainer::NamedTensors cpu = moved(cpu_template, at::kCPU), gpu = moved(cpu_template, device);
+    const checkpoint::NamedTensors cpu = moved(cpu_template, at::kCPU), gpu = moved(cpu_template, device);
     auto cpu_opt = trainer::make_optimizer(cpu, o), gpu_opt = trainer::make_optimizer(gpu, o);
     const at::Tensor zero_cpu = at::zeros({}, at::kFloat), one_gpu = at::ones({}, at::TensorOptions().device(device));
     const at::Tensor zero_gpu = at::zeros({}, at::TensorOptions().device(device));
@@ -109,12 +109,12 @@ TEST(CudaOptimizer, MatchesTheCpuCancelsOnTheDeviceAndNeverSyncs) {
         grads[0].view(-1)[0] = std::numeric_limits<float>::infinity();
         grads[1].view(-1)[0] = std::numeric_limits<float>::quiet_NaN();
         set_grads(gpu, grads);
-        const trainer::NamedTensors before = snapshot(gpu, *gpu_opt);
+        const checkpoint::NamedTensors before = snapshot(gpu, *gpu_opt);
         {
           NoSyncScope no_sync;
           gpu_opt->step(1e-3, one_gpu);
         }
-        const trainer::NamedTensors after = snapshot(gpu, *gpu_opt);
+        const checkpoint::NamedTensors after = snapshot(gpu, *gpu_opt);
         for (size_t i = 0; i < before.size(); ++i)
           EXPECT_TRUE(bitwise_equal(after[i].second, before[i].second)) << name << " cancelled: " << before[i].first;
         continue;

@@ -11,13 +11,13 @@
 #include <filesystem>
 #include <string>
 
+#include "checkpoint/checkpoint_store.h"
+#include "checkpoint/named_tensors.h"
 #include "dist/context.h"
 #include "dist/ddp.h"
 #include "dist/device.h"
 #include "model/tupe_bert.h"
 #include "tests/gpu/gpu_test_util.h"
-#include "trainer/checkpoint_store.h"
-#include "trainer/named_tensors.h"
 #include "trainer/optimizer.h"
 
 namespace tupe::gputest {
@@ -106,7 +106,7 @@ std::pair<model::TupeBert, std::unique_ptr<trainer::Optimizer>> trained(const at
   at::manual_seed(5);
   model::TupeBert net(config);
   net->to(device);
-  trainer::NamedTensors named;
+  checkpoint::NamedTensors named;
   for (auto& p : net->named_parameters()) named.emplace_back(p.key(), p.value());
   trainer::OptimizerOptions options;
   auto optimizer = trainer::make_optimizer(named, options);
@@ -127,26 +127,26 @@ fs::path fresh_dir(const std::string& name) {
 
 void check_checkpoint_moves(const at::Device& from, const at::Device& to) {
   auto [source, source_optimizer] = trained(from);
-  trainer::CheckpointContents contents;
+  checkpoint::CheckpointContents contents;
   for (auto& p : source->named_parameters()) contents.model.emplace_back(p.key(), p.value().detach());
   contents.optimizer = source_optimizer->state_dict();
   contents.state.step = 2;
   contents.state.scheduler_step = 2;
-  trainer::CheckpointOptions options;
+  checkpoint::CheckpointOptions options;
   options.dir = fresh_dir(from.str() + "-to-" + to.str()).string();
   options.keep_last = 0;
   options.keep_every = 0;
-  trainer::CheckpointStore store(options);
+  checkpoint::CheckpointStore store(options);
   const fs::path saved = store.save(contents);
 
   // The resume path: load (hash-checked), copy into a model on the other device, restore
   // the optimizer state there.
-  trainer::CheckpointContents loaded = trainer::CheckpointStore::load(saved);
+  checkpoint::CheckpointContents loaded = checkpoint::CheckpointStore::load(saved);
   model::TupeBert target(source->config);
   target->to(to);
-  trainer::NamedTensors named;
+  checkpoint::NamedTensors named;
   for (auto& p : target->named_parameters()) named.emplace_back(p.key(), p.value());
-  trainer::copy_named_tensors(named, loaded.model, (saved / "model.safetensors").string());
+  checkpoint::copy_named_tensors(named, loaded.model, (saved / "model.safetensors").string());
   auto target_optimizer = trainer::make_optimizer(named, trainer::OptimizerOptions{});
   target_optimizer->load_state_dict(loaded.optimizer);
 

@@ -7,16 +7,16 @@
 
 #include <cstdlib>
 
+#include "checkpoint/named_tensors.h"
+#include "checkpoint/safetensors.h"
 #include "model/encoder.h"
-#include "trainer/named_tensors.h"
-#include "trainer/safetensors.h"
 
 namespace {
 
 TEST(HfParity, BertAbsoluteMatchesTransformersBertModel) {
   const char* path = std::getenv("TUPE_HF_BERT_REFERENCE");
   ASSERT_NE(path, nullptr) << "TUPE_HF_BERT_REFERENCE not set (the CTest fixture writes it)";
-  auto file = tupe::trainer::read_safetensors(path);
+  auto file = tupe::checkpoint::read_safetensors(path);
   const auto cfg_json = nlohmann::json::parse(file.metadata.at("config"));
   tupe::model::ModelConfig c;
   c.vocab_size = cfg_json["vocab_size"];
@@ -33,13 +33,13 @@ TEST(HfParity, BertAbsoluteMatchesTransformersBertModel) {
   tupe::model::Encoder enc(c);
   enc->eval();
 
-  tupe::trainer::NamedTensors weights, params;
+  tupe::checkpoint::NamedTensors weights, params;
   for (auto& [name, t] : file.tensors)
     if (name.rfind("input.", 0) != 0 && name.rfind("expected.", 0) != 0) weights.emplace_back(name, t);
   for (auto& item : enc->named_parameters()) params.emplace_back(item.key(), item.value());
-  tupe::trainer::copy_named_tensors(params, weights, path);  // strict: names and shapes
+  tupe::checkpoint::copy_named_tensors(params, weights, path);  // strict: names and shapes
 
-  const auto get = [&](const std::string& n) { return tupe::trainer::find_tensor(file.tensors, n); };
+  const auto get = [&](const std::string& n) { return tupe::checkpoint::find_tensor(file.tensors, n); };
   at::Tensor hidden = enc->forward(get("input.input_ids"), get("input.attention_mask"), get("input.segment_ids")).hidden;
   at::Tensor expected = get("expected.hidden");
   ASSERT_EQ(hidden.sizes(), expected.sizes());

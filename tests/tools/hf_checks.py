@@ -201,7 +201,7 @@ def pretrained(work):  # its checkpoints stay for `finetuned` (CTest fixture HfC
                     negative_controls(out, work, ref)
                     check_buckets(model)
                     check(open(os.path.join(out, "modeling_tupe.py")).read() ==
-                          open(os.path.join(SOURCE, "trainer", "export", "hf_tupe", "modeling_tupe.py")).read(),
+                          open(os.path.join(SOURCE, "tools", "export", "hf_tupe", "modeling_tupe.py")).read(),
                           "the exported modeling_tupe.py is the source tree's (compiled into tupe)")
     lower_case_unknown(work, shard_dir)
     print("\nvariant | format | class | max |logit diff| | max |hidden diff|")

@@ -12,7 +12,7 @@
 //       position, from TupeBert::mlm_logits.
 //   tools_fixture forward CKPT OUT.safetensors
 //       tupe's own forward pass of a checkpoint of `tupe pretrain` or a model of `tupe finetune`
-//       (exporting::load_checkpoint_model, eval mode, float32) on 2 rows of L = max_positions
+//       (checkpoint::read_model_checkpoint + build_model, eval mode, float32) on 2 rows of L = max_positions
 //       random ids in [5, V), row 1 padded from L/2 + 3: "input_ids", "attention_mask" (2, L)
 //       int64, "hidden_<i>" (2, L, d) the input of layer i, "last_hidden" (2, L, d) the encoder
 //       output, "mlm_logits" (2 L, V) at every position (with an MLM head), "sentence_logits"
@@ -31,12 +31,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/checkpoint_store.h"
+#include "checkpoint/model_checkpoint.h"
+#include "checkpoint/safetensors.h"
 #include "common/sha256.h"
 #include "data_pipeline/text/tokenizer_factory.h"
 #include "model/tupe_bert.h"
-#include "trainer/checkpoint_store.h"
-#include "trainer/export/checkpoint_model.h"
-#include "trainer/safetensors.h"
 
 namespace {
 
@@ -67,7 +67,7 @@ int make(const std::string& dir, const std::string& variant, const std::string& 
   c.validate();
   at::manual_seed(11);
   model::TupeBert net(c);
-  trainer::CheckpointContents contents;
+  checkpoint::CheckpointContents contents;
   {
     at::NoGradGuard no_grad;
     for (const auto& item : net->named_parameters()) {
@@ -95,17 +95,18 @@ int make(const std::string& dir, const std::string& variant, const std::string& 
   for (const auto& [k, v] : model::ModelConfig::fields().to_kv(c)) contents.state.config["model." + k] = v;
   contents.state.config["tokenizer.lower_case"] = "true";
   contents.state.vocab_sha256 = file_sha256_hex(vocab);
-  trainer::CheckpointOptions options;
+  checkpoint::CheckpointOptions options;
   options.dir = dir;
   options.keep_last = 0;
   options.keep_every = 0;
-  trainer::CheckpointStore store(options);
+  checkpoint::CheckpointStore store(options);
   std::printf("wrote %s\n", store.save(contents).string().c_str());
   return 0;
 }
 
 int logits(const std::string& ckpt_dir, const std::string& out) {
-  auto ckpt = exporting::load_checkpoint_model(ckpt_dir);
+  const auto ckpt = checkpoint::read_model_checkpoint(ckpt_dir);
+  model::TupeBert net = checkpoint::build_model(ckpt);
   at::manual_seed(7);
   const int64_t B = 2, L = 40;
   at::Tensor ids = at::randint(1000, ckpt.config.vocab_size, {B, L}, at::kLong);
@@ -113,28 +114,29 @@ int logits(const std::string& ckpt_dir, const std::string& out) {
   at::Tensor mask = at::ones({B, L}, at::kLong);
   mask.select(0, 1).narrow(0, 30, L - 30).zero_();
   at::NoGradGuard no_grad;
-  at::Tensor y = ckpt.net->mlm_logits(ids, mask, {}, at::arange(B * L, at::kLong));
-  trainer::write_safetensors(out, {{"input_ids", ids}, {"attention_mask", mask}, {"logits", y.to(at::kFloat)}});
+  at::Tensor y = net->mlm_logits(ids, mask, {}, at::arange(B * L, at::kLong));
+  checkpoint::write_safetensors(out, {{"input_ids", ids}, {"attention_mask", mask}, {"logits", y.to(at::kFloat)}});
   std::printf("wrote %s\n", out.c_str());
   return 0;
 }
 
 int forward(const std::string& ckpt_dir, const std::string& out) {
-  auto ckpt = exporting::load_checkpoint_model(ckpt_dir);
+  const auto ckpt = checkpoint::read_model_checkpoint(ckpt_dir);
+  model::TupeBert net = checkpoint::build_model(ckpt);
   const int64_t B = 2, L = ckpt.config.max_positions;
   at::manual_seed(5);
   at::Tensor ids = at::randint(5, ckpt.config.vocab_size, {B, L}, at::kLong);
   at::Tensor mask = at::ones({B, L}, at::kLong);
   mask.select(0, 1).narrow(0, L / 2 + 3, L - L / 2 - 3).zero_();
   at::NoGradGuard no_grad;
-  const model::EncoderOutput enc = ckpt.net->encoder->forward(ids, mask, {}, /*record_layers=*/true);
-  trainer::NamedTensors tensors = {{"input_ids", ids}, {"attention_mask", mask}, {"last_hidden", enc.hidden}};
+  const model::EncoderOutput enc = net->encoder->forward(ids, mask, {}, /*record_layers=*/true);
+  checkpoint::NamedTensors tensors = {{"input_ids", ids}, {"attention_mask", mask}, {"last_hidden", enc.hidden}};
   for (size_t i = 0; i < enc.layer_inputs.size(); ++i)
     tensors.emplace_back("hidden_" + std::to_string(i), enc.layer_inputs[i].contiguous());
   if (ckpt.has_mlm_head)
-    tensors.emplace_back("mlm_logits", ckpt.net->mlm_logits(ids, mask, {}, at::arange(B * L, at::kLong)));
-  if (ckpt.num_labels > 0) tensors.emplace_back("sentence_logits", ckpt.net->sentence_logits(ids, mask, {}));
-  trainer::write_safetensors(out, tensors);
+    tensors.emplace_back("mlm_logits", net->mlm_logits(ids, mask, {}, at::arange(B * L, at::kLong)));
+  if (ckpt.num_labels > 0) tensors.emplace_back("sentence_logits", net->sentence_logits(ids, mask, {}));
+  checkpoint::write_safetensors(out, tensors);
   std::printf("wrote %s\n", out.c_str());
   return 0;
 }

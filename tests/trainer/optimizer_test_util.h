@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "trainer/named_tensors.h"
+#include "checkpoint/named_tensors.h"
 #include "trainer/options.h"
 
 namespace tupe::trainer::testing {
@@ -39,9 +39,9 @@ inline OptimizerOptions test_options(OptimizerKind kind) {
 }
 
 /// kShapes as leaf parameters of `dtype` (standard normal, from `seed`).
-inline NamedTensors make_params(at::ScalarType dtype, uint64_t seed) {
+inline checkpoint::NamedTensors make_params(at::ScalarType dtype, uint64_t seed) {
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-  NamedTensors out;
+  checkpoint::NamedTensors out;
   for (const auto& [name, shape] : kShapes) {
     at::Tensor p = at::randn(shape, gen, at::kFloat).to(dtype);
     p.set_requires_grad(true);
@@ -63,7 +63,7 @@ inline std::vector<std::vector<at::Tensor>> make_grads(uint64_t seed) {
 }
 
 /// Sets params[i].grad to grads[i] in the parameter's dtype (undefined: no grad).
-inline void set_grads(const NamedTensors& params, const std::vector<at::Tensor>& grads) {
+inline void set_grads(const checkpoint::NamedTensors& params, const std::vector<at::Tensor>& grads) {
   for (size_t i = 0; i < params.size(); ++i) {
     at::Tensor p = params[i].second;
     p.mutable_grad() = grads[i].defined() ? grads[i].to(p.scalar_type()) : at::Tensor();
@@ -71,8 +71,8 @@ inline void set_grads(const NamedTensors& params, const std::vector<at::Tensor>&
 }
 
 /// Detached copies of `params` (same names, dtype `dtype`) as fresh leaf tensors.
-inline NamedTensors clone_params(const NamedTensors& params, at::ScalarType dtype) {
-  NamedTensors out;
+inline checkpoint::NamedTensors clone_params(const checkpoint::NamedTensors& params, at::ScalarType dtype) {
+  checkpoint::NamedTensors out;
   for (const auto& [name, p] : params) {
     at::Tensor c = p.detach().to(dtype).clone();
     c.set_requires_grad(true);

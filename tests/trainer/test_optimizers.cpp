@@ -38,12 +38,12 @@ TEST(TrainerOptimizers, DefaultDecayRuleExemptsBiasesAndLayerNorms) {
 TEST(TrainerOptimizers, AdamWMatchesTorchOptimAdamW) {
   TempDir dir;
   const OptimizerOptions o = test_options(OptimizerKind::kAdamW);
-  const NamedTensors params = make_params(at::kFloat, 1234);
+  const checkpoint::NamedTensors params = make_params(at::kFloat, 1234);
   const auto grads = make_grads(99);
   const LrSchedule schedule(o);
 
   // Inputs for the reference run.
-  NamedTensors inputs;
+  checkpoint::NamedTensors inputs;
   std::string names, decay;
   AdamW opt(params, o);
   for (const auto& [name, p] : params) {
@@ -59,7 +59,7 @@ TEST(TrainerOptimizers, AdamWMatchesTorchOptimAdamW) {
       if (grads[k][i].defined()) inputs.emplace_back("grad/" + std::to_string(k) + "/" + params[i].first, grads[k][i]);
   }
   inputs.emplace_back("lr", lrs);
-  write_safetensors(dir / "in.safetensors", inputs,
+  checkpoint::write_safetensors(dir / "in.safetensors", inputs,
                     {{"names", names}, {"decay", decay}, {"beta1", format_double(o.beta1)},
                      {"beta2", format_double(o.beta2)}, {"eps", format_double(o.eps)},
                      {"weight_decay", format_double(o.weight_decay)}, {"steps", std::to_string(kSteps)}});
@@ -69,7 +69,7 @@ TEST(TrainerOptimizers, AdamWMatchesTorchOptimAdamW) {
                                 &log),
             0)
       << log;
-  const NamedTensors ref = read_safetensors(dir / "out.safetensors").tensors;
+  const checkpoint::NamedTensors ref = checkpoint::read_safetensors(dir / "out.safetensors").tensors;
 
   // Against fused=True: the same ATen kernel (at::_fused_adamw_) on the same inputs in the
   // same order, so the results agree to the last bit except where the kernel's vector
@@ -81,7 +81,7 @@ TEST(TrainerOptimizers, AdamWMatchesTorchOptimAdamW) {
     opt.step(lrs[k].item<double>());
     for (const auto& [name, p] : params) {
       const std::string key = "/param/" + std::to_string(k) + "/" + name;
-      const at::Tensor fused = find_tensor(ref, "fused" + key), single = find_tensor(ref, "single" + key);
+      const at::Tensor fused = checkpoint::find_tensor(ref, "fused" + key), single = checkpoint::find_tensor(ref, "single" + key);
       ASSERT_TRUE(fused.defined() && single.defined()) << key;
       const double df = testing::max_rel_diff(p.detach(), fused, 1e-30);
       const double ds = testing::max_rel_diff(p.detach(), single, 1e-2);
@@ -91,21 +91,21 @@ TEST(TrainerOptimizers, AdamWMatchesTorchOptimAdamW) {
       EXPECT_LE(ds, 1e-6) << name << " after step " << k + 1 << " vs single-tensor";
     }
   }
-  const OptimizerState state = opt.state_dict();
+  const checkpoint::OptimizerState state = opt.state_dict();
   for (const auto& [name, p] : params) {
-    EXPECT_LE(testing::max_rel_diff(find_tensor(state.tensors, name + "/exp_avg"),
-                                    find_tensor(ref, "fused/exp_avg/" + name), 1e-6),
+    EXPECT_LE(testing::max_rel_diff(checkpoint::find_tensor(state.tensors, name + "/exp_avg"),
+                                    checkpoint::find_tensor(ref, "fused/exp_avg/" + name), 1e-6),
               2.4e-7)
         << name;
-    EXPECT_LE(testing::max_rel_diff(find_tensor(state.tensors, name + "/exp_avg_sq"),
-                                    find_tensor(ref, "fused/exp_avg_sq/" + name), 1e-9),
+    EXPECT_LE(testing::max_rel_diff(checkpoint::find_tensor(state.tensors, name + "/exp_avg_sq"),
+                                    checkpoint::find_tensor(ref, "fused/exp_avg_sq/" + name), 1e-9),
               2.4e-7)
         << name;
-    EXPECT_EQ(find_tensor(state.tensors, name + "/step").item<int64_t>(),
-              find_tensor(ref, "fused/step/" + name).item<int64_t>())
+    EXPECT_EQ(checkpoint::find_tensor(state.tensors, name + "/step").item<int64_t>(),
+              checkpoint::find_tensor(ref, "fused/step/" + name).item<int64_t>())
         << name;
   }
-  EXPECT_EQ(find_tensor(state.tensors, kShapes[3].first + "/step").item<int64_t>(), kSteps - 1);
+  EXPECT_EQ(checkpoint::find_tensor(state.tensors, kShapes[3].first + "/step").item<int64_t>(), kSteps - 1);
   std::printf("[ measured ] AdamW vs torch.optim.AdamW over %d steps: max relative difference %.3g (fused=True), "
               "%.3g (foreach=False)\n",
               kSteps, worst_fused, worst_single);
@@ -143,7 +143,7 @@ TEST(TrainerOptimizers, LambMatchesFloat64Formula) {
   const LrSchedule schedule(o);
   const auto grads = make_grads(7);
   for (at::ScalarType dtype : {at::kDouble, at::kFloat}) {
-    const NamedTensors params = make_params(dtype, 4321);
+    const checkpoint::NamedTensors params = make_params(dtype, 4321);
     Lamb opt(params, o);
     std::vector<ReferenceLamb> ref(params.size());
     for (size_t i = 0; i < params.size(); ++i) {
@@ -194,19 +194,19 @@ TEST(TrainerOptimizers, StateDictResumesBitwiseAndLoadsStrictly) {
   const auto grads = make_grads(5);
   for (OptimizerKind kind : {OptimizerKind::kAdamW, OptimizerKind::kLamb}) {
     const OptimizerOptions o = test_options(kind);
-    const NamedTensors a_params = make_params(at::kFloat, 11);
+    const checkpoint::NamedTensors a_params = make_params(at::kFloat, 11);
     auto a = make_optimizer(a_params, o);
     for (int k = 0; k < 3; ++k) {
       set_grads(a_params, grads[k]);
       a->step(1e-2 * (k + 1));
     }
     // Through a file, as a checkpoint does.
-    const OptimizerState saved = a->state_dict();
-    write_safetensors(dir / "opt.safetensors", saved.tensors, saved.metadata);
-    const SafetensorsContents file = read_safetensors(dir / "opt.safetensors");
-    const OptimizerState loaded{file.tensors, file.metadata};
+    const checkpoint::OptimizerState saved = a->state_dict();
+    checkpoint::write_safetensors(dir / "opt.safetensors", saved.tensors, saved.metadata);
+    const checkpoint::SafetensorsContents file = checkpoint::read_safetensors(dir / "opt.safetensors");
+    const checkpoint::OptimizerState loaded{file.tensors, file.metadata};
 
-    NamedTensors b_params;
+    checkpoint::NamedTensors b_params;
     for (const auto& [name, p] : a_params) {
       at::Tensor copy = p.detach().clone();
       copy.set_requires_grad(true);
@@ -222,13 +222,13 @@ TEST(TrainerOptimizers, StateDictResumesBitwiseAndLoadsStrictly) {
     }
     for (size_t i = 0; i < a_params.size(); ++i)
       EXPECT_TRUE(testing::bitwise_equal(a_params[i].second, b_params[i].second)) << a_params[i].first;
-    const OptimizerState sa = a->state_dict(), sb = b->state_dict();
+    const checkpoint::OptimizerState sa = a->state_dict(), sb = b->state_dict();
     ASSERT_EQ(sa.tensors.size(), sb.tensors.size());
     for (size_t i = 0; i < sa.tensors.size(); ++i)
       EXPECT_TRUE(testing::bitwise_equal(sa.tensors[i].second, sb.tensors[i].second)) << sa.tensors[i].first;
 
     // Strict loading: every problem named in one message; a failed load changes nothing.
-    OptimizerState bad = loaded;
+    checkpoint::OptimizerState bad = loaded;
     const std::string p0 = kShapes[0].first, p1 = kShapes[1].first;
     bad.tensors.erase(std::remove_if(bad.tensors.begin(), bad.tensors.end(),
                                      [&](const auto& nt) { return nt.first == p0 + "/exp_avg_sq"; }),
@@ -246,18 +246,18 @@ TEST(TrainerOptimizers, StateDictResumesBitwiseAndLoadsStrictly) {
       EXPECT_NE(msg.find("shape of " + p1 + "/exp_avg: saved [3] vs current [8]"), std::string::npos) << msg;
       EXPECT_EQ(msg.find('\n'), std::string::npos);
     }
-    const OptimizerState after = b->state_dict();
+    const checkpoint::OptimizerState after = b->state_dict();
     for (size_t i = 0; i < after.tensors.size(); ++i)
       EXPECT_TRUE(testing::bitwise_equal(after.tensors[i].second, sb.tensors[i].second)) << after.tensors[i].first;
 
-    OptimizerState other_kind = loaded;
+    checkpoint::OptimizerState other_kind = loaded;
     other_kind.metadata["optimizer"] = kind == OptimizerKind::kAdamW ? "lamb" : "adamw";
     EXPECT_THROW(b->load_state_dict(other_kind), Error);
   }
 }
 
 TEST(TrainerOptimizers, RejectsGradOfWrongDtype) {
-  const NamedTensors params = make_params(at::kFloat, 3);
+  const checkpoint::NamedTensors params = make_params(at::kFloat, 3);
   AdamW opt(params, test_options(OptimizerKind::kAdamW));
   at::Tensor p = params[0].second;
   p.mutable_grad() = at::zeros_like(p, at::kHalf);

@@ -70,7 +70,7 @@ struct Reference {
   OptimizerKind kind;
   OptimizerOptions options;
   std::vector<RefSlot> slots;
-  Reference(const NamedTensors& params, const OptimizerOptions& o, const Optimizer& opt)
+  Reference(const checkpoint::NamedTensors& params, const OptimizerOptions& o, const Optimizer& opt)
       : kind(o.optimizer), options(o) {
     for (const auto& [name, p] : params) {
       const at::Tensor d = p.detach().to(at::kDouble).clone();
@@ -90,9 +90,9 @@ struct Reference {
 
 /// 50 parameters of `dtype` shaped like a few TUPE-BERT layers (weights, biases that start
 /// at 0, norms), and gradients for `steps` steps with some missing.
-NamedTensors many_params(at::ScalarType dtype, uint64_t seed) {
+checkpoint::NamedTensors many_params(at::ScalarType dtype, uint64_t seed) {
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-  NamedTensors out;
+  checkpoint::NamedTensors out;
   for (int layer = 0; out.size() < 50; ++layer) {
     const std::string prefix = "encoder.layers." + std::to_string(layer) + ".";
     for (const auto& [name, shape, zero] :
@@ -110,7 +110,7 @@ NamedTensors many_params(at::ScalarType dtype, uint64_t seed) {
   return out;
 }
 
-std::vector<std::vector<at::Tensor>> many_grads(const NamedTensors& params, int steps, uint64_t seed) {
+std::vector<std::vector<at::Tensor>> many_grads(const checkpoint::NamedTensors& params, int steps, uint64_t seed) {
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   std::vector<std::vector<at::Tensor>> out(steps);
   for (int k = 0; k < steps; ++k)
@@ -128,7 +128,7 @@ TEST(TrainerOptimizers, MatchesThePerTensorImplementationInFloat64) {
     for (at::ScalarType dtype : {at::kFloat, at::kDouble}) {
       const OptimizerOptions o = test_options(kind);
       const LrSchedule schedule(o);
-      const NamedTensors params = many_params(dtype, 21);
+      const checkpoint::NamedTensors params = many_params(dtype, 21);
       const auto grads = many_grads(params, kSteps, 22);
       auto opt = make_optimizer(params, o);
       Reference ref(params, o, *opt);
@@ -148,17 +148,17 @@ TEST(TrainerOptimizers, MatchesThePerTensorImplementationInFloat64) {
       }
       // m sums gradients of either sign (float32 error ~ one ulp of the gradients, ~0.01
       // here, not of m): relative to |m| + 0.01. v sums squares (no cancellation).
-      const OptimizerState state = opt->state_dict();
+      const checkpoint::OptimizerState state = opt->state_dict();
       for (size_t i = 0; i < params.size(); ++i) {
         const std::string& name = params[i].first;
-        EXPECT_LE(testing::max_rel_diff(find_tensor(state.tensors, name + "/exp_avg"), ref.slots[i].exp_avg, 1e-2),
+        EXPECT_LE(testing::max_rel_diff(checkpoint::find_tensor(state.tensors, name + "/exp_avg"), ref.slots[i].exp_avg, 1e-2),
                   tolerance)
             << name;
-        EXPECT_LE(testing::max_rel_diff(find_tensor(state.tensors, name + "/exp_avg_sq"), ref.slots[i].exp_avg_sq,
+        EXPECT_LE(testing::max_rel_diff(checkpoint::find_tensor(state.tensors, name + "/exp_avg_sq"), ref.slots[i].exp_avg_sq,
                                         1e-8),
                   tolerance)
             << name;
-        EXPECT_EQ(find_tensor(state.tensors, name + "/step").item<int64_t>(), ref.slots[i].step) << name;
+        EXPECT_EQ(checkpoint::find_tensor(state.tensors, name + "/step").item<int64_t>(), ref.slots[i].step) << name;
       }
       std::printf("[ measured ] %s (%s, %zu params) vs the per-tensor implementation in float64: max relative "
                   "difference %.3g\n",
@@ -167,14 +167,14 @@ TEST(TrainerOptimizers, MatchesThePerTensorImplementationInFloat64) {
 }
 
 /// Bitwise copies of every parameter and state tensor, for before/after comparisons.
-NamedTensors snapshot(const NamedTensors& params, const Optimizer& opt) {
-  NamedTensors out;
+checkpoint::NamedTensors snapshot(const checkpoint::NamedTensors& params, const Optimizer& opt) {
+  checkpoint::NamedTensors out;
   for (const auto& [name, p] : params) out.emplace_back("param/" + name, p.detach().clone());
   for (const auto& [name, t] : opt.state_dict().tensors) out.emplace_back(name, t.clone());
   return out;
 }
 
-void expect_bitwise_equal(const NamedTensors& a, const NamedTensors& b, const std::string& what) {
+void expect_bitwise_equal(const checkpoint::NamedTensors& a, const checkpoint::NamedTensors& b, const std::string& what) {
   ASSERT_EQ(a.size(), b.size()) << what;
   for (size_t i = 0; i < a.size(); ++i) {
     ASSERT_EQ(a[i].first, b[i].first) << what;
@@ -186,8 +186,8 @@ TEST(TrainerOptimizers, FoundInfOneChangesNothingAndZeroIsAPlainStep) {
   const auto grads = make_grads(31);
   for (OptimizerKind kind : {OptimizerKind::kAdamW, OptimizerKind::kLamb}) {
     const OptimizerOptions o = test_options(kind);
-    const NamedTensors a_params = make_params(at::kFloat, 32);
-    const NamedTensors b_params = testing::clone_params(a_params, at::kFloat);
+    const checkpoint::NamedTensors a_params = make_params(at::kFloat, 32);
+    const checkpoint::NamedTensors b_params = testing::clone_params(a_params, at::kFloat);
     auto a = make_optimizer(a_params, o), b = make_optimizer(b_params, o);
     for (int k = 0; k < 2; ++k) {
       set_grads(a_params, grads[k]);
@@ -196,7 +196,7 @@ TEST(TrainerOptimizers, FoundInfOneChangesNothingAndZeroIsAPlainStep) {
       b->step(1e-2);
     }
     // A step with inf and NaN grads, cancelled: a [] and a [1] found_inf.
-    const NamedTensors before = snapshot(a_params, *a);
+    const checkpoint::NamedTensors before = snapshot(a_params, *a);
     std::vector<at::Tensor> bad = grads[2];
     bad[0] = bad[0].clone();
     bad[0].view(-1)[0] = std::numeric_limits<float>::infinity();
@@ -207,8 +207,8 @@ TEST(TrainerOptimizers, FoundInfOneChangesNothingAndZeroIsAPlainStep) {
     expect_bitwise_equal(snapshot(a_params, *a), before, std::string(kind_name(kind)) + " found_inf [] = 1");
     a->step(5e-3, at::ones({1}, at::kFloat));
     expect_bitwise_equal(snapshot(a_params, *a), before, std::string(kind_name(kind)) + " found_inf [1] = 1");
-    const OptimizerState skipped = a->state_dict();
-    for (const auto& [name, p] : a_params) EXPECT_EQ(find_tensor(skipped.tensors, name + "/step").item<int64_t>(), 2);
+    const checkpoint::OptimizerState skipped = a->state_dict();
+    for (const auto& [name, p] : a_params) EXPECT_EQ(checkpoint::find_tensor(skipped.tensors, name + "/step").item<int64_t>(), 2);
     // found_inf = 0 is step(lr), bit for bit; b never saw the cancelled steps.
     for (int k = 2; k < kSteps; ++k) {
       set_grads(a_params, grads[k]);
@@ -222,11 +222,11 @@ TEST(TrainerOptimizers, FoundInfOneChangesNothingAndZeroIsAPlainStep) {
 }
 
 TEST(TrainerOptimizers, RejectsABadFoundInf) {
-  const NamedTensors params = make_params(at::kFloat, 3);
+  const checkpoint::NamedTensors params = make_params(at::kFloat, 3);
   for (OptimizerKind kind : {OptimizerKind::kAdamW, OptimizerKind::kLamb}) {
     auto opt = make_optimizer(params, test_options(kind));
     set_grads(params, make_grads(4)[0]);
-    const NamedTensors before = snapshot(params, *opt);
+    const checkpoint::NamedTensors before = snapshot(params, *opt);
     for (const at::Tensor& bad : {at::zeros({}, at::kDouble), at::zeros({2}, at::kFloat), at::zeros({1, 1}, at::kFloat),
                                   at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(at::kMeta))}) {
       try {
@@ -245,32 +245,32 @@ TEST(TrainerOptimizers, RejectsABadFoundInf) {
 TEST(TrainerOptimizers, AParameterWithoutGradIsSkipped) {
   const auto grads = make_grads(41);
   for (OptimizerKind kind : {OptimizerKind::kAdamW, OptimizerKind::kLamb}) {
-    const NamedTensors params = make_params(at::kFloat, 42);
+    const checkpoint::NamedTensors params = make_params(at::kFloat, 42);
     auto opt = make_optimizer(params, test_options(kind));
     set_grads(params, grads[0]);
     opt->step(1e-2);
-    const NamedTensors before = snapshot(params, *opt);
+    const checkpoint::NamedTensors before = snapshot(params, *opt);
     std::vector<at::Tensor> partial = grads[1];
     partial[1] = at::Tensor();  // the query bias gets no grad in step 2
     set_grads(params, partial);
     opt->step(1e-2);
-    const NamedTensors after = snapshot(params, *opt);
+    const checkpoint::NamedTensors after = snapshot(params, *opt);
     const std::string skipped = kShapes[1].first;
     for (size_t i = 0; i < after.size(); ++i) {
       const std::string& name = after[i].first;
       const bool of_skipped = name == "param/" + skipped || name.rfind(skipped + "/", 0) == 0;
       EXPECT_EQ(bitwise_equal(after[i].second, before[i].second), of_skipped) << kind_name(kind) << " " << name;
     }
-    const OptimizerState state = opt->state_dict();
+    const checkpoint::OptimizerState state = opt->state_dict();
     for (const auto& [name, p] : params)
-      EXPECT_EQ(find_tensor(state.tensors, name + "/step").item<int64_t>(), name == skipped ? 1 : 2) << name;
+      EXPECT_EQ(checkpoint::find_tensor(state.tensors, name + "/step").item<int64_t>(), name == skipped ? 1 : 2) << name;
   }
 }
 
 /// The state the per-tensor implementation's state_dict() wrote: moments as they are,
 /// "<param>/step" int64 [] on the CPU, and its metadata.
-OptimizerState old_format_state(const std::vector<std::string>& names, const Reference& ref) {
-  OptimizerState out;
+checkpoint::OptimizerState old_format_state(const std::vector<std::string>& names, const Reference& ref) {
+  checkpoint::OptimizerState out;
   for (size_t i = 0; i < names.size(); ++i) {
     out.tensors.emplace_back(names[i] + "/exp_avg", ref.slots[i].exp_avg);
     out.tensors.emplace_back(names[i] + "/exp_avg_sq", ref.slots[i].exp_avg_sq);
@@ -291,7 +291,7 @@ TEST(TrainerOptimizers, LoadsAStateInTheOldFormatAndContinuesIt) {
   const auto grads = make_grads(51);
   for (OptimizerKind kind : {OptimizerKind::kAdamW, OptimizerKind::kLamb}) {
     const OptimizerOptions o = test_options(kind);
-    const NamedTensors params = make_params(at::kDouble, 52);
+    const checkpoint::NamedTensors params = make_params(at::kDouble, 52);
     std::vector<std::string> names;
     for (const auto& [name, p] : params) names.push_back(name);
     auto opt = make_optimizer(params, o);
@@ -299,14 +299,14 @@ TEST(TrainerOptimizers, LoadsAStateInTheOldFormatAndContinuesIt) {
     for (int k = 0; k < 3; ++k) ref.step(grads[k], 1e-2);  // step 2 leaves the word embedding at t = 2
 
     // Through a file, as a checkpoint does; then the parameters as the reference has them.
-    const OptimizerState old = old_format_state(names, ref);
-    write_safetensors(dir / "old.safetensors", old.tensors, old.metadata);
-    const SafetensorsContents file = read_safetensors(dir / "old.safetensors");
+    const checkpoint::OptimizerState old = old_format_state(names, ref);
+    checkpoint::write_safetensors(dir / "old.safetensors", old.tensors, old.metadata);
+    const checkpoint::SafetensorsContents file = checkpoint::read_safetensors(dir / "old.safetensors");
     opt->load_state_dict({file.tensors, file.metadata});
     for (size_t i = 0; i < params.size(); ++i) params[i].second.detach().copy_(ref.slots[i].param);
 
     // state_dict() writes the same names, dtypes, shapes, devices, values and metadata.
-    const OptimizerState now = opt->state_dict();
+    const checkpoint::OptimizerState now = opt->state_dict();
     EXPECT_EQ(now.metadata, old.metadata);
     ASSERT_EQ(now.tensors.size(), old.tensors.size());
     for (size_t i = 0; i < now.tensors.size(); ++i) {
@@ -322,10 +322,10 @@ TEST(TrainerOptimizers, LoadsAStateInTheOldFormatAndContinuesIt) {
     for (size_t i = 0; i < params.size(); ++i)
       EXPECT_LE(testing::max_rel_diff(params[i].second.detach(), ref.slots[i].param, 1e-2), 1e-12)
           << kind_name(kind) << " " << names[i];
-    EXPECT_EQ(find_tensor(opt->state_dict().tensors, names[3] + "/step").item<int64_t>(), kSteps - 1);
+    EXPECT_EQ(checkpoint::find_tensor(opt->state_dict().tensors, names[3] + "/step").item<int64_t>(), kSteps - 1);
 
     // t must stay exact in float32: a step count beyond 2^24 is refused, naming it.
-    OptimizerState huge = old;
+    checkpoint::OptimizerState huge = old;
     for (auto& [name, t] : huge.tensors)
       if (name == names[0] + "/step") t = at::scalar_tensor(int64_t{1} << 25, at::kLong);
     try {
@@ -339,7 +339,7 @@ TEST(TrainerOptimizers, LoadsAStateInTheOldFormatAndContinuesIt) {
 
 TEST(TrainerOptimizers, ZeroGradZerosInPlaceKeepingBucketViews) {
   for (OptimizerKind kind : {OptimizerKind::kAdamW, OptimizerKind::kLamb}) {
-    const NamedTensors params = make_params(at::kFloat, 81);
+    const checkpoint::NamedTensors params = make_params(at::kFloat, 81);
     int64_t total = 0;
     for (const auto& [name, p] : params) total += p.numel();
     // Grads as views into one bucket (as DDP's gradient_as_bucket_view), one of another
@@ -384,7 +384,7 @@ TEST(TrainerOptimizers, OpCounterCountsTopLevelOpsOnly) {
 }
 
 TEST(TrainerOptimizers, AStepDispatchesAtMostTenOpsPerGroup) {
-  const NamedTensors params = many_params(at::kFloat, 61);
+  const checkpoint::NamedTensors params = many_params(at::kFloat, 61);
   std::vector<at::Tensor> grads;
   for (const auto& [name, p] : params) grads.push_back(at::randn_like(p) * 0.01);
   for (OptimizerKind kind : {OptimizerKind::kAdamW, OptimizerKind::kLamb}) {

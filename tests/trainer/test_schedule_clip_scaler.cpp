@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "checkpoint/checkpoint_options.h"
 #include "common/error.h"
 #include "tests/trainer/test_util.h"
 #include "trainer/loss_scaler.h"
@@ -67,7 +68,7 @@ at::Tensor flag(bool inf) { return at::full({1}, inf ? 1.0 : 0.0); }
 /// Parameters whose grads are views of one flat buffer, as DDP lays them out.
 struct FlatParams {
   at::Tensor flat;
-  NamedTensors params;
+  checkpoint::NamedTensors params;
   explicit FlatParams(const std::vector<int64_t>& sizes) {
     int64_t total = 0;
     for (int64_t n : sizes) total += n;
@@ -216,7 +217,7 @@ TEST(TrainerLossScaler, Bf16KeepsScaleOneButStillSkipsAndStateRoundTrips) {
   EXPECT_EQ(b.state().growth_tracker, 1);
   EXPECT_EQ(b.state().total_skips, 1);
   EXPECT_EQ(b.state().consecutive_skips, 0);
-  LossScalerState bad = a.state();
+  checkpoint::LossScalerState bad = a.state();
   bad.scale = 0;
   EXPECT_THROW(b.load_state(bad), Error);
 }
@@ -260,7 +261,7 @@ TEST(TrainerOptions, PaperDefaultsRoundTripAndValidationNamesTheKey) {
   EXPECT_EQ(parsed.lr, 0.00176);
   EXPECT_THROW(OptimizerOptions::fields().apply(parsed, {{"optimizer", "sgd"}}, "test"), Error);
   EXPECT_EQ(PrecisionOptions::fields().to_kv(PrecisionOptions{}).at("precision"), "fp16");
-  EXPECT_EQ(CheckpointOptions::fields().to_kv(CheckpointOptions{}).at("keep_every"), "100000");
+  EXPECT_EQ(checkpoint::CheckpointOptions::fields().to_kv(checkpoint::CheckpointOptions{}).at("keep_every"), "100000");
 
   auto message = [](auto&& options) {
     try {
@@ -276,7 +277,7 @@ TEST(TrainerOptions, PaperDefaultsRoundTripAndValidationNamesTheKey) {
   PrecisionOptions bad_interval;
   bad_interval.growth_interval = 0;
   EXPECT_EQ(message(bad_interval).rfind("precision.growth_interval:", 0), 0u);
-  CheckpointOptions bad_keep;
+  checkpoint::CheckpointOptions bad_keep;
   bad_keep.keep_last = -1;
   EXPECT_EQ(message(bad_keep).rfind("checkpoint.keep_last:", 0), 0u);
 }

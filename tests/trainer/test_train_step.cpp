@@ -30,14 +30,14 @@ std::pair<at::Tensor, at::Tensor> examples() {
 }
 
 /// Fresh parameters W (C, F) and b (C), equal on every rank.
-NamedTensors fresh_params() {
+checkpoint::NamedTensors fresh_params() {
   at::manual_seed(11);
   return {{"linear.weight", at::randn({kClasses, kFeatures}).requires_grad_(true)},
           {"linear.bias", at::randn({kClasses}).requires_grad_(true)}};
 }
 
-NamedTensors detached_copy(const NamedTensors& params) {
-  NamedTensors out;
+checkpoint::NamedTensors detached_copy(const checkpoint::NamedTensors& params) {
+  checkpoint::NamedTensors out;
   for (const auto& [n, t] : params) out.emplace_back(n, t.detach().clone().requires_grad_(true));
   return out;
 }
@@ -57,7 +57,7 @@ TrainStepOptions options() {
 }
 
 /// Summed CE of rows `rows` of the examples under parameters `params`.
-at::Tensor ce_sum(const NamedTensors& params, const at::Tensor& x, const at::Tensor& y, const std::vector<int64_t>& rows) {
+at::Tensor ce_sum(const checkpoint::NamedTensors& params, const at::Tensor& x, const at::Tensor& y, const std::vector<int64_t>& rows) {
   const at::Tensor idx = at::tensor(rows, at::kLong);
   const at::Tensor logits = at::linear(x.index_select(0, idx), params[0].second, params[1].second);
   return at::cross_entropy_loss(logits, y.index_select(0, idx), {}, at::Reduction::Sum);
@@ -67,8 +67,8 @@ TEST(TrainerTrainStep, GradientOfTheGlobalMeanWhateverTheSplit) {
   auto comm = make_mpi_comm();
   const int rank = comm->rank(), world = comm->world_size();
   const auto [x, y] = examples();
-  NamedTensors params = fresh_params();
-  const NamedTensors initial = detached_copy(params);
+  checkpoint::NamedTensors params = fresh_params();
+  const checkpoint::NamedTensors initial = detached_copy(params);
   TrainStep step(params, *comm, c10::Device(c10::kCPU), options());
 
   // Rank r: examples r, r + W, ..., in micro-batches of 2 (so the ranks differ in count);
@@ -84,7 +84,7 @@ TEST(TrainerTrainStep, GradientOfTheGlobalMeanWhateverTheSplit) {
   });
 
   // Reference in float64: gradient of the mean CE over all examples, one AdamW step.
-  NamedTensors ref;
+  checkpoint::NamedTensors ref;
   for (const auto& [n, t] : initial) ref.emplace_back(n, t.detach().to(at::kDouble).requires_grad_(true));
   std::vector<int64_t> all(kExamples);
   for (int64_t i = 0; i < kExamples; ++i) all[static_cast<size_t>(i)] = i;
@@ -116,7 +116,7 @@ TEST(TrainerTrainStep, GradientOfTheGlobalMeanWhateverTheSplit) {
 
 /// Runs steps [first, last] of `step` on this rank's examples, with dropout-like draws in the
 /// loss; returns the draws of each step (the first micro-batch's).
-std::vector<at::Tensor> run_steps(TrainStep& step, const NamedTensors& params, int64_t first, int64_t last,
+std::vector<at::Tensor> run_steps(TrainStep& step, const checkpoint::NamedTensors& params, int64_t first, int64_t last,
                                   int rank, int world) {
   const auto [x, y] = examples();
   std::vector<at::Tensor> draws;
@@ -139,13 +139,13 @@ TEST(TrainerTrainStep, StateAndLoadStateResumeBitwise) {
   auto comm = make_mpi_comm();
   const int rank = comm->rank(), world = comm->world_size();
   // Straight: steps 1..3.
-  NamedTensors straight = fresh_params();
+  checkpoint::NamedTensors straight = fresh_params();
   TrainStep a(straight, *comm, c10::Device(c10::kCPU), options());
   const std::vector<at::Tensor> draws = run_steps(a, straight, 1, 3, rank, world);
   // Interrupted after step 2: the state and the optimizer's tensors go to a new step object.
-  NamedTensors first = fresh_params();
+  checkpoint::NamedTensors first = fresh_params();
   TrainStepState saved;
-  OptimizerState optimizer_state;
+  checkpoint::OptimizerState optimizer_state;
   {
     TrainStep b(first, *comm, c10::Device(c10::kCPU), options());
     run_steps(b, first, 1, 2, rank, world);
@@ -153,7 +153,7 @@ TEST(TrainerTrainStep, StateAndLoadStateResumeBitwise) {
     optimizer_state = b.optimizer().state_dict();
     for (auto& [n, t] : optimizer_state.tensors) t = t.clone();
   }
-  NamedTensors resumed = detached_copy(first);
+  checkpoint::NamedTensors resumed = detached_copy(first);
   TrainStep c(resumed, *comm, c10::Device(c10::kCPU), options());
   c.load_state(saved);
   c.optimizer().load_state_dict(optimizer_state);
@@ -174,7 +174,7 @@ TEST(TrainerTrainStep, StateAndLoadStateResumeBitwise) {
 
 TEST(TrainerTrainStep, RefusesAStepWithoutMicroBatchesOrCount) {
   auto comm = make_mpi_comm();
-  NamedTensors params = fresh_params();
+  checkpoint::NamedTensors params = fresh_params();
   TrainStep step(params, *comm, c10::Device(c10::kCPU), options());
   const auto zero = [&](int64_t) { return params[1].second.sum() * 0.0; };
   int64_t bad = 0;

@@ -97,7 +97,7 @@ void build_model(PretrainJob& job) {
   job.net->to(job.device());
   job.net->train();
   std::vector<dist::NamedParameter> params;
-  trainer::NamedTensors named;
+  checkpoint::NamedTensors named;
   for (auto& item : job.net->named_parameters()) {
     params.push_back({item.key(), item.value()});
     named.emplace_back(item.key(), item.value());
@@ -105,13 +105,13 @@ void build_model(PretrainJob& job) {
   dist::check_same_parameters(job.comm(), params);
   dist::broadcast_tensors(job.comm(), params, 0);  // rank 0's initial weights everywhere
   job.step = std::make_unique<trainer::TrainStep>(named, job.comm(), job.device(), step_options(cfg));
-  job.store = std::make_unique<trainer::CheckpointStore>(cfg.checkpoint);
+  job.store = std::make_unique<checkpoint::CheckpointStore>(cfg.checkpoint);
   if (job.rank == 0) job.store->check_writable();  // now, not at the first save hours later
   job.vocab_sha256 = job.train_data->info().vocab_sha256;
 }
 
-trainer::TrainerState checkpoint_record(PretrainJob& job) {
-  trainer::TrainerState s;
+checkpoint::TrainerState checkpoint_record(PretrainJob& job) {
+  checkpoint::TrainerState s;
   const trainer::TrainStepState st = job.step->state();
   s.step = st.step;
   s.scheduler_step = st.scheduler_step;
@@ -119,7 +119,7 @@ trainer::TrainerState checkpoint_record(PretrainJob& job) {
   s.data = job.start_position;
   if (job.loader) {
     const auto pos = job.loader->state();
-    s.data = trainer::DataPosition{pos.epoch, pos.consumed_samples};
+    s.data = checkpoint::DataPosition{pos.epoch, pos.consumed_samples};
   }
   s.config = job.cfg.effective;
   s.vocab_sha256 = job.vocab_sha256;

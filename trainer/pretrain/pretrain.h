@@ -22,13 +22,14 @@
 #include <functional>
 #include <string>
 
+#include "checkpoint/checkpoint_options.h"
 #include "common/config_fields.h"
 #include "data_pipeline/loader_config.h"
 #include "dist/mpi_env.h"
 #include "dist/options.h"
 #include "model/config.h"
-#include "trainer/pretrain/train_options.h"
 #include "trainer/options.h"
+#include "trainer/pretrain/train_options.h"
 
 namespace tupe::pretrain {
 
@@ -38,7 +39,7 @@ struct PretrainConfig {
   data_pipeline::LoaderConfig data;
   trainer::OptimizerOptions optimizer;
   trainer::PrecisionOptions precision;
-  trainer::CheckpointOptions checkpoint;
+  ::tupe::checkpoint::CheckpointOptions checkpoint;
   dist::DistOptions dist;
   TrainOptions train;
   KeyValues effective;  ///< the whole effective config ("section.key" -> value), saved in checkpoints

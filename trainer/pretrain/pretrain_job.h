@@ -14,17 +14,17 @@
 #include <optional>
 #include <string>
 
+#include "checkpoint/checkpoint_store.h"
+#include "checkpoint/trainer_state.h"
 #include "data_pipeline/dataset.h"
 #include "data_pipeline/loader.h"
 #include "dist/context.h"
 #include "model/tupe_bert.h"
-#include "trainer/checkpoint_store.h"
 #include "trainer/pretrain/batch_plan.h"
 #include "trainer/pretrain/metrics.h"
 #include "trainer/pretrain/pretrain.h"
 #include "trainer/pretrain/step.h"
 #include "trainer/train_step.h"
-#include "trainer/trainer_state.h"
 
 namespace tupe::pretrain {
 
@@ -48,10 +48,10 @@ struct PretrainJob {
   // build_model
   model::TupeBert net{nullptr};
   std::unique_ptr<trainer::TrainStep> step;  ///< optimizer, scaler, LR schedule, DDP, step counters
-  std::unique_ptr<trainer::CheckpointStore> store;
+  std::unique_ptr<checkpoint::CheckpointStore> store;
   std::string vocab_sha256;  ///< the shards' vocabulary, recorded in checkpoints
   // resume_job
-  trainer::DataPosition start_position;  ///< where the loader starts (the resumed checkpoint's)
+  checkpoint::DataPosition start_position;  ///< where the loader starts (the resumed checkpoint's)
   std::string resumed_state_file;        ///< trainer_state.json resumed from ("" = fresh start)
   // start_loader, announce
   std::unique_ptr<data_pipeline::Loader> loader;
@@ -77,7 +77,7 @@ void build_model(PretrainJob& job);
 /// What a checkpoint of the job records now: the step's counters and loss scaler, the data
 /// position after the last batch taken (the start position before the loader runs), the
 /// effective config, the vocabulary hash and the world size. Reads the scaler (a host sync).
-trainer::TrainerState checkpoint_record(PretrainJob& job);
+checkpoint::TrainerState checkpoint_record(PretrainJob& job);
 /// Starts the loader at the (resumed) data position and opens the metrics log.
 void start_loader(PretrainJob& job);
 /// Picks the MFU peak and prints the one-line run summary.

@@ -57,14 +57,14 @@ double evaluate(PretrainJob& job) {
 
 /// Rank 0 saves; every rank learns whether the save worked (one byte each).
 void save_checkpoint(PretrainJob& job) {
-  const trainer::TrainerState state = checkpoint_record(job);
+  const checkpoint::TrainerState state = checkpoint_record(job);
   std::string error;
   if (job.rank == 0) {
     const Clock::time_point start = Clock::now();
     try {
-      trainer::NamedTensors weights;
+      checkpoint::NamedTensors weights;
       for (auto& [n, t] : job.step->parameters()) weights.emplace_back(n, t.detach());
-      job.store->save(trainer::CheckpointContents{weights, job.step->optimizer().state_dict(), state});
+      job.store->save(checkpoint::CheckpointContents{weights, job.step->optimizer().state_dict(), state});
     } catch (const std::exception& e) {
       error = e.what();
     }
@@ -77,7 +77,7 @@ void save_checkpoint(PretrainJob& job) {
       dist::all_gather_value<uint8_t>(job.comm(), error.empty() ? 1 : 0, "checkpoint status");
   TUPE_CHECK(error.empty(), error);
   TUPE_CHECK(ok[0] == 1, "checkpoint: rank 0 failed to save step " << state.step << " (see rank 0's message)");
-  job.result.last_checkpoint = trainer::CheckpointStore::checkpoint_path(job.cfg.checkpoint.dir, state.step);
+  job.result.last_checkpoint = checkpoint::CheckpointStore::checkpoint_path(job.cfg.checkpoint.dir, state.step);
   job.progress->message("checkpoint saved: " + job.result.last_checkpoint.string());
 }
 

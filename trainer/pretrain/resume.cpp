@@ -22,13 +22,13 @@ namespace {
 /// The checkpoint `resume` names, or none for a fresh start. Throws for damaged checkpoints
 /// under --resume auto (starting fresh would overwrite them) and for --resume none over a
 /// folder holding checkpoints (two runs would mix).
-std::optional<trainer::LoadedCheckpoint> find_checkpoint(const PretrainConfig& cfg, const std::string& resume,
+std::optional<checkpoint::LoadedCheckpoint> find_checkpoint(const PretrainConfig& cfg, const std::string& resume,
                                                          Progress& progress) {
   TUPE_CHECK(!resume.empty(), "--resume: empty; give auto, none or a checkpoint folder");
   if (resume == "auto") {
     std::vector<std::string> skipped;
-    std::optional<trainer::LoadedCheckpoint> loaded =
-        trainer::CheckpointStore::load_latest(cfg.checkpoint.dir, &skipped);
+    std::optional<checkpoint::LoadedCheckpoint> loaded =
+        checkpoint::CheckpointStore::load_latest(cfg.checkpoint.dir, &skipped);
     for (const auto& why : skipped) log::warn("resume auto: skipping a damaged checkpoint: " + why);
     TUPE_CHECK(loaded || skipped.empty(), "resume auto: none of the "
                                               << skipped.size() << " checkpoint(s) under " << cfg.checkpoint.dir
@@ -38,7 +38,7 @@ std::optional<trainer::LoadedCheckpoint> find_checkpoint(const PretrainConfig& c
     return loaded;
   }
   if (resume == "none") {
-    const auto existing = trainer::CheckpointStore::whole_steps(cfg.checkpoint.dir);
+    const auto existing = checkpoint::CheckpointStore::whole_steps(cfg.checkpoint.dir);
     TUPE_CHECK(existing.empty(), "--resume none: checkpoint.dir " << cfg.checkpoint.dir << " already holds "
                                                                   << existing.size() << " checkpoint(s) (newest step "
                                                                   << existing.back()
@@ -46,7 +46,7 @@ std::optional<trainer::LoadedCheckpoint> find_checkpoint(const PretrainConfig& c
                                                                      "or another checkpoint.dir");
     return std::nullopt;
   }
-  return trainer::LoadedCheckpoint{resume, trainer::CheckpointStore::load(resume)};
+  return checkpoint::LoadedCheckpoint{resume, checkpoint::CheckpointStore::load(resume)};
 }
 
 /// Every rank read the checkpoint itself: they must have taken the same step (-1 = fresh).
@@ -61,12 +61,12 @@ void agree_on_step(dist::Communicator& comm, int rank, int64_t mine) {
 }
 
 /// Restores weights, optimizer, scaler, steps and data position from `ck` (read from `from`).
-void restore(PretrainJob& job, const std::filesystem::path& from, trainer::CheckpointContents& ck) {
+void restore(PretrainJob& job, const std::filesystem::path& from, checkpoint::CheckpointContents& ck) {
   model::model_config_from_saved(ck.state.config, (from / "trainer_state.json").string());  // every model key saved
-  trainer::check_config_compatible(ck.state.compat_kv(), checkpoint_record(job).compat_kv(), resume_must_match_keys(),
+  checkpoint::check_config_compatible(ck.state.compat_kv(), checkpoint_record(job).compat_kv(), resume_must_match_keys(),
                                    from.string());
-  const trainer::NamedTensors& named = job.step->parameters();
-  trainer::copy_named_tensors(named, ck.model, (from / "model.safetensors").string());
+  const checkpoint::NamedTensors& named = job.step->parameters();
+  checkpoint::copy_named_tensors(named, ck.model, (from / "model.safetensors").string());
   for (const auto& [name, t] : named)  // a run never saves inf/NaN weights: steps with them are skipped
     TUPE_CHECK(at::isfinite(t).all().item<bool>(), (from / "model.safetensors").string()
                                                        << ": tensor '" << name << "' holds inf/NaN values");
@@ -90,7 +90,7 @@ void resume_job(PretrainJob& job, const std::string& resume) {
   // Rank 0 picks the checkpoint and verifies its SHA-256s; the other ranks read the one it
   // picked without re-hashing (sizes, structure and keys are still checked), so a resume
   // hashes the checkpoint once, not once per rank.
-  std::optional<trainer::LoadedCheckpoint> loaded;
+  std::optional<checkpoint::LoadedCheckpoint> loaded;
   std::string picked, error;
   if (job.rank == 0) {
     try {
@@ -104,8 +104,8 @@ void resume_job(PretrainJob& job, const std::string& resume) {
   if (!error.empty()) throw AgreedError(error);  // every rank holds rank 0's message
   picked = dist::broadcast_string(job.env, picked, 0);
   if (job.rank != 0 && !picked.empty())
-    loaded = trainer::LoadedCheckpoint{picked,
-                                       trainer::CheckpointStore::load(picked, trainer::CheckpointStore::Hashes::kSkip)};
+    loaded = checkpoint::LoadedCheckpoint{picked,
+                                       checkpoint::CheckpointStore::load(picked, checkpoint::CheckpointStore::Hashes::kSkip)};
   agree_on_step(job.comm(), job.rank, loaded ? loaded->contents.state.step : -1);
   if (!loaded) return;
   restore(job, loaded->dir, loaded->contents);

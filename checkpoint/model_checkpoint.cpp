@@ -1,0 +1,80 @@
+#include "checkpoint/model_checkpoint.h"
+
+#include <ATen/ATen.h>
+
+#include "common/error.h"
+
+namespace tupe::checkpoint {
+
+namespace {
+
+bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+
+std::string saved_value(const KeyValues& config, const std::string& key) {
+  const auto it = config.find(key);
+  return it == config.end() ? std::string() : it->second;
+}
+
+}  // namespace
+
+ModelCheckpoint read_model_checkpoint(const std::filesystem::path& path, CheckpointStore::Hashes hashes) {
+  ModelCheckpoint out;
+  out.dir = CheckpointStore::resolve(path);
+  out.contents = CheckpointStore::load(out.dir, hashes);
+  const KeyValues& saved = out.contents.state.config;
+  out.config = model::model_config_from_saved(saved, (out.dir / "trainer_state.json").string());
+  for (const auto& [name, tensor] : out.contents.model) {
+    if (starts_with(name, "mlm_head.")) out.has_mlm_head = true;
+    if (name == "sentence_head.out.weight" && tensor.dim() == 2) out.num_labels = tensor.size(0);
+  }
+  TUPE_CHECK(out.has_mlm_head || out.num_labels > 0,
+             out.weights_file() << ": neither an MLM head (mlm_head.*) nor a sentence head "
+                                   "(sentence_head.*): not a model of tupe pretrain or finetune");
+  out.task = saved_value(saved, "glue.task");
+  const std::string max_length = saved_value(saved, "glue.max_length");
+  if (!max_length.empty()) out.max_length = parse_int("glue.max_length", max_length);
+  out.labels = split_comma_list(saved_value(saved, "glue.labels"));
+  return out;
+}
+
+void require_fine_tuned(const ModelCheckpoint& ckpt) {
+  const std::string where = (ckpt.dir / "trainer_state.json").string();
+  for (const char* key : {"glue.task", "glue.max_length"})
+    TUPE_CHECK(ckpt.saved_config().count(key),
+               where << ": key 'config." << key << "' missing: not a fine-tuned model of tupe finetune");
+  TUPE_CHECK(ckpt.num_labels > 0 && !ckpt.has_mlm_head,
+             ckpt.weights_file() << ": no sentence head: not a fine-tuned model of tupe finetune");
+}
+
+model::TupeBert build_model(const ModelCheckpoint& ckpt) { return build_model(ckpt, ckpt.config); }
+
+model::TupeBert build_model(const ModelCheckpoint& ckpt, const model::ModelConfig& config) {
+  model::TupeBert net(config, ckpt.num_labels);
+  net->to(at::kFloat);
+  NamedTensors targets;
+  for (const auto& item : net->named_parameters())
+    if (ckpt.has_mlm_head || !starts_with(item.key(), "mlm_head.")) targets.emplace_back(item.key(), item.value());
+  copy_named_tensors(targets, ckpt.contents.model, ckpt.weights_file());
+  net->eval();
+  return net;
+}
+
+void load_encoder(model::TupeBertImpl& model, const NamedTensors& saved, const std::string& where) {
+  NamedTensors targets, source;
+  for (const auto& item : model.named_parameters())
+    if (starts_with(item.key(), "encoder.")) targets.emplace_back(item.key(), item.value());
+  for (const auto& [name, t] : saved)
+    if (!starts_with(name, "mlm_head.")) source.emplace_back(name, t);
+  copy_named_tensors(targets, source, where);
+}
+
+void check_vocabulary(const std::string& checkpoint_sha256, const std::string& tokenizer_sha256,
+                      const std::string& where) {
+  TUPE_CHECK(!checkpoint_sha256.empty(), where << ": the checkpoint records no vocabulary sha256");
+  TUPE_CHECK(checkpoint_sha256 == tokenizer_sha256,
+             where << ": the checkpoint was trained with vocabulary sha256 " << checkpoint_sha256
+                   << ", the tokenizer's (tokenizer.vocab) is " << tokenizer_sha256
+                   << "; fine-tune with the pre-training vocabulary");
+}
+
+}  // namespace tupe::checkpoint

@@ -1,0 +1,61 @@
+// trainer_state.json of a checkpoint: everything besides the tensors that an exact resume
+// needs (FORMATS.md section 4): steps, loss-scaler state, data position, the full effective
+// config, the vocabulary hash, world size and the format version. No random-number
+// generator state: every step reseeds from (seed, step, rank) and masks are a pure function
+// of (seed, epoch, sample), so resume needs none (trainer/pretrain/resume.cpp). The "rng" entry
+// that builds before 2026-11-30 wrote is accepted and ignored.
+//
+//   {"format": "tupe-trainer-state", "format_version": 1, "step": 1200,
+//    "scheduler_step": 1200, "world_size": 8, "vocab_sha256": "ab12...",
+//    "loss_scaler": {"scale": 32768.0, "growth_tracker": 17, "consecutive_skips": 0,
+//                    "total_skips": 3},
+//    "data_position": {"epoch": 0, "consumed_samples": 307200},
+//    "config": {"model.hidden_size": "768", ...}}
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "common/config_fields.h"
+
+namespace tupe::checkpoint {
+
+/// Checkpointed state of the loss scaler (host values).
+struct LossScalerState {
+  double scale = 1.0;             ///< S (factor)
+  int64_t growth_tracker = 0;     ///< consecutive finite steps since the last scale change
+  int64_t consecutive_skips = 0;  ///< consecutive skipped (inf/NaN) steps up to now
+  int64_t total_skips = 0;        ///< skipped steps over the run (for reporting)
+};
+
+/// Version of the checkpoint layout (folder, manifest, trainer_state.json); bump on change.
+inline constexpr int64_t kCheckpointFormatVersion = 1;
+
+/// Where the data stream stands (the sample order is a pure function of seed, epoch and
+/// consumed samples; ARCHITECTURE.md "Invariants").
+struct DataPosition {
+  int64_t epoch = 0;             ///< epoch of the next sample
+  int64_t consumed_samples = 0;  ///< samples (sequences) consumed in that epoch, all ranks together
+};
+
+struct TrainerState {
+  int64_t step = 0;            ///< optimizer steps completed (skipped fp16 steps included)
+  int64_t scheduler_step = 0;  ///< LR-schedule updates completed; the next LR is lr(scheduler_step + 1)
+  LossScalerState loss_scaler;
+  DataPosition data;
+  KeyValues config;          ///< full effective config, "section.key" -> value text
+  std::string vocab_sha256;  ///< SHA-256 (hex) of the vocabulary file the model was trained with
+  int64_t world_size = 1;    ///< ranks of the run that saved it
+  int64_t format_version = kCheckpointFormatVersion;
+
+  /// `config` plus "vocab_sha256": the key -> value view for check_config_compatible().
+  KeyValues compat_kv() const;
+};
+
+/// Serialises `state` as the JSON above (pretty-printed, stable key order).
+std::string trainer_state_to_json(const TrainerState& state);
+
+/// Parses and validates; throws ONE-line tupe::Error "<where>: key '<key>': <cause>" for a
+/// missing key, a wrong type, bad hex, or an unsupported format/version.
+TrainerState trainer_state_from_json(const std::string& text, const std::string& where);
+
+}  // namespace tupe::checkpoint

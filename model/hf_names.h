@@ -1,0 +1,46 @@
+// The names of TUPE-BERT's tensors in Hugging Face `transformers`, beside the model whose
+// parameter names they map (model/tupe_bert.h).
+//
+// BertForMaskedLM / BertForSequenceClassification (BERT-A, post-LN only; the names follow
+// transformers' modeling_bert.py):
+//   encoder.embeddings.word.weight         -> bert.embeddings.word_embeddings.weight (V, d)
+//   encoder.embeddings.position.weight     -> bert.embeddings.position_embeddings.weight (L_max, d)
+//   encoder.embeddings.segment.weight      -> bert.embeddings.token_type_embeddings.weight (T, d)
+//       (a model without segments gets one all-zero row: T = 1, every token type id 0)
+//   encoder.embeddings.norm.{weight,bias}  -> bert.embeddings.LayerNorm.{weight,bias}
+//   encoder.layers.<i>.attention.{query,key,value}.* -> bert.encoder.layer.<i>.attention.self.{query,key,value}.*
+//   encoder.layers.<i>.attention.output.*  -> bert.encoder.layer.<i>.attention.output.dense.*
+//   encoder.layers.<i>.attention_norm.*    -> bert.encoder.layer.<i>.attention.output.LayerNorm.*
+//   encoder.layers.<i>.ffn_in.*            -> bert.encoder.layer.<i>.intermediate.dense.*
+//   encoder.layers.<i>.ffn_out.*           -> bert.encoder.layer.<i>.output.dense.*
+//   encoder.layers.<i>.ffn_norm.*          -> bert.encoder.layer.<i>.output.LayerNorm.*
+//   mlm_head.dense.*                       -> cls.predictions.transform.dense.*
+//   mlm_head.norm.*                        -> cls.predictions.transform.LayerNorm.*
+//   mlm_head.bias                          -> cls.predictions.bias (V)
+//   sentence_head.dense.*                  -> bert.pooler.dense.*   (a model of `tupe finetune`:
+//   sentence_head.out.*                    -> classifier.*           BertForSequenceClassification)
+// The decoder weight is tied to the word embedding and the decoder bias to
+// cls.predictions.bias (transformers' _tied_weights_keys), so neither is stored.
+//
+// tupe's own modeling code (`tupe export --format hf` for every variant; the Python classes
+// in tools/export/hf_tupe/): the prefixes encoder. -> tupe., mlm_head. -> lm_head.,
+// sentence_head. -> classifier. (sentence_head.out -> classifier.out).
+#pragma once
+#include <string>
+
+#include "model/config.h"
+
+namespace tupe::model {
+
+/// Why `config` cannot become a BertForMaskedLM ("" when it can): only BERT-A (absolute
+/// input positions, no positional logit term) with post-LN and erf-GELU is BERT.
+std::string hf_bert_refusal(const ModelConfig& config);
+
+/// The transformers BERT name of a tupe parameter name, or "" for a tensor BERT has no place for.
+std::string hf_bert_name(const std::string& tupe_name);
+
+/// The name in tupe's own Hugging Face modeling code; "" for a name outside encoder.*,
+/// mlm_head.*, sentence_head.*.
+std::string hf_tupe_name(const std::string& tupe_name);
+
+}  // namespace tupe::model

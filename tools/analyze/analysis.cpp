@@ -1,0 +1,184 @@
+#include "tools/analyze/analysis.h"
+
+#include <ATen/ATen.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/durable_io.h"
+#include "checkpoint/model_checkpoint.h"
+#include "checkpoint/safetensors.h"
+#include "common/error.h"
+#include "tools/analyze/analyze_plots_source.h"
+
+extern char** environ;
+
+namespace tupe::analyze {
+namespace fs = std::filesystem;
+
+namespace {
+
+/// (L, d) -> (H, L, d_h) through a Linear's weight (no bias): rows x W^T, split by head.
+at::Tensor project_heads(const at::Tensor& rows, const at::Tensor& weight, const at::Tensor& bias, int64_t H) {
+  const int64_t n = rows.size(0), d = weight.size(0);
+  return at::linear(rows, weight, bias).view({n, H, d / H}).transpose(0, 1);
+}
+
+/// The BERT-A terms of the first layer (analysis.h): positional_term, word_to_position, position_to_word.
+checkpoint::NamedTensors bert_absolute_terms(model::TupeBertImpl& net, int64_t L) {
+  const auto& c = net.config;
+  const int64_t H = c.num_heads;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(c.head_size()));
+  auto layer0 = net.encoder->layers->ptr(0)->as<model::EncoderLayerImpl>();
+  const auto& q = layer0->attention->query;
+  const auto& k = layer0->attention->key;
+  const at::Tensor p = net.encoder->embeddings->position->weight.narrow(0, 0, L);  // (L, d)
+  const at::Tensor w_mean = net.encoder->embeddings->word->weight.mean(0, true);    // (1, d)
+  const at::Tensor qp = project_heads(p, q->weight, {}, H), kp = project_heads(p, k->weight, {}, H);  // (H, L, dh)
+  const at::Tensor qw = project_heads(w_mean, q->weight, q->bias, H);                                  // (H, 1, dh)
+  const at::Tensor kw = project_heads(w_mean, k->weight, k->bias, H);                                  // (H, 1, dh)
+  checkpoint::NamedTensors out;
+  out.emplace_back("positional_term", at::matmul(qp, kp.transpose(1, 2)) * scale);
+  out.emplace_back("word_to_position", (at::matmul(qw, kp.transpose(1, 2)) * scale).squeeze(1));
+  out.emplace_back("position_to_word", (at::matmul(qp, kw.transpose(1, 2)) * scale).squeeze(2));
+  return out;
+}
+
+/// The learned position vectors and the positions they serve (analysis.h).
+checkpoint::NamedTensors position_table(model::TupeBertImpl& net) {
+  const auto& c = net.config;
+  at::Tensor table;
+  int64_t first_row = 0, first_position = 0;
+  if (c.has_untied_positions()) {
+    table = net.encoder->positional->table->weight;
+    if (c.untie_cls) first_row = 2, first_position = 1;  // row t + 1 serves position t >= 1
+  } else {
+    table = net.encoder->embeddings->position->weight;
+  }
+  const int64_t n = table.size(0) - first_row;
+  return {{"table", table.narrow(0, first_row, n).contiguous()},
+          {"positions", at::arange(first_position, first_position + n, at::kLong)}};
+}
+
+void write_text(const fs::path& path, const std::string& text) { checkpoint::write_file_atomic(path, text); }
+
+/// Runs argv (argv[0] looked up in PATH); returns the exit status (-1 when it could not start).
+int run_process(const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  if (posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) return -1;
+  int status = 0;
+  if (waitpid(pid, &status, 0) < 0) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+}  // namespace
+
+std::string metrics_jsonl_to_csv(const fs::path& path) {
+  std::ifstream in(path);
+  TUPE_CHECK(in, path.string() << ": cannot read the metrics file");
+  std::ostringstream csv;
+  csv.precision(9);
+  csv << "step,loss,lr,validation_loss\n";
+  std::string line;
+  int64_t line_no = 0;
+  auto field = [&](const nlohmann::json& j, const char* key) -> std::string {
+    if (!j.contains(key) || j[key].is_null()) return "";
+    TUPE_CHECK(j[key].is_number(), path.string() << ":" << line_no << ": \"" << key << "\" is not a number");
+    std::ostringstream s;
+    s.precision(9);
+    s << j[key].get<double>();
+    return s.str();
+  };
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const std::exception& e) {
+      TUPE_FAIL(path.string() << ":" << line_no << ": not JSON: " << e.what());
+    }
+    TUPE_CHECK(j.is_object(), path.string() << ":" << line_no << ": not a JSON object");
+    TUPE_CHECK(j.contains("step") && j["step"].is_number_integer(),
+               path.string() << ":" << line_no << ": \"step\" missing or not an integer");
+    csv << j["step"].get<int64_t>() << "," << field(j, "loss") << "," << field(j, "lr") << ","
+        << field(j, "validation_loss") << "\n";
+  }
+  return csv.str();
+}
+
+std::string analyze_checkpoint(const AnalyzeOptions& options) {
+  TUPE_CHECK(!options.output.empty(), "--output: missing");
+  TUPE_CHECK(options.heatmap_positions >= 2, "--positions: " << options.heatmap_positions << " is below 2");
+  const checkpoint::ModelCheckpoint ckpt = checkpoint::read_model_checkpoint(options.checkpoint);
+  model::TupeBert net = checkpoint::build_model(ckpt);
+  const auto& c = ckpt.config;
+  const int64_t L = std::min(options.heatmap_positions, c.max_positions);
+  fs::path metrics = options.metrics;
+  if (metrics.empty()) {
+    const auto& cfg = ckpt.contents.state.config;
+    const auto md = cfg.find("train.metrics_dir");
+    const fs::path dir = (md != cfg.end() && !md->second.empty()) ? fs::path(md->second) : ckpt.dir.parent_path() / "metrics";
+    if (fs::exists(dir / "rank_0.jsonl")) metrics = dir / "rank_0.jsonl";
+  }
+  const bool have_curves = !metrics.empty();
+  // Parsed before anything is written: a bad metrics file leaves no partial analysis.
+  const std::string curves_csv = have_curves ? metrics_jsonl_to_csv(metrics) : std::string();
+
+  fs::create_directories(options.output);
+  if (have_curves) write_text(options.output / "curves.csv", curves_csv);
+  else fs::remove(options.output / "curves.csv");
+
+  at::NoGradGuard no_grad;
+  checkpoint::NamedTensors terms;
+  if (c.position_encoding == model::PositionEncoding::kBertAbsolute) {
+    terms = bert_absolute_terms(*net, L);
+  } else {
+    terms.emplace_back("positional_term", net->encoder->positional->forward(L));
+  }
+  for (auto& [name, t] : terms) t = t.to(at::kFloat).contiguous();
+  const std::string variant = model::to_string(c.position_encoding);
+  checkpoint::write_safetensors(options.output / "positional.safetensors", terms,
+                             {{"position_encoding", variant}, {"untie_cls", c.untie_cls ? "true" : "false"}});
+  checkpoint::write_safetensors(options.output / "position_table.safetensors", position_table(*net),
+                             {{"position_encoding", variant}});
+
+  nlohmann::json info = {{"checkpoint", ckpt.dir.string()},         {"step", ckpt.contents.state.step},
+                         {"position_encoding", variant},             {"untie_cls", c.untie_cls},
+                         {"num_heads", c.num_heads},                 {"heatmap_positions", L},
+                         {"metrics", have_curves ? metrics.string() : ""}, {"seed", options.seed}};
+  write_text(options.output / "analysis_input.json", info.dump(2) + "\n");
+
+  std::string python = options.python;
+  if (python.empty()) {
+    const char* env = std::getenv("TUPE_PYTHON");
+    python = (env && *env) ? env : TUPE_DEFAULT_PYTHON;
+  }
+  // The built-in script goes next to its outputs: the folder records what drew its plots.
+  std::string script = options.script;
+  if (script.empty()) {
+    script = (options.output / "analyze_plots.py").string();
+    write_text(script, kAnalyzePlotsPy);
+  }
+  TUPE_CHECK(fs::is_regular_file(script), "--script " << script << ": no such file");
+  const int status = run_process({python, script, options.output.string()});
+  TUPE_CHECK(status != -1, python << ": cannot start the analysis script " << script);
+  TUPE_CHECK(status == 0, script << ": failed with exit status " << status << " (" << python << "; output "
+                                 << options.output.string() << ")");
+  const fs::path table = options.output / "probes.md";
+  TUPE_CHECK(fs::exists(table), script << ": did not write " << table.string());
+  return checkpoint::read_file_bytes(table);
+}
+
+}  // namespace tupe::analyze

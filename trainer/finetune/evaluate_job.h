@@ -1,0 +1,35 @@
+// The evaluation job (`tupe evaluate`): a model saved by `tupe finetune` (models/<TASK>/) on
+// its task's dev split(s) -- the task's metrics -- and test split(s) -- the benchmark's
+// submission files. Data-parallel (the result does not depend on the rank count).
+// run_evaluate_job reads top to bottom: check_config -> load_model -> setup_inference ->
+// evaluate_dev -> predict_test -> write_outputs.
+#pragma once
+#include <string>
+
+#include "common/config_fields.h"
+#include "data_pipeline/text/tokenizer_factory.h"
+#include "dist/mpi_env.h"
+#include "dist/options.h"
+#include "trainer/finetune/finetune_config.h"
+#include "trainer/finetune/tasks/custom_task.h"
+
+namespace tupe::finetune {
+
+/// What `tupe evaluate` reads: [finetune] (data_dir, output_dir, max_length: 0 = the
+/// length the model was trained with, eval_batch_size, device, precision, threads,
+/// skip_bad_rows, predict_test), [task], [tokenizer], [dist] and the model folder.
+struct EvaluateJobConfig {
+  FinetuneConfig finetune;
+  CustomTaskConfig task;  ///< a custom task's files, when its name is the model's task
+  data_pipeline::TokenizerOptions tokenizer;
+  dist::DistOptions dist;
+  std::string model;    ///< <finetune output_dir>/models/<TASK> or one of its step_<N> folders
+  KeyValues effective;  ///< the whole effective config (the ranks compare it)
+};
+
+/// Runs the evaluation; rank 0 writes <output_dir>/evaluation_<TASK>.json and
+/// submission/<X>.tsv. Collective. Throws tupe::Error (one line) on bad options, a model
+/// that is not a fine-tuned one, another vocabulary, or bad task files.
+void run_evaluate_job(const dist::MpiEnv& env, const EvaluateJobConfig& config);
+
+}  // namespace tupe::finetune

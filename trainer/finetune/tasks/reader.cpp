@@ -1,0 +1,136 @@
+#include "trainer/finetune/tasks/reader.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
+#include <sstream>
+
+#include "common/error.h"
+#include "trainer/finetune/tasks/table_formats.h"
+#include "trainer/finetune/tasks/tsv.h"
+
+namespace tupe::finetune {
+
+namespace {
+
+constexpr size_t kMaxSkippedMessages = 10;
+
+/// Resolved 0-based column of `ref` in `table` (npos for an absent reference).
+size_t resolve(const TsvTable& table, const ColumnRef& ref) {
+  if (!ref.name.empty()) return column_index(table, ref.name);
+  if (ref.position >= 0) return static_cast<size_t>(ref.position);
+  return std::string::npos;
+}
+
+bool blank(const std::string& s) { return s.find_first_not_of(" \t\r\n") == std::string::npos; }
+
+/// The score of a regression row, or nullopt when it is not a finite number in [lo, hi].
+std::optional<double> parse_score(const std::string& text, double lo, double hi) {
+  if (text.empty() || blank(text)) return std::nullopt;
+  errno = 0;
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (errno != 0 || end != text.c_str() + text.size() || !std::isfinite(v) || v < lo || v > hi) return std::nullopt;
+  return v;
+}
+
+std::string label_list(const TaskSpec& task) {
+  std::ostringstream os;
+  for (size_t i = 0; i < task.labels.size(); ++i) os << (i ? ", " : "") << task.labels[i];
+  return os.str();
+}
+
+/// The keys a JSONL split needs, in table column order.
+std::vector<std::string> jsonl_keys(const SplitSpec& split) {
+  std::vector<std::string> keys;
+  for (const ColumnRef* c : {&split.text_a, &split.text_b, &split.label, &split.index})
+    if (!c->name.empty()) keys.push_back(c->name);
+  return keys;
+}
+
+std::string score_range(const TaskSpec& task) {
+  if (!std::isfinite(task.score_min) && !std::isfinite(task.score_max)) return "a finite number";
+  std::ostringstream os;
+  os << "a number in [" << task.score_min << ", " << task.score_max << "]";
+  return os.str();
+}
+
+}  // namespace
+
+std::string split_path(const SplitSpec& split, const std::string& glue_dir) {
+  if (split.own_path) return split.file;
+  return (std::filesystem::path(glue_dir) / split.file).string();
+}
+
+SplitData read_split(const TaskSpec& task, const SplitSpec& split, const std::string& glue_dir,
+                     const ReadOptions& options) {
+  SplitData out;
+  out.task = task.name;
+  out.split = split.name;
+  out.path = split_path(split, glue_dir);
+  out.labelled = split.labelled();
+  TUPE_CHECK(std::filesystem::is_regular_file(out.path),
+             out.path << ": no such file (" << task.name << " " << split.name << " split)");
+  const TsvTable table = read_table(out.path, split.format, split.header, jsonl_keys(split));
+  const size_t columns = split.header ? table.header.size() : static_cast<size_t>(split.num_columns);
+  const size_t a = resolve(table, split.text_a), b = resolve(table, split.text_b);
+  const size_t label = resolve(table, split.label), index = resolve(table, split.index);
+
+  int64_t ordinal = -1;  // 0-based data row: the submission id of a test file without an index column
+  for (const TsvRow& row : table.rows) {
+    ++ordinal;
+    std::string problem;
+    Example ex;
+    ex.line = row.line;
+    if (!row.problem.empty()) {
+      problem = row.problem;
+    } else if (row.fields.size() != columns) {
+      std::ostringstream os;
+      os << "expected " << columns << " columns" << (split.header ? " (as the header)" : "") << ", got "
+         << row.fields.size() << (row.fields.size() == 1 && row.fields[0].empty() ? " (empty line)" : "");
+      problem = os.str();
+    } else {
+      ex.text_a = row.fields[a];
+      if (b != std::string::npos) ex.text_b = row.fields[b];
+      if (blank(ex.text_a)) {
+        problem = "empty text in column '" + (split.text_a.name.empty() ? std::to_string(a + 1) : split.text_a.name) +
+                  "'";
+      } else if (b != std::string::npos && blank(ex.text_b)) {
+        problem = "empty text in column '" + (split.text_b.name.empty() ? std::to_string(b + 1) : split.text_b.name) +
+                  "'";
+      } else if (label != std::string::npos) {
+        const std::string& text = row.fields[label];
+        if (task.kind == TaskKind::kRegression) {
+          const auto score = parse_score(text, task.score_min, task.score_max);
+          if (!score) problem = "score '" + text + "' is not " + score_range(task);
+          else ex.score = *score;
+        } else {
+          ex.label = label_id(task, text);
+          if (ex.label < 0) problem = "unknown label '" + text + "' (expected " + label_list(task) + ")";
+        }
+      }
+      if (problem.empty() && index != std::string::npos) {
+        ex.index = row.fields[index];
+        if (blank(ex.index)) problem = "empty index";
+      } else if (problem.empty() && !split.submission.empty()) {
+        ex.index = std::to_string(ordinal);
+      }
+    }
+    if (problem.empty()) {
+      out.examples.push_back(std::move(ex));
+      continue;
+    }
+    std::ostringstream msg;
+    msg << out.path << ":" << row.line << ": " << problem;
+    TUPE_CHECK(options.skip_bad_rows, msg.str() << " (--skip-bad-rows skips such rows)");
+    ++out.skipped_rows;
+    if (out.skipped.size() < kMaxSkippedMessages) out.skipped.push_back(msg.str());
+  }
+  TUPE_CHECK(!out.examples.empty(), out.path << ": no usable rows (" << table.rows.size() << " rows, "
+                                             << out.skipped_rows << " skipped)");
+  return out;
+}
+
+}  // namespace tupe::finetune
