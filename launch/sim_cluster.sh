@@ -279,7 +279,10 @@ start() {
   chmod +x "$dir/rsh-agent"
   # unshare stays outside as the init's parent; --kill-child: when it ends, the init is
   # killed, and with it every process of the cluster's PID namespace.
-  unshare --pid --fork --kill-child --mount-proc --net --mount --uts --propagation private -- \
+  # In the foreground, unshare also dies with this script (setpriv --pdeathsig).
+  local guard=()
+  [ "$foreground" = 1 ] && guard=(setpriv --pdeathsig KILL)
+  "${guard[@]}" unshare --pid --fork --kill-child --mount-proc --net --mount --uts --propagation private -- \
     bash "$self" _init "$dir" "$nodes" "$slurm" "$cpus" < /dev/null > "$dir/init.log" 2>&1 &
   local unshare_pid=$!
   echo "$unshare_pid" > "$dir/unshare.pid"
