@@ -100,7 +100,9 @@ class Cluster:
         return p
 
     def popen(self, host, args):
-        return subprocess.Popen(self.cmd(host, args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+        """A job in the background. Its output goes to files, not pipes: a process left on an
+        unreachable node may hold a pipe open after the job ended."""
+        return Job(self.cmd(host, args), os.path.join(self.dir, f"job-{time.time_ns()}"))
 
     def fault(self, what, node, *extra):
         p = subprocess.run(["bash", SIM, what, self.dir, node, *extra], capture_output=True, text=True, timeout=60)
@@ -121,6 +123,29 @@ class Cluster:
             f.writelines(f"{h} slots={per_node}\n" for h in hosts)
         return [hosts[0], [TUPE_MPIRUN, "--hostfile", hostfile, "--gpus-per-node", 0, "--cpu-ranks", per_node, "--",
                            TUPE] + args]
+
+
+class Job:
+    """A command with stdout and stderr in files; poll() and communicate(timeout) as Popen's."""
+
+    def __init__(self, cmd, prefix):
+        self.out_path, self.err_path = prefix + ".out", prefix + ".err"
+        with open(self.out_path, "w") as out, open(self.err_path, "w") as err:
+            self.proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, text=True, env=ENV)
+
+    @property
+    def returncode(self):
+        return self.proc.returncode
+
+    def poll(self):
+        return self.proc.poll()
+
+    def kill(self):
+        self.proc.kill()
+
+    def communicate(self, timeout=None):
+        self.proc.wait(timeout=timeout)
+        return open(self.out_path).read(), open(self.err_path).read()
 
 
 def pretrain_args(shards, ckpt, **overrides):
@@ -209,7 +234,7 @@ def ended_within(proc, limit, what):
         out, err = proc.communicate(timeout=limit)
     except subprocess.TimeoutExpired:
         proc.kill()
-        out, err = proc.communicate()
+        out, err = proc.communicate(timeout=30)
         fail(f"{what}: the job was still running after {limit} s (a hang)\n{out[-1500:]}\n{err[-1500:]}")
     return time.time() - t0, out, err
 
