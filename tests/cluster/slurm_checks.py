@@ -55,10 +55,16 @@ def submit(c, work, name, launcher, args, sbatch=()):
 def release_if_held(c, job):
     """A requeued job waits for its BeginTime; start it now."""
     info = job_info(c, job)
-    if info.get("JobState") == "PENDING" and info.get("Reason") == "BeginTime":
-        c.run("head", ["scontrol", "update", f"JobId={job}", "StartTime=now"])
-        return True
-    return False
+    if info.get("JobState") != "PENDING" or info.get("Reason") != "BeginTime":
+        return False
+    # Only once the previous run has left every node: released while a node still completes
+    # it, SLURM starts the job there again and kills it ("Job credential revoked").
+    nodes = c.run("head", ["sinfo", "-h", "-N", "-o", "%T"], check=False).stdout.split()
+    if not nodes or any(n != "idle" for n in nodes):
+        return False
+    time.sleep(2)
+    c.run("head", ["scontrol", "update", f"JobId={job}", "StartTime=now"])
+    return True
 
 
 def wait_done(c, job, timeout, out_path):
@@ -83,9 +89,12 @@ def reference(work, shards, steps, ranks=1):
     ref = os.path.join(work, f"uninterrupted_{ranks}x_{steps}")
     if not whole_checkpoints(ref) or whole_checkpoints(ref)[-1] != steps:
         shutil.rmtree(ref, ignore_errors=True)
-        args = pretrain_args(shards, ref, **{"train.max_steps": steps, "checkpoint.every_steps": 0}) + ["--resume", "none"]
+        opts = {"train.max_steps": steps, "checkpoint.every_steps": 0}
         if ranks == 1:
-            single_rank(args[:-2] + ["--train.micro_batch_size", "8", "--resume", "none"])
+            opts["train.micro_batch_size"] = 8
+        args = pretrain_args(shards, ref, **opts) + ["--resume", "none"]
+        if ranks == 1:
+            single_rank(args)
         else:
             p = subprocess.run(["mpirun", "-np", str(ranks), "--oversubscribe", "--bind-to", "none", TUPE] + args,
                                capture_output=True, text=True, env=ENV, timeout=600)
