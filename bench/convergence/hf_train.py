@@ -20,7 +20,7 @@ import sys
 import time
 
 import torch
-from transformers import (BertConfig, BertForMaskedLM, BertTokenizerFast, DataCollatorForLanguageModeling,
+from transformers import (BertConfig, BertForMaskedLM, BertTokenizer, DataCollatorForLanguageModeling,
                           get_linear_schedule_with_warmup)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -56,8 +56,10 @@ def main() -> None:
     train, sp = mlm_data.read_sequences(a.shards, "train")
     val = mlm_data.fixed_validation_batches(a.validation, a.eval_batch, a.eval_seed,
                                             cache=os.path.join(a.out, "..", "validation-batches.pt"))
-    tok = BertTokenizerFast(vocab_file=a.vocab, do_lower_case=True)
-    assert tok.pad_token_id == sp["pad"] and tok.mask_token_id == sp["mask"], "vocabulary differs from the shards'"
+    tok = BertTokenizer(vocab=a.vocab, do_lower_case=True)  # transformers 5: `vocab`, not `vocab_file`
+    if (len(tok), tok.pad_token_id, tok.mask_token_id) != (sp["vocab_size"], sp["pad"], sp["mask"]):
+        raise SystemExit(f"{a.vocab}: {len(tok)} entries, [PAD] {tok.pad_token_id}, [MASK] {tok.mask_token_id}; "
+                         f"the shards say {sp['vocab_size']}, {sp['pad']}, {sp['mask']}")
     collator = DataCollatorForLanguageModeling(tokenizer=tok, mlm=True, mlm_probability=0.15, return_tensors="pt")
 
     torch.manual_seed(a.seed)

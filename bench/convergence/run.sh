@@ -10,7 +10,8 @@
 #
 # Usage: bash bench/convergence/run.sh            (resumable: rerun it; finished parts are skipped)
 # Environment: CONV_WORK (default runs/convergence), TUPE_BIN (default build/cli/tupe),
-#   TUPE_SHARED_DATA (default ../shared/data), CONV_SEEDS ("1 2"), CONV_STEPS (800),
+#   TUPE_SHARED_DATA (default ../shared/data), MIXED_ENGLISH_SHARDS (default
+#   runs/mixed-english/shards, made by bench/mixed_english_shards.sh if missing), CONV_SEEDS ("1 2"), CONV_STEPS (800),
 #   CONV_WARMUP (80), CONV_EVAL_STEPS ("50,100,200,300,400,500,600,700,800"), CONV_THREADS (2).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -26,26 +27,14 @@ warmup="${CONV_WARMUP:-80}"
 eval_steps="${CONV_EVAL_STEPS:-50,100,200,300,400,500,600,700,800}"
 threads="${CONV_THREADS:-2}"
 vocab="$data/vocab/bert-base-uncased-vocab.txt"
-text="$data/text/mixed-english"
 py="$TUPE_PYTHON"
 [ -x "$tupe" ] || { echo "convergence: no tupe executable at $tupe (build first: bash launch/build.sh)" >&2; exit 1; }
 mkdir -p "$work"
 log() { echo "[convergence $(date +%H:%M:%S)] $*"; }
 
 # ---- 1. Shards: train.txt -> train shards, validation.txt -> validation shards ----------------
-shards="$work/shards"
-common=(--tokenizer.vocab "$vocab" --tokenizer.lower_case true --preprocess.max_seq_len 128
-        --preprocess.documents blank_line --preprocess.packing full_sentences --preprocess.seed 1)
-if [ ! -f "$shards/train/effective_config.ini" ]; then
-  log "preprocess $text/train.txt"
-  "$tupe" preprocess "${common[@]}" --preprocess.validation_ratio 0 --preprocess.num_shards 4 \
-    --input "$text/train.txt" --output "$shards/train" --overwrite
-fi
-if [ ! -f "$shards/validation/effective_config.ini" ]; then
-  log "preprocess $text/validation.txt"
-  "$tupe" preprocess "${common[@]}" --preprocess.split validation \
-    --input "$text/validation.txt" --output "$shards/validation" --overwrite
-fi
+shards="${MIXED_ENGLISH_SHARDS:-$repo/runs/mixed-english/shards}"
+bash "$repo/bench/mixed_english_shards.sh" "$tupe" "$shards"
 
 # ---- 2. tupe: pre-train each seed, keeping the checkpoint of every evaluation step ------------
 IFS=, read -r -a evals <<< "$eval_steps"
