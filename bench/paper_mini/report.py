@@ -117,8 +117,9 @@ def main() -> None:
             if len(b) and len(t):
                 d = statistics.mean(t) - statistics.mean(b)
                 sb, st = max(b) - min(b), max(t) - min(t)
+                verdict = ("yes" if abs(d) > max(sb, st) else "no") if min(len(b), len(t)) >= 2 else "n/a (one seed)"
                 lines.append(f"| {name} | {statistics.mean(b):.4f} | {sb:.4f} | {statistics.mean(t):.4f} | {st:.4f} | "
-                             f"{d:+.4f} | {'yes' if abs(d) > max(sb, st) else 'no'} |")
+                             f"{d:+.4f} | {verdict} |")
         lines.append("")
     with open(os.path.join(a.work, "report.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
