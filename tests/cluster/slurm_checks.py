@@ -6,8 +6,9 @@ Usage: slurm_checks.py CHECK WORKDIR
               TUPE_LAUNCHER=mpirun, 2 nodes x 2 ranks: both complete, equal to 1 rank
   preempt     `scontrol requeue` mid-run: SIGTERM -> checkpoint -> the requeued job resumes
               and completes; final weights equal an uninterrupted run's
-  time_limit  --time=1 --signal=USR1@40: checkpoint, requeue, auto-resume, repeated until
+  time_limit  --time=1 --signal=B:USR1@40: checkpoint, requeue, auto-resume, repeated until
               training completes; final weights equal an uninterrupted run's
+              (TUPE_TIME_LIMIT_STEPS, default 600; TUPE_TIME_LIMIT_LAUNCHER srun or mpirun)
   node_down   node2 killed (slurmd and ranks): the job ends, with the reason in its output
 A requeued job is held by Slurm for about 2 minutes (its BeginTime); the checks release it
 at once with `scontrol update JobId=J StartTime=now`, as an administrator could.
@@ -170,19 +171,20 @@ def check_time_limit(work):
     shards = shards_of(work)
     steps = int(os.environ.get("TUPE_TIME_LIMIT_STEPS", "600"))
     ref = reference(work, shards, steps, ranks=4)
+    launcher = os.environ.get("TUPE_TIME_LIMIT_LAUNCHER", "srun")
     ck = os.path.join(work, "time_limited")
     shutil.rmtree(ck, ignore_errors=True)
     t0 = time.time()
     with Cluster(work, "sim", 2, slurm=True) as c:
-        job, out = submit(c, work, "time_limit", "srun",
+        job, out = submit(c, work, "time_limit", launcher,
                           pretrain_args(shards, ck, **{"train.max_steps": steps, "checkpoint.every_steps": 0,
                                                        "train.log_every": 50}),
-                          sbatch=["--time=1", "--signal=USR1@40"])
+                          sbatch=["--time=1", "--signal=B:USR1@40"])
         restarts, text = requeue_cycles(c, job, out, ck, steps, 900)
     cycles = [line for line in text.splitlines() if "stopped by signal" in line or "resumed from" in line
               or "re-queueing" in line]
     print("\n".join(cycles))
-    print(f"time limit: {restarts} requeue(s), {time.time() - t0:.0f} s in all")
+    print(f"time limit ({launcher}): {restarts} requeue(s), {time.time() - t0:.0f} s in all")
     if restarts < 1 or sum("stopped by signal" in line for line in cycles) < restarts:
         fail(f"the time limit did not cycle through checkpoint and requeue:\n{text[-4000:]}")
     compare(ck, ref, steps, "time-limited cycles")
