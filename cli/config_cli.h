@@ -39,7 +39,9 @@ class ConfigCli {
   void section(const std::string& name, const FieldTable<S>& table, S& target) {
     boost::program_options::options_description desc("[" + name + "] options (--config file or command line)");
     for (const auto& f : table.fields())
-      add_field_option(desc, name + "." + f.name, f.help, f.get(target));
+      add_field_option(desc, name + "." + f.name, f.describe(), f.get(target));
+    for (const auto& [key, why] : table.removed_keys())  // accepted, so that apply() refuses them in words
+      add_field_option(desc, name + "." + key, "(removed) " + why, "");
     config_options_.add(desc);
     for (const auto& [k, v] : table.to_kv(target)) defaults_[name + "." + k] = v;
     sections_.push_back({name, [&table, &target, name](const KeyValues& kv, const std::string& where) {

@@ -47,6 +47,17 @@ std::string choice_words(const std::vector<std::string>& words) {
   return out;
 }
 
+std::string range_text(const std::optional<Bound>& lo, const std::optional<Bound>& hi) {
+  if (lo && !hi) {
+    if (lo->value == 0 && !lo->inclusive) return "positive";
+    return std::string(lo->inclusive ? ">= " : "> ") + format_double(lo->value);
+  }
+  if (hi && !lo) return std::string(hi->inclusive ? "<= " : "< ") + format_double(hi->value);
+  if (!lo && !hi) return "";
+  return std::string(lo->inclusive ? "[" : "(") + format_double(lo->value) + ", " + format_double(hi->value) +
+         (hi->inclusive ? "]" : ")");
+}
+
 std::string format_double(double v) {
   char buf[64];
   auto [ptr, ec] = std::to_chars(buf, buf + sizeof(buf), v);

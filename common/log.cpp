@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 
+#include "common/config_fields.h"
 #include "common/error.h"
 
 namespace tupe::log {
@@ -71,29 +72,31 @@ std::string rank_tag(const Console& c) { return "[rank " + std::to_string(c.rank
 
 }  // namespace
 
+namespace {
+// The words of the levels and of the rank selection (config_fields.h's Choice tables; a
+// value's first word is the one printed).
+constexpr Choice<Level> kLevelWords[] = {{"debug", Level::kDebug}, {"info", Level::kInfo}, {"warn", Level::kWarn},
+                                         {"warning", Level::kWarn}, {"error", Level::kError}, {"off", Level::kOff}};
+constexpr Choice<Ranks> kRanksWords[] = {{"0", Ranks::kRankZero}, {"all", Ranks::kAll}};
+}  // namespace
+
 Level parse_level(std::string_view text, std::string_view where) {
-  if (text == "debug") return Level::kDebug;
-  if (text == "info") return Level::kInfo;
-  if (text == "warn" || text == "warning") return Level::kWarn;
-  if (text == "error") return Level::kError;
-  if (text == "off") return Level::kOff;
-  TUPE_FAIL(where << ": unknown log level '" << text << "' (debug, info, warn, error, off)");
+  for (const auto& c : kLevelWords)
+    if (text == c.word) return c.value;
+  std::string words;
+  for (const auto& w : primary_words(kLevelWords)) words += (words.empty() ? "" : ", ") + w;
+  TUPE_FAIL(where << ": unknown log level '" << text << "' (" << words << ")");
 }
 
 const char* to_string(Level level) {
-  switch (level) {
-    case Level::kDebug: return "debug";
-    case Level::kInfo: return "info";
-    case Level::kWarn: return "warn";
-    case Level::kError: return "error";
-    case Level::kOff: return "off";
-  }
+  for (const auto& c : kLevelWords)
+    if (c.value == level) return c.word;
   return "?";
 }
 
 Ranks parse_ranks(std::string_view text, std::string_view where) {
-  if (text == "0") return Ranks::kRankZero;
-  if (text == "all") return Ranks::kAll;
+  for (const auto& c : kRanksWords)
+    if (text == c.word) return c.value;
   TUPE_FAIL(where << ": unknown log ranks '" << text << "' (0 = rank 0 only, all = every rank)");
 }
 

@@ -1,5 +1,7 @@
 // Configuration of the data loader (INI section [data]): where the shards are, the global
-// batch, the seeds, masking, padding and prefetching.
+// batch, the seeds, masking, padding and prefetching. Every field -- its meaning, unit,
+// default and range -- is described once, in the field table in loader_config.cpp
+// (common/config_fields.h; docs/config.md).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -17,32 +19,36 @@ enum class PinMemory {
   kOn,    ///< always (needs CUDA in this process)
   kOff,   ///< never
 };
-std::string to_string(PinMemory p);
-/// Throws tupe::Error "key 'pin_memory': expected auto, true or false, got '...'".
-PinMemory parse_pin_memory(const std::string& text);
+/// The words of pin_memory: auto, and the boolean words (true/1/yes/on, false/0/no/off).
+inline constexpr Choice<PinMemory> kPinMemoryWords[] = {
+    {"auto", PinMemory::kAuto}, {"true", PinMemory::kOn},  {"false", PinMemory::kOff}, {"1", PinMemory::kOn},
+    {"yes", PinMemory::kOn},    {"on", PinMemory::kOn},    {"0", PinMemory::kOff},     {"no", PinMemory::kOff},
+    {"off", PinMemory::kOff}};
 
 struct LoaderConfig {
-  std::string train_shards;           ///< comma-separated shard files or folders (train split)
-  std::string validation_shards;      ///< comma-separated shard files or folders (validation split); "" = none
-  int64_t vocab_size = 0;             ///< NVIDIA shards: vocabulary size (ids); own shards: 0 or the recorded size
-  int64_t global_batch_size = 256;    ///< B: sequences per optimizer step over all ranks (divisible by world size)
-  int64_t seed = 1234;                ///< seed of the epoch order and the training masks
-  int64_t validation_seed = 4321;     ///< seed of the validation masks (fixed: independent of the epoch)
-  double mask_probability = 0.15;     ///< fraction of non-special tokens predicted per sequence
-  double replace_with_mask = 0.8;     ///< of the predicted tokens: fraction shown as [MASK]
-  double replace_with_random = 0.1;   ///< of the predicted tokens: fraction shown as a random id
-  int64_t max_predictions = 0;        ///< cap on predicted tokens per sequence (0 = none)
-  bool use_static_masks = true;       ///< NVIDIA shards: use their stored masks (false: unmask, mask dynamically)
-  int64_t pad_to_multiple = 8;        ///< padded length: longest sequence of the global batch rounded up to this (tokens)
-  bool pad_to_max_seq_len = false;    ///< pad every batch to the dataset's max_seq_len instead
-  int64_t num_threads = 1;            ///< background threads building batches (0 = build in next())
-  int64_t prefetch_batches = 4;       ///< batches built ahead at most (bounded queue)
-  PinMemory pin_memory = PinMemory::kAuto;  ///< page-locked batch tensors (kOn needs CUDA; kAuto = on for CUDA)
-  bool load_in_memory = false;        ///< load every shard at start (false: read on demand, on_demand.h)
-  int64_t read_cache_mb = 128;        ///< on demand: decompressed-block cache per rank (MiB; compressed/NVIDIA shards)
+  LoaderConfig() { fields().reset(*this); }
+  std::string train_shards;
+  std::string validation_shards;
+  int64_t vocab_size;
+  int64_t global_batch_size;  ///< B
+  int64_t seed;
+  int64_t validation_seed;
+  double mask_probability;
+  double replace_with_mask;
+  double replace_with_random;
+  int64_t max_predictions;
+  bool use_static_masks;
+  int64_t pad_to_multiple;
+  bool pad_to_max_seq_len;
+  int64_t num_threads;
+  int64_t prefetch_batches;
+  PinMemory pin_memory;
+  bool load_in_memory;
+  int64_t read_cache_mb;
 
   /// Whether batches are pinned when the trainer computes on CUDA (`cuda`) or not.
   bool pins(bool cuda) const { return pin_memory == PinMemory::kOn || (pin_memory == PinMemory::kAuto && cuda); }
+  /// The field table's ranges and the masking rule (replace_with_mask + replace_with_random <= 1).
   /// Throws tupe::Error "data.<key>: <cause>".
   void validate() const;
   MaskingConfig masking() const;

@@ -12,41 +12,42 @@ namespace fs = std::filesystem;
 
 namespace tupe::data_pipeline {
 
-void PreprocessConfig::validate() const {
-  TUPE_CHECK(max_seq_len >= 8 && max_seq_len <= 65535,
-             "preprocess.max_seq_len: must be in 8..65535, got " << max_seq_len);
-  TUPE_CHECK(validation_ratio >= 0 && validation_ratio < 1,
-             "preprocess.validation_ratio: must be in [0, 1), got " << validation_ratio
-                                                                   << " (a whole file as validation: preprocess.split = validation)");
-  TUPE_CHECK(num_shards >= 1 && num_shards <= 99999, "preprocess.num_shards: must be in 1..99999, got " << num_shards);
-  TUPE_CHECK(num_validation_shards >= 1 && num_validation_shards <= 99999,
-             "preprocess.num_validation_shards: must be in 1..99999, got " << num_validation_shards);
-  TUPE_CHECK(piece_bytes >= 1024, "preprocess.piece_bytes: must be at least 1024, got " << piece_bytes);
-  TUPE_CHECK(compression_level >= 0 && compression_level <= 9,
-             "preprocess.compression_level: must be in 0..9, got " << compression_level);
-}
+void PreprocessConfig::validate() const { fields().check(*this); }
 
 const FieldTable<PreprocessConfig>& PreprocessConfig::fields() {
-  static const FieldTable<PreprocessConfig> table = [] {
-    FieldTable<PreprocessConfig> t;
-    t.integer("max_seq_len", &PreprocessConfig::max_seq_len, "sequence length incl. [CLS] and [SEP] (tokens)")
-        .choice("packing", &PreprocessConfig::packing, kPackingWords,
-                "full_sentences (RoBERTa FULL-SENTENCES, across documents) | document (within one document)")
-        .choice("documents", &PreprocessConfig::documents, kDocumentBoundaryWords,
-                "document boundaries: blank_line (blank lines, BERT format) | line (one document per line)")
-        .real("validation_ratio", &PreprocessConfig::validation_ratio,
-              "fraction of documents sent to the validation split (0 = none)")
-        .choice("split", &PreprocessConfig::split, kSplitModeWords,
-                "ratio (documents split by validation_ratio) | validation (every document into validation shards, "
-                "for a separate validation file)")
-        .integer("num_shards", &PreprocessConfig::num_shards, "train shard files")
-        .integer("num_validation_shards", &PreprocessConfig::num_validation_shards, "validation shard files")
-        .integer("seed", &PreprocessConfig::seed, "seed of the train/validation split")
-        .integer("piece_bytes", &PreprocessConfig::piece_bytes,
-                 "input bytes per packing stream and unit of work (bytes)")
-        .integer("compression_level", &PreprocessConfig::compression_level,
+  using P = PreprocessConfig;
+  static const FieldTable<P> table = [] {
+    FieldTable<P> t("preprocess");
+    t.integer("max_seq_len", &P::max_seq_len, 128, "tokens", "sequence length incl. [CLS] and [SEP]")
+        .at_least(8)
+        .at_most(65535)
+        .choice("packing", &P::packing, kPackingWords, Packing::kFullSentences,
+                "full_sentences (RoBERTa FULL-SENTENCES, across documents) or document (within one document)")
+        .choice("documents", &P::documents, kDocumentBoundaryWords, DocumentBoundary::kBlankLine,
+                "document boundaries: blank lines (BERT's format) or one document per line")
+        .real("validation_ratio", &P::validation_ratio, 0.01, "fraction",
+              "of the documents sent to the validation split; 0 = none (a whole file as validation: split = "
+              "validation)")
+        .at_least(0)
+        .below(1)
+        .choice("split", &P::split, kSplitModeWords, SplitMode::kRatio,
+                "documents split by validation_ratio (ratio), or every document into validation shards "
+                "(validation, for a separate validation file)")
+        .integer("num_shards", &P::num_shards, 1, "files", "train shards")
+        .at_least(1)
+        .at_most(99999)
+        .integer("num_validation_shards", &P::num_validation_shards, 1, "files",
+                 "validation shards (when validation_ratio > 0 or split = validation)")
+        .at_least(1)
+        .at_most(99999)
+        .integer("seed", &P::seed, 12345, "", "seed of the train/validation split")
+        .integer("piece_bytes", &P::piece_bytes, 1 << 20, "bytes", "input per packing stream and unit of work")
+        .at_least(1024)
+        .integer("compression_level", &P::compression_level, 0, "",
                  "deflate level of the shards: 0 = unfiltered (read by file offset, fastest), 1..9 = smaller files "
-                 "read through a cache");
+                 "read through a cache")
+        .at_least(0)
+        .at_most(9);
     return t;
   }();
   return table;

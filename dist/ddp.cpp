@@ -56,7 +56,6 @@ DistributedDataParallel::DistributedDataParallel(Communicator& comm, std::vector
   for (size_t b = 0; b < buffer_.buckets().size(); ++b)
     buckets_.emplace_back(b, buffer_.bucket_view(b), buffer_.buckets()[b].params);
   scale_factor_ = options_.grad_scale;
-  if (options_.grad_reduce == GradReduce::kAverage) scale_factor_ /= comm_.world_size();
   ready_.assign(params_.size(), 0);
   buffer_.attach(params_);
   hooks_ = std::make_unique<Hooks>();

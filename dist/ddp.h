@@ -15,7 +15,7 @@
 //   optimizer step (reads param.grad = the reduced gradients)
 // Gradients ACCUMULATE in the buffer over micro-steps; only the last micro-step's backward
 // launches all-reduces. After finish_grad_sync, grad = scale * SUM over ranks of the
-// accumulated gradients, scale = grad_scale (x 1/world size with grad_reduce = average).
+// accumulated gradients, scale = dist.grad_scale.
 #pragma once
 #include <ATen/core/Tensor.h>
 

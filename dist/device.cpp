@@ -20,11 +20,6 @@
 
 namespace tupe::dist {
 
-namespace {
-constexpr Choice<DeviceRequest> kDeviceRequestWords[] = {
-    {"auto", DeviceRequest::kAuto}, {"cpu", DeviceRequest::kCpu}, {"cuda", DeviceRequest::kCuda}};
-}  // namespace
-
 DeviceRequest parse_device_request(const std::string& text, const std::string& key) {
   return parse_choice(key, text, kDeviceRequestWords);
 }

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "common/config_fields.h"
+
 namespace tupe::dist {
 
 class MpiEnv;
@@ -25,6 +27,8 @@ enum class DeviceRequest {
   kCpu,   ///< the CPU
   kCuda,  ///< a GPU; an error when none is visible
 };
+inline constexpr Choice<DeviceRequest> kDeviceRequestWords[] = {
+    {"auto", DeviceRequest::kAuto}, {"cpu", DeviceRequest::kCpu}, {"cuda", DeviceRequest::kCuda}};
 /// Parses auto | cpu | cuda; throws tupe::Error "<key>: expected auto, cpu or cuda, got '...'".
 DeviceRequest parse_device_request(const std::string& text, const std::string& key);
 /// "auto" | "cpu" | "cuda".

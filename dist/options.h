@@ -1,6 +1,7 @@
-// Options of the data-parallel layer ([dist] section of a config). Plain struct with a
-// documented default per field; validate() is pure and throws tupe::Error naming the key.
-// The same FieldTable drives --help, INI parsing and printing (common/config_fields.h).
+// Options of the data-parallel layer ([dist] section of a config). Every field -- its
+// meaning, unit, default and range -- is described once, in the field table in options.cpp
+// (common/config_fields.h; `tupe pretrain --help` prints it, docs/config.md lists it).
+// validate() is pure and throws tupe::Error naming the key.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -15,8 +16,11 @@ enum class BackendKind {
   kNccl,  ///< NCCL (GPU only; needs a build with TUPE_HAVE_NCCL)
   kMpi,   ///< MPI non-blocking collectives on contiguous CPU tensors
 };
+inline constexpr Choice<BackendKind> kBackendWords[] = {
+    {"auto", BackendKind::kAuto}, {"nccl", BackendKind::kNccl}, {"mpi", BackendKind::kMpi}};
+/// "auto" | "nccl" | "mpi".
 std::string to_string(BackendKind b);
-/// Throws tupe::Error for a name other than auto, nccl, mpi.
+/// The backend of a word; throws tupe::Error "key 'backend': expected auto, nccl or mpi, got '<text>'".
 BackendKind parse_backend(const std::string& text);
 
 /// The dtype gradients travel in during the all-reduce.
@@ -24,29 +28,21 @@ enum class ReduceDtype {
   kFp32,  ///< reduce in the gradient dtype (fp32 for fp32 parameters)
   kBf16,  ///< cast the bucket to bf16, reduce, cast back (half the bytes, ~3 significant digits)
 };
-std::string to_string(ReduceDtype d);
-ReduceDtype parse_reduce_dtype(const std::string& text);
+inline constexpr Choice<ReduceDtype> kReduceDtypeWords[] = {{"fp32", ReduceDtype::kFp32}, {"bf16", ReduceDtype::kBf16}};
 
-/// How the summed gradients are scaled after the all-reduce.
-enum class GradReduce {
-  kSum,      ///< SUM over ranks (the trainer divides the loss by the GLOBAL masked-token count)
-  kAverage,  ///< SUM / world size
-};
-std::string to_string(GradReduce g);
-GradReduce parse_grad_reduce(const std::string& text);
-
+/// [dist] section. Gradients are always SUMMED over ranks: both jobs divide their losses by
+/// counts of the global batch (trainer/train_step.h), so the sum is the global mean's
+/// gradient. The former key grad_reduce is refused with one line.
 struct DistOptions {
-  BackendKind backend = BackendKind::kAuto;  ///< auto | nccl | mpi
-  int64_t bucket_size_bytes = 25 * 1024 * 1024;  ///< gradient bucket cap (bytes; c10d's 25 MiB)
-  ReduceDtype reduce_dtype = ReduceDtype::kFp32;  ///< fp32 | bf16 wire dtype of gradient buckets
-  GradReduce grad_reduce = GradReduce::kSum;      ///< sum | average across ranks
-  double grad_scale = 1.0;   ///< extra factor applied to the reduced gradients (1.0 = none)
-  double timeout_s = 600.0;  ///< a collective not finished after this many seconds aborts the job; 0 = no watchdog
+  DistOptions() { fields().reset(*this); }
+  BackendKind backend;
+  int64_t bucket_size_bytes;
+  ReduceDtype reduce_dtype;
+  double grad_scale;
+  double timeout_s;
 
-  /// Throws tupe::Error "dist.<key>: <cause>" on a bad value.
+  /// The field table's ranges. Throws tupe::Error "dist.<key>: <cause>".
   void validate() const;
-
-  /// The one field table (help text with units) for this struct.
   static const FieldTable<DistOptions>& fields();
 };
 

@@ -5,22 +5,10 @@
 
 namespace tupe::model {
 
-std::string to_string(PositionEncoding p) {
-  switch (p) {
-    case PositionEncoding::kBertAbsolute: return "bert-absolute";
-    case PositionEncoding::kBertRelative: return "bert-relative";
-    case PositionEncoding::kTupeAbsolute: return "tupe-absolute";
-    case PositionEncoding::kTupeRelative: return "tupe-relative";
-  }
-  return "?";
-}
+std::string to_string(PositionEncoding p) { return choice_word(p, kPositionEncodingWords); }
 
-PositionEncoding parse_position_encoding(const std::string& t) {
-  for (auto p : {PositionEncoding::kBertAbsolute, PositionEncoding::kBertRelative, PositionEncoding::kTupeAbsolute,
-                 PositionEncoding::kTupeRelative})
-    if (t == to_string(p)) return p;
-  TUPE_FAIL("key 'position_encoding': expected bert-absolute, bert-relative, tupe-absolute or tupe-relative, got '"
-            << t << "'");
+PositionEncoding parse_position_encoding(const std::string& text) {
+  return parse_choice("key 'position_encoding'", text, kPositionEncodingWords);
 }
 
 double ModelConfig::attention_scale() const {
@@ -30,56 +18,56 @@ double ModelConfig::attention_scale() const {
 }
 
 void ModelConfig::validate() const {
-  TUPE_CHECK(vocab_size > 0, "model.vocab_size: must be positive, got " << vocab_size);
-  TUPE_CHECK(hidden_size > 0, "model.hidden_size: must be positive, got " << hidden_size);
-  TUPE_CHECK(num_layers > 0, "model.num_layers: must be positive, got " << num_layers);
-  TUPE_CHECK(num_heads > 0 && hidden_size % num_heads == 0,
-             "model.num_heads: " << num_heads << " must divide hidden_size " << hidden_size);
-  TUPE_CHECK(ffn_size > 0, "model.ffn_size: must be positive, got " << ffn_size);
-  TUPE_CHECK(max_positions >= 2, "model.max_positions: must be at least 2, got " << max_positions);
-  TUPE_CHECK(type_vocab_size >= 0, "model.type_vocab_size: must be >= 0, got " << type_vocab_size);
-  TUPE_CHECK(hidden_dropout >= 0 && hidden_dropout < 1, "model.hidden_dropout: must be in [0, 1), got " << hidden_dropout);
-  TUPE_CHECK(attention_dropout >= 0 && attention_dropout < 1,
-             "model.attention_dropout: must be in [0, 1), got " << attention_dropout);
-  TUPE_CHECK(layer_norm_eps > 0, "model.layer_norm_eps: must be positive, got " << layer_norm_eps);
-  TUPE_CHECK(relative_buckets >= 4 && relative_buckets % 2 == 0,
-             "model.relative_buckets: must be even and >= 4, got " << relative_buckets);
+  fields().check(*this);
+  TUPE_CHECK(hidden_size % num_heads == 0, "model.num_heads: " << num_heads << " must divide hidden_size " << hidden_size);
+  TUPE_CHECK(relative_buckets % 2 == 0, "model.relative_buckets: must be even and >= 4, got " << relative_buckets);
   TUPE_CHECK(relative_max_distance > relative_buckets / 4,
              "model.relative_max_distance: must exceed relative_buckets / 4, got " << relative_max_distance);
-  TUPE_CHECK(init_std > 0, "model.init_std: must be positive, got " << init_std);
   TUPE_CHECK(!untie_cls || has_untied_positions() || has_relative_bias(),
              "model.untie_cls: the [CLS] untie resets a positional logit term; " << to_string(position_encoding)
                                                                                   << " has none (set untie_cls = false)");
 }
 
 const FieldTable<ModelConfig>& ModelConfig::fields() {
-  static const FieldTable<ModelConfig> table = [] {
-    FieldTable<ModelConfig> t;
-    t.integer("vocab_size", &ModelConfig::vocab_size, "vocabulary size V (ids)")
-        .integer("hidden_size", &ModelConfig::hidden_size, "model width d (elements)")
-        .integer("num_layers", &ModelConfig::num_layers, "encoder layers")
-        .integer("num_heads", &ModelConfig::num_heads, "attention heads H (d_h = d / H)")
-        .integer("ffn_size", &ModelConfig::ffn_size, "feed-forward inner width (elements)")
-        .integer("max_positions", &ModelConfig::max_positions, "longest sequence the position table serves (tokens)")
-        .integer("type_vocab_size", &ModelConfig::type_vocab_size, "segment ids; 0 = no segment embedding")
-        .real("hidden_dropout", &ModelConfig::hidden_dropout, "dropout probability on embeddings and sublayer outputs")
-        .real("attention_dropout", &ModelConfig::attention_dropout, "dropout probability on attention weights")
-        .real("layer_norm_eps", &ModelConfig::layer_norm_eps, "LayerNorm epsilon")
-        .custom(
-            "position_encoding", "bert-absolute | bert-relative | tupe-absolute | tupe-relative",
-            [](const ModelConfig& c) { return to_string(c.position_encoding); },
-            [](ModelConfig& c, const std::string& v) { c.position_encoding = parse_position_encoding(v); })
-        .boolean("untie_cls", &ModelConfig::untie_cls, "TUPE Eq. 9: [CLS] row/column of the positional term reset")
-        .custom(
-            "layer_norm", "post | pre: LayerNorm after the residual add (BERT) or before each sublayer",
-            [](const ModelConfig& c) { return std::string(c.layer_norm == LayerNormPlacement::kPost ? "post" : "pre"); },
-            [](ModelConfig& c, const std::string& v) {
-              TUPE_CHECK(v == "post" || v == "pre", "key 'layer_norm': expected post or pre, got '" << v << "'");
-              c.layer_norm = v == "post" ? LayerNormPlacement::kPost : LayerNormPlacement::kPre;
-            })
-        .integer("relative_buckets", &ModelConfig::relative_buckets, "T5 relative buckets (bidirectional)")
-        .integer("relative_max_distance", &ModelConfig::relative_max_distance, "T5 max relative distance (tokens)")
-        .real("init_std", &ModelConfig::init_std, "standard deviation of the N(0, s) weight init");
+  using M = ModelConfig;
+  static const FieldTable<M> table = [] {
+    FieldTable<M> t("model");
+    t.integer("vocab_size", &M::vocab_size, 30522, "ids", "vocabulary size V: token ids in [0, V)")
+        .positive()
+        .integer("hidden_size", &M::hidden_size, 768, "elements", "model width d")
+        .positive()
+        .integer("num_layers", &M::num_layers, 12, "", "encoder layers")
+        .positive()
+        .integer("num_heads", &M::num_heads, 12, "", "attention heads H (d_h = d / H; H divides d)")
+        .positive()
+        .integer("ffn_size", &M::ffn_size, 3072, "elements", "feed-forward inner width (4 d)")
+        .positive()
+        .integer("max_positions", &M::max_positions, 512, "tokens", "longest sequence L the position table serves")
+        .at_least(2)
+        .integer("type_vocab_size", &M::type_vocab_size, 0, "", "segment (token type) ids; 0 = no segment embedding")
+        .at_least(0)
+        .real("hidden_dropout", &M::hidden_dropout, 0.1, "probability", "dropout on embeddings and sublayer outputs")
+        .at_least(0)
+        .below(1)
+        .real("attention_dropout", &M::attention_dropout, 0.1, "probability", "dropout on attention probabilities")
+        .at_least(0)
+        .below(1)
+        .real("layer_norm_eps", &M::layer_norm_eps, 1e-12, "", "LayerNorm epsilon (BERT: 1e-12; the paper's code: 1e-5)")
+        .positive()
+        .choice("position_encoding", &M::position_encoding, kPositionEncodingWords, PositionEncoding::kTupeRelative,
+                "the positional-encoding variant (docs/model.md)")
+        .boolean("untie_cls", &M::untie_cls, true,
+                 "TUPE Eq. 9: the [CLS] row and column of the positional term reset (needs a positional logit term)")
+        .choice("layer_norm", &M::layer_norm, kLayerNormWords, LayerNormPlacement::kPost,
+                "LayerNorm after the residual add (post, BERT) or before each sublayer (pre)")
+        .integer("relative_buckets", &M::relative_buckets, 32, "", "T5 relative buckets (bidirectional; even); the "
+                 "bias table has buckets + 1 rows")
+        .at_least(4)
+        .integer("relative_max_distance", &M::relative_max_distance, 128, "tokens",
+                 "T5 max relative distance (> relative_buckets / 4)")
+        .positive()
+        .real("init_std", &M::init_std, 0.02, "", "standard deviation of the N(0, s) init of weights and tables")
+        .positive();
     return t;
   }();
   return table;

@@ -48,13 +48,6 @@ std::string vocab_listing_path(const std::string& model) {
 
 }  // namespace
 
-namespace {
-
-constexpr Choice<SentencePieceModelType> kModelTypeWords[] = {{"unigram", SentencePieceModelType::kUnigram},
-                                                              {"bpe", SentencePieceModelType::kBpe}};
-
-}  // namespace
-
 std::string to_string(SentencePieceModelType t) { return choice_word(t, kModelTypeWords); }
 
 SentencePieceModelType parse_sentencepiece_model_type(const std::string& key, const std::string& text) {
@@ -64,30 +57,36 @@ SentencePieceModelType parse_sentencepiece_model_type(const std::string& key, co
 void SentencePieceTrainOptions::validate() const {
   TUPE_CHECK(!split_comma_list(input).empty(), "vocab.input: no input file given");
   TUPE_CHECK(!model.empty(), "vocab.model: no output path given");
-  TUPE_CHECK(vocab_size > 5 && vocab_size < (int64_t{1} << 31),
-             "vocab.vocab_size: must exceed the 5 special tokens (and fit int32), got " << vocab_size);
-  TUPE_CHECK(character_coverage >= 0.98 && character_coverage <= 1.0,
-             "vocab.character_coverage: must be in [0.98, 1], got " << character_coverage);
-  TUPE_CHECK(max_sentence_bytes > 0, "vocab.max_sentence_bytes: must be positive, got " << max_sentence_bytes);
-  TUPE_CHECK(input_sentence_size >= 0, "vocab.input_sentence_size: must be >= 0, got " << input_sentence_size);
-  TUPE_CHECK(num_threads >= 1 && num_threads <= 1024, "vocab.num_threads: must be in [1, 1024], got " << num_threads);
-  TUPE_CHECK(seed >= 0 && seed <= 0xFFFFFFFFLL, "vocab.seed: must be in [0, 2^32), got " << seed);
+  fields().check(*this);
 }
 
 const FieldTable<SentencePieceTrainOptions>& SentencePieceTrainOptions::fields() {
   using S = SentencePieceTrainOptions;
   static const FieldTable<S> table = [] {
-    FieldTable<S> t;
-    t.path_list("input", &S::input, "UTF-8 text files, comma-separated (one sentence or paragraph a line)")
-        .path("model", &S::model, "output SentencePiece .model path (piece list written to <stem>.vocab)")
-        .integer("vocab_size", &S::vocab_size, "pieces in the model, the 5 special tokens included (ids)")
-        .choice("model_type", &S::model_type, kModelTypeWords, "unigram | bpe")
-        .boolean("lower_case", &S::lower_case, "fold case (SentencePiece rule nmt_nfkc_cf; else nmt_nfkc)")
-        .real("character_coverage", &S::character_coverage, "fraction of corpus characters kept as pieces")
-        .integer("max_sentence_bytes", &S::max_sentence_bytes, "longer lines are skipped in training (bytes)")
-        .integer("input_sentence_size", &S::input_sentence_size, "lines sampled for training (lines; 0 = all)")
-        .integer("num_threads", &S::num_threads, "trainer threads")
-        .integer("seed", &S::seed, "random seed of SentencePiece's line sampling");
+    FieldTable<S> t("vocab");
+    t.path_list("input", &S::input, "", "UTF-8 text files, comma-separated (one sentence or paragraph a line)")
+        .path("model", &S::model, "", "output SentencePiece .model path (the piece list goes to <stem>.vocab)")
+        .integer("vocab_size", &S::vocab_size, 8000, "ids",
+                 "pieces in the model, the 5 special tokens included (> 5, fits int32)")
+        .above(5)
+        .below(2147483648.0)
+        .choice("model_type", &S::model_type, kModelTypeWords, SentencePieceModelType::kUnigram,
+                "the SentencePiece model trained")
+        .boolean("lower_case", &S::lower_case, true, "fold case (SentencePiece rule nmt_nfkc_cf; else nmt_nfkc)")
+        .real("character_coverage", &S::character_coverage, 0.9995, "fraction",
+              "of the corpus' characters kept as pieces")
+        .at_least(0.98)
+        .at_most(1)
+        .integer("max_sentence_bytes", &S::max_sentence_bytes, 16384, "bytes", "longer lines are skipped in training")
+        .positive()
+        .integer("input_sentence_size", &S::input_sentence_size, 0, "lines", "sampled for training; 0 = all")
+        .at_least(0)
+        .integer("num_threads", &S::num_threads, 1, "", "trainer threads")
+        .at_least(1)
+        .at_most(1024)
+        .integer("seed", &S::seed, 1234, "", "random seed of SentencePiece's line sampling")
+        .at_least(0)
+        .below(4294967296.0);
     return t;
   }();
   return table;

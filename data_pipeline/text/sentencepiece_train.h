@@ -25,22 +25,28 @@ enum class SentencePieceModelType {
   kUnigram,  ///< unigram language model (Kudo 2018)
   kBpe,      ///< byte-pair encoding (Sennrich et al. 2016)
 };
+inline constexpr Choice<SentencePieceModelType> kModelTypeWords[] = {{"unigram", SentencePieceModelType::kUnigram},
+                                                                    {"bpe", SentencePieceModelType::kBpe}};
 /// "unigram" | "bpe" (SentencePiece's own names of the two).
 std::string to_string(SentencePieceModelType t);
 /// Parses "unigram" | "bpe"; throws tupe::Error "<key>: expected unigram or bpe, got '<text>'".
 SentencePieceModelType parse_sentencepiece_model_type(const std::string& key, const std::string& text);
 
+/// [vocab] section (`tupe vocab`). Every field -- its meaning, unit, default and range -- is
+/// described once, in the field table in sentencepiece_train.cpp (common/config_fields.h;
+/// docs/config.md).
 struct SentencePieceTrainOptions {
-  std::string input;                    ///< UTF-8 text files, comma-separated; one sentence or paragraph a line
-  std::string model;                    ///< output .model path; the piece list goes to <stem>.vocab beside it
-  int64_t vocab_size = 8000;            ///< pieces in the model, the 5 special tokens included
-  SentencePieceModelType model_type = SentencePieceModelType::kUnigram;  ///< unigram | bpe
-  bool lower_case = true;               ///< fold case (SentencePiece rule nmt_nfkc_cf, else nmt_nfkc)
-  double character_coverage = 0.9995;   ///< fraction of the corpus' characters kept as pieces (0.98..1]
-  int64_t max_sentence_bytes = 16384;   ///< longer lines are skipped by the trainer (bytes)
-  int64_t input_sentence_size = 0;      ///< lines sampled for training (0 = all lines)
-  int64_t num_threads = 1;              ///< trainer threads
-  int64_t seed = 1234;                  ///< SentencePiece's random generator seed (line sampling)
+  SentencePieceTrainOptions() { fields().reset(*this); }
+  std::string input;
+  std::string model;
+  int64_t vocab_size;
+  SentencePieceModelType model_type;
+  bool lower_case;
+  double character_coverage;
+  int64_t max_sentence_bytes;
+  int64_t input_sentence_size;
+  int64_t num_threads;
+  int64_t seed;
 
   /// Throws tupe::Error "vocab.<key>: <cause>" on a bad value (pure; does not touch files).
   void validate() const;

@@ -6,13 +6,6 @@
 
 namespace tupe::data_pipeline {
 
-namespace {
-
-constexpr Choice<TokenizerKind> kTokenizerKindWords[] = {{"wordpiece", TokenizerKind::kWordPiece},
-                                                         {"sentencepiece", TokenizerKind::kSentencePiece}};
-
-}  // namespace
-
 std::string to_string(TokenizerKind k) { return choice_word(k, kTokenizerKindWords); }
 
 TokenizerKind parse_tokenizer_kind(const std::string& key, const std::string& text) {
@@ -21,17 +14,21 @@ TokenizerKind parse_tokenizer_kind(const std::string& key, const std::string& te
 
 void TokenizerOptions::validate() const {
   TUPE_CHECK(!vocab.empty(), "tokenizer.vocab: no vocabulary path given");
-  TUPE_CHECK(max_word_chars > 0, "tokenizer.max_word_chars: must be positive, got " << max_word_chars);
+  fields().check(*this);
 }
 
 const FieldTable<TokenizerOptions>& TokenizerOptions::fields() {
   using S = TokenizerOptions;
   static const FieldTable<S> table = [] {
-    FieldTable<S> t;
-    t.choice("kind", &S::kind, kTokenizerKindWords, "wordpiece (BERT vocab.txt) | sentencepiece (.model file)")
-        .path("vocab", &S::vocab, "path of the vocab.txt or SentencePiece .model")
-        .boolean("lower_case", &S::lower_case, "lower-case (wordpiece: and strip accents, as BERT)")
-        .integer("max_word_chars", &S::max_word_chars, "wordpiece: longer words become [UNK] (characters)");
+    FieldTable<S> t("tokenizer");
+    t.choice("kind", &S::kind, kTokenizerKindWords, TokenizerKind::kWordPiece,
+             "BERT's WordPiece on a vocab.txt, or a SentencePiece .model")
+        .path("vocab", &S::vocab, "", "path of the vocab.txt or SentencePiece .model (required)")
+        .boolean("lower_case", &S::lower_case, true,
+                 "lower-case (wordpiece: and strip accents, as BERT's basic tokenizer; sentencepiece: must match "
+                 "the model)")
+        .integer("max_word_chars", &S::max_word_chars, 100, "characters", "wordpiece: longer words become [UNK]")
+        .positive();
     return t;
   }();
   return table;

@@ -14,16 +14,21 @@ enum class TokenizerKind {
   kWordPiece,      ///< BERT's WordPiece on a vocab.txt (wordpiece.h)
   kSentencePiece,  ///< a SentencePiece .model (sentencepiece_tokenizer.h)
 };
+inline constexpr Choice<TokenizerKind> kTokenizerKindWords[] = {{"wordpiece", TokenizerKind::kWordPiece},
+                                                                {"sentencepiece", TokenizerKind::kSentencePiece}};
 /// "wordpiece" | "sentencepiece" (also what Tokenizer::kind() and shard headers record).
 std::string to_string(TokenizerKind k);
 /// Parses "wordpiece" | "sentencepiece"; throws tupe::Error "<key>: expected wordpiece or sentencepiece, got '<text>'".
 TokenizerKind parse_tokenizer_kind(const std::string& key, const std::string& text);
 
+/// [tokenizer] section. Every field -- its meaning, unit, default and range -- is described
+/// once, in the field table in tokenizer_factory.cpp (common/config_fields.h; docs/config.md).
 struct TokenizerOptions {
-  TokenizerKind kind = TokenizerKind::kWordPiece;  ///< wordpiece (BERT vocab.txt) | sentencepiece (.model file)
-  std::string vocab;               ///< path of vocab.txt or the SentencePiece .model
-  bool lower_case = true;          ///< lower-case (and strip accents, as BERT's basic tokenizer)
-  int64_t max_word_chars = 100;    ///< WordPiece: longer words become [UNK] (characters)
+  TokenizerOptions() { fields().reset(*this); }
+  TokenizerKind kind;
+  std::string vocab;
+  bool lower_case;
+  int64_t max_word_chars;
   /// Throws tupe::Error "tokenizer.<key>: <cause>" (pure: does not open the vocabulary).
   void validate() const;
   static const FieldTable<TokenizerOptions>& fields();

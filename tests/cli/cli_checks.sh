@@ -44,8 +44,8 @@ printf '[dist]\ntest_stall_rank = 1\n' > "$bad"
 check_error "unknown key 'test_stall_rank'" "$TUPE_BIN" info --config "$bad"
 rm -f "$bad"
 check_error "train.micro_batch_size" "$TUPE_BIN" pretrain --config "$cfg" --train.micro_batch_size -1
-check_error "dist.grad_reduce: average would divide by the world size twice" "$TUPE_BIN" pretrain --config "$cfg" \
-  --dist.grad_reduce average
+check_error "key 'grad_reduce' is no longer read: gradients are always summed over ranks" "$TUPE_BIN" pretrain \
+  --config "$cfg" --dist.grad_reduce average
 check_error "unknown subcommand" "$TUPE_BIN" pretrian
 check_error "too many positional options" "$TUPE_BIN" info --config "$cfg" stray_word
 # Paths in a config file are relative to the file's folder; on the command line, to the

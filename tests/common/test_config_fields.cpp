@@ -1,6 +1,7 @@
 // Table-driven config structs (common/config_fields.h): value parsing (integers written by
-// people: 1e6, 1_000_000), the shortest round-trip double text, and FieldTable's apply /
-// to_kv with errors naming the place and the key, and enum choice fields (word <-> value).
+// people: 1e6, 1_000_000), the shortest round-trip double text, FieldTable's apply / to_kv
+// with errors naming the place and the key, enum choice fields (word <-> value), and the one
+// entry per field: its default (the struct's constructor), its range check and its help line.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -59,28 +60,28 @@ TEST(CommonConfigFields, ShortestDoubleTextReadsBackExactly) {
 }
 
 enum class Color { kRed, kBlue };
+constexpr Choice<Color> kColorWords[] = {{"red", Color::kRed}, {"blue", Color::kBlue}};
 
 struct Sample {
-  int64_t steps = 10;  ///< an integer field
-  double lr = 1e-4;    ///< a real field
-  bool shuffle = true;
-  std::string name = "tiny";
-  Color color = Color::kRed;
+  Sample() { fields().reset(*this); }
+  int64_t steps;
+  double lr;
+  bool shuffle;
+  std::string name;
+  Color color;
 
   static const FieldTable<Sample>& fields() {
     static const FieldTable<Sample> table = [] {
-      FieldTable<Sample> t;
-      t.integer("steps", &Sample::steps, "optimizer steps")
-          .real("lr", &Sample::lr, "peak learning rate")
-          .boolean("shuffle", &Sample::shuffle, "shuffle the data")
-          .text("name", &Sample::name, "run name")
-          .custom(
-              "color", "red | blue",
-              [](const Sample& s) { return std::string(s.color == Color::kRed ? "red" : "blue"); },
-              [](Sample& s, const std::string& v) {
-                TUPE_CHECK(v == "red" || v == "blue", "key 'color': expected red or blue, got '" << v << "'");
-                s.color = v == "red" ? Color::kRed : Color::kBlue;
-              });
+      FieldTable<Sample> t("train");
+      t.integer("steps", &Sample::steps, 10, "optimizer steps", "run length")
+          .positive()
+          .real("lr", &Sample::lr, 1e-4, "", "peak learning rate")
+          .positive()
+          .at_most(1)
+          .boolean("shuffle", &Sample::shuffle, true, "shuffle the data")
+          .text("name", &Sample::name, "tiny", "run name")
+          .not_empty()
+          .choice("color", &Sample::color, kColorWords, Color::kRed, "the colour");
       return t;
     }();
     return table;
@@ -107,6 +108,92 @@ TEST(CommonConfigFields, TableAppliesAndPrintsEveryField) {
   EXPECT_EQ(Sample::fields().find("LR"), nullptr);
 }
 
+TEST(CommonConfigFields, OneEntryGivesTheDefaultTheRangeAndTheHelpLine) {
+  // The defaults come from the table: a new struct holds them, and defaults() prints them.
+  const Sample s;
+  EXPECT_EQ(s.steps, 10);
+  EXPECT_EQ(s.lr, 1e-4);
+  EXPECT_TRUE(s.shuffle);
+  EXPECT_EQ(s.name, "tiny");
+  EXPECT_EQ(s.color, Color::kRed);
+  EXPECT_EQ(Sample::fields().defaults(), Sample::fields().to_kv(s));
+  EXPECT_NO_THROW(Sample::fields().check(s));
+  // The help line: meaning (unit; allowed values).
+  EXPECT_EQ(Sample::fields().find("steps")->describe(), "run length (optimizer steps; positive)");
+  EXPECT_EQ(Sample::fields().find("lr")->describe(), "peak learning rate ((0, 1])");
+  EXPECT_EQ(Sample::fields().find("shuffle")->describe(), "shuffle the data");
+  EXPECT_EQ(Sample::fields().find("name")->describe(), "run name (not empty)");
+  EXPECT_EQ(Sample::fields().find("color")->describe(), "the colour (red | blue)");
+  // Out of range: "<section>.<key>: must be ..., got <value>".
+  Sample bad;
+  bad.steps = 0;
+  EXPECT_EQ(error_of([&] { Sample::fields().check(bad); }), "train.steps: must be positive, got 0");
+  bad = Sample();
+  bad.lr = 2;
+  EXPECT_EQ(error_of([&] { Sample::fields().check(bad); }), "train.lr: must be in (0, 1], got 2");
+  bad = Sample();
+  bad.name = "";
+  EXPECT_EQ(error_of([&] { Sample::fields().check(bad); }), "train.name: must not be empty");
+  // reset() restores every default.
+  bad.steps = 5;
+  Sample::fields().reset(bad);
+  EXPECT_EQ(Sample::fields().to_kv(bad), Sample::fields().defaults());
+}
+
+struct Ranges {
+  Ranges() { fields().reset(*this); }
+  int64_t length, threads;
+  double ratio, factor;
+
+  static const FieldTable<Ranges>& fields() {
+    static const FieldTable<Ranges> table = [] {
+      FieldTable<Ranges> t("r");
+      t.integer("length", &Ranges::length, 0, "tokens", "0 = the model's").at_least(3).or_zero();
+      t.integer("threads", &Ranges::threads, 1, "", "threads").at_least(1).at_most(256);
+      t.real("ratio", &Ranges::ratio, 0, "fraction", "share").at_least(0).below(1);
+      t.real("factor", &Ranges::factor, 2, "factor", "growth").above(1);
+      t.removed("old_key", "is no longer read: use length instead");
+      return t;
+    }();
+    return table;
+  }
+};
+
+TEST(CommonConfigFields, RangesAtTheirEdgesAndRemovedKeys) {
+  Ranges r;
+  const auto& t = Ranges::fields();
+  auto violation = [&](const char* key) { return t.find(key)->violation(r); };
+  for (int64_t v : {int64_t{0}, int64_t{3}, int64_t{1000}}) {
+    r.length = v;
+    EXPECT_EQ(violation("length"), "") << v;
+  }
+  for (int64_t v : {int64_t{1}, int64_t{2}, int64_t{-1}}) {
+    r.length = v;
+    EXPECT_EQ(violation("length"), "must be 0 or >= 3, got " + std::to_string(v));
+  }
+  r = Ranges();
+  r.threads = 256;
+  EXPECT_EQ(violation("threads"), "");
+  r.threads = 257;
+  EXPECT_EQ(violation("threads"), "must be in [1, 256], got 257");
+  r.threads = 0;
+  EXPECT_EQ(violation("threads"), "must be in [1, 256], got 0");
+  r = Ranges();
+  r.ratio = 1;
+  EXPECT_EQ(violation("ratio"), "must be in [0, 1), got 1");
+  r.ratio = 0.999;
+  EXPECT_EQ(violation("ratio"), "");
+  r.factor = 1;
+  EXPECT_EQ(violation("factor"), "must be > 1, got 1");
+  EXPECT_EQ(t.find("length")->describe(), "0 = the model's (tokens; 0 or >= 3)");
+  EXPECT_EQ(t.find("factor")->describe(), "growth (factor; > 1)");
+  // A removed key is refused in words, an unknown one only named.
+  EXPECT_EQ(error_of([&] { t.apply(r, {{"old_key", "1"}}, "x.ini [r]"); }),
+            "x.ini [r]: key 'old_key' is no longer read: use length instead");
+  EXPECT_EQ(error_of([&] { t.apply(r, {{"older_key", "1"}}, "x.ini [r]"); }), "x.ini [r]: unknown key 'older_key'");
+  EXPECT_EQ(t.removed_keys().count("old_key"), 1u);
+}
+
 TEST(CommonConfigFields, ErrorsNameThePlaceAndTheKey) {
   Sample s;
   EXPECT_EQ(error_of([&] {
@@ -127,17 +214,19 @@ enum class Fruit { kApple, kPear, kPlum };
 
 /// The choice table of Fruit (the words of configs, in the order errors list them).
 constexpr Choice<Fruit> kFruitWords[] = {{"apple", Fruit::kApple}, {"pear", Fruit::kPear}, {"plum", Fruit::kPlum}};
-constexpr Choice<Color> kColorWords[] = {{"red", Color::kRed}, {"blue", Color::kBlue}};
+/// Two words for one value: the first is printed, and only first words are listed.
+constexpr Choice<Color> kColorAliasWords[] = {{"red", Color::kRed}, {"blue", Color::kBlue}, {"crimson", Color::kRed}};
 
 struct Basket {
-  Fruit fruit = Fruit::kPear;
-  Color color = Color::kRed;
+  Basket() { fields().reset(*this); }
+  Fruit fruit;
+  Color color;
 
   static const FieldTable<Basket>& fields() {
     static const FieldTable<Basket> table = [] {
-      FieldTable<Basket> t;
-      t.choice("fruit", &Basket::fruit, kFruitWords, "apple | pear | plum")
-          .choice("color", &Basket::color, kColorWords, "red | blue");
+      FieldTable<Basket> t("basket");
+      t.choice("fruit", &Basket::fruit, kFruitWords, Fruit::kPear, "apple | pear | plum")
+          .choice("color", &Basket::color, kColorWords, Color::kRed, "red | blue");
       return t;
     }();
     return table;
@@ -188,6 +277,10 @@ TEST(CommonConfigFields, ChoiceErrorsNameTheKeyTheValueAndTheWords) {
             }),
             "--basket.color: key 'color': expected red or blue, got 'green'");
   EXPECT_EQ(b.fruit, Fruit::kPear);  // a refused word leaves the field as it was
+  // Aliases parse, print as the first word, and errors list first words only.
+  EXPECT_EQ(parse_choice("k", "crimson", kColorAliasWords), Color::kRed);
+  EXPECT_EQ(choice_word(Color::kRed, kColorAliasWords), "red");
+  EXPECT_EQ(error_of([] { parse_choice("k", "green", kColorAliasWords); }), "k: expected red or blue, got 'green'");
   EXPECT_EQ(error_of([] { choice_word(static_cast<Fruit>(7), kFruitWords); }),
             "choice table has no word for enum value 7");
 }

@@ -171,12 +171,10 @@ TEST(DistOptions, DefaultsAndParsing) {
   EXPECT_NO_THROW(o.validate());
   EXPECT_EQ(o.bucket_size_bytes, 25 * 1024 * 1024);
   EXPECT_EQ(o.grad_scale, 1.0);
-  EXPECT_EQ(o.grad_reduce, GradReduce::kSum);
-  DistOptions::fields().apply(o, {{"backend", "mpi"}, {"reduce_dtype", "bf16"}, {"grad_reduce", "average"},
-                                  {"bucket_size_bytes", "1024"}, {"timeout_s", "2.5"}}, "test");
+  DistOptions::fields().apply(o, {{"backend", "mpi"}, {"reduce_dtype", "bf16"}, {"bucket_size_bytes", "1024"},
+                                  {"timeout_s", "2.5"}}, "test");
   EXPECT_EQ(o.backend, BackendKind::kMpi);
   EXPECT_EQ(o.reduce_dtype, ReduceDtype::kBf16);
-  EXPECT_EQ(o.grad_reduce, GradReduce::kAverage);
   EXPECT_EQ(o.bucket_size_bytes, 1024);
   EXPECT_EQ(o.timeout_s, 2.5);
   const auto kv = DistOptions::fields().to_kv(o);
@@ -203,6 +201,16 @@ TEST(DistOptions, ErrorsNameTheKey) {
   o.timeout_s = -1;
   EXPECT_THROW(o.validate(), Error);
   EXPECT_THROW(DistOptions::fields().apply(o, {{"no_such_key", "1"}}, "x"), Error);
+  // The removed key grad_reduce is refused in one line that says why.
+  try {
+    DistOptions::fields().apply(o, {{"grad_reduce", "sum"}}, "cfg.ini [dist]");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("cfg.ini [dist]: key 'grad_reduce' is no longer read: gradients are always "
+                                          "summed over ranks", 0),
+              0u)
+        << e.what();
+  }
 }
 
 TEST(DistOptions, TestStallKeysAreNoConfigKeys) {

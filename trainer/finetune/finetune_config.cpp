@@ -9,26 +9,6 @@
 
 namespace tupe::finetune {
 
-namespace {
-
-constexpr Choice<SelectEpoch> kSelectEpochWords[] = {{"best", SelectEpoch::kBest}, {"last", SelectEpoch::kLast}};
-constexpr Choice<FinetunePrecision> kPrecisionWords[] = {
-    {"fp32", FinetunePrecision::kFp32}, {"bf16", FinetunePrecision::kBf16}, {"auto", FinetunePrecision::kAuto}};
-
-}  // namespace
-
-std::string to_string(SelectEpoch s) { return choice_word(s, kSelectEpochWords); }
-
-SelectEpoch parse_select_epoch(const std::string& key, const std::string& text) {
-  return parse_choice(key, text, kSelectEpochWords);
-}
-
-std::string to_string(FinetunePrecision p) { return choice_word(p, kPrecisionWords); }
-
-FinetunePrecision parse_finetune_precision(const std::string& key, const std::string& text) {
-  return parse_choice(key, text, kPrecisionWords);
-}
-
 bool uses_bf16(FinetunePrecision p, bool on_cuda) {
   return p == FinetunePrecision::kBf16 || (p == FinetunePrecision::kAuto && on_cuda);
 }
@@ -60,68 +40,80 @@ std::vector<int64_t> FinetuneConfig::seed_list() const {
 }
 
 void FinetuneConfig::validate() const {
+  fields().check(*this);
   check_task_list_syntax(tasks, "finetune.tasks");  // names are resolved by the job (custom tasks)
   learning_rate_list();
   seed_list();
-  TUPE_CHECK(!output_dir.empty(), "finetune.output_dir: must not be empty");
-  TUPE_CHECK(batch_size > 0, "finetune.batch_size: must be positive, got " << batch_size);
-  TUPE_CHECK(micro_batch_size >= 0, "finetune.micro_batch_size: must be >= 0 (0 = whole share), got " << micro_batch_size);
-  TUPE_CHECK(epochs >= 0, "finetune.epochs: must be >= 0 (0 = the paper's), got " << epochs);
-  TUPE_CHECK(warmup_ratio >= 0 && warmup_ratio <= 1, "finetune.warmup_ratio: must be in [0, 1], got " << warmup_ratio);
-  TUPE_CHECK(beta1 >= 0 && beta1 < 1, "finetune.beta1: must be in [0, 1), got " << beta1);
-  TUPE_CHECK(beta2 >= 0 && beta2 < 1, "finetune.beta2: must be in [0, 1), got " << beta2);
-  TUPE_CHECK(eps > 0, "finetune.eps: must be positive, got " << eps);
-  TUPE_CHECK(weight_decay >= 0, "finetune.weight_decay: must be >= 0, got " << weight_decay);
-  TUPE_CHECK(clip_grad_norm >= 0, "finetune.clip_grad_norm: must be >= 0 (0 = off), got " << clip_grad_norm);
-  TUPE_CHECK(hidden_dropout >= 0 && hidden_dropout < 1, "finetune.hidden_dropout: must be in [0, 1), got " << hidden_dropout);
-  TUPE_CHECK(attention_dropout >= 0 && attention_dropout < 1,
-             "finetune.attention_dropout: must be in [0, 1), got " << attention_dropout);
-  TUPE_CHECK(max_length == 0 || max_length >= 3,
-             "finetune.max_length: must be 0 (the model's max_positions) or >= 3, got " << max_length);
-  TUPE_CHECK(train_rows >= 0, "finetune.train_rows: must be >= 0 (0 = all), got " << train_rows);
-  TUPE_CHECK(data_seed >= 0, "finetune.data_seed: must be >= 0, got " << data_seed);
-  TUPE_CHECK(eval_batch_size > 0, "finetune.eval_batch_size: must be positive, got " << eval_batch_size);
-  TUPE_CHECK(threads >= 0, "finetune.threads: must be >= 0, got " << threads);
 }
 
 const FieldTable<FinetuneConfig>& FinetuneConfig::fields() {
   using C = FinetuneConfig;
   static const FieldTable<C> table = [] {
-    FieldTable<C> t;
-    t.text("tasks", &C::tasks,
-           "comma-separated GLUE tasks (CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE, WNLI) or all")
-        .path("data_dir", &C::data_dir, "GLUE folder holding <TASK>/{train,dev,test}.tsv and diagnostic/")
-        .path("checkpoint", &C::checkpoint, "pre-training checkpoint: a step_<N> folder or a checkpoint dir (newest)")
-        .path("output_dir", &C::output_dir, "folder for results.json, results.md, submission/ and models/")
-        .text("learning_rates", &C::learning_rates, "peak learning-rate grid, comma-separated")
-        .text("seeds", &C::seeds, "seeds per learning rate, comma-separated (head init, data order, dropout)")
-        .integer("batch_size", &C::batch_size, "global batch (examples per optimizer step, all ranks)")
-        .integer("micro_batch_size", &C::micro_batch_size, "examples per rank per forward/backward (0 = whole share)")
-        .integer("epochs", &C::epochs, "training epochs (0 = the paper's: 10; 5 for MNLI, QNLI, QQP)")
-        .real("warmup_ratio", &C::warmup_ratio, "fraction of optimizer steps of linear warm-up, then linear decay to 0")
-        .real("beta1", &C::beta1, "Adam first-moment decay")
-        .real("beta2", &C::beta2, "Adam second-moment decay")
-        .real("eps", &C::eps, "Adam epsilon")
-        .real("weight_decay", &C::weight_decay, "decoupled weight decay (not on biases, LayerNorm)")
-        .real("clip_grad_norm", &C::clip_grad_norm, "max global gradient L2 norm (0 = off)")
-        .real("hidden_dropout", &C::hidden_dropout, "dropout probability on embeddings, sublayer outputs, the head")
-        .real("attention_dropout", &C::attention_dropout, "dropout probability on attention weights")
-        .integer("max_length", &C::max_length, "tokens per example incl. [CLS]/[SEP] (0 = model.max_positions)")
-        .integer("train_rows", &C::train_rows, "train on a random subset of this many rows (0 = all)")
-        .integer("data_seed", &C::data_seed, "seed of the train_rows subset")
-        .integer("eval_batch_size", &C::eval_batch_size, "examples per rank per forward in evaluation")
-        .choice("select_epoch", &C::select_epoch, kSelectEpochWords,
-                "best | last: the epoch whose dev metric a run reports")
-        .choice("precision", &C::precision, kPrecisionWords, "fp32 | bf16 | auto (bf16 on a GPU, fp32 on the CPU)")
-        .custom(
-            "device", "auto | cpu | cuda (auto: cuda:<local rank> when present)",
-            [](const C& c) { return dist::to_string(c.device); },
-            [](C& c, const std::string& v) { c.device = dist::parse_device_request(v, "key 'device'"); })
-        .integer("threads", &C::threads, "intra-op CPU threads per rank (0 = LibTorch's default)")
-        .boolean("skip_bad_rows", &C::skip_bad_rows, "skip and count malformed rows instead of failing")
-        .boolean("predict_test", &C::predict_test, "write the submission files for the test sets")
-        .boolean("save_model", &C::save_model, "save the fine-tuned weights of each task's reported run")
-        .text("model_name", &C::model_name, "row name in the results table (\"\" = the variant, e.g. TUPE-R)");
+    FieldTable<C> t("finetune");
+    t.text("tasks", &C::tasks, "all",
+           "comma-separated GLUE tasks (CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE, WNLI), all, or the [task] "
+           "section's name")
+        .path("data_dir", &C::data_dir, "", "GLUE folder holding <TASK>/{train,dev,test}.tsv and diagnostic/")
+        .path("checkpoint", &C::checkpoint, "",
+              "pre-training checkpoint: a step_<N> folder, or a checkpoint.dir (its newest whole one)")
+        .path("output_dir", &C::output_dir, "glue_results", "folder of results.json, results.md, submission/, models/")
+        .not_empty()
+        .text("learning_rates", &C::learning_rates, "2e-5,3e-5,4e-5,5e-5",
+              "peak learning-rate grid, comma-separated (positive, distinct)")
+        .text("seeds", &C::seeds, "1,2,3,4,5",
+              "seeds per learning rate, comma-separated (>= 0, distinct): sentence-head init, data order, dropout")
+        .integer("batch_size", &C::batch_size, 32, "examples", "global batch: per optimizer step over all ranks")
+        .positive()
+        .integer("micro_batch_size", &C::micro_batch_size, 0, "examples",
+                 "per rank per forward/backward; 0 = the rank's whole share")
+        .at_least(0)
+        .integer("epochs", &C::epochs, 0, "", "training epochs; 0 = the paper's (10; 5 for MNLI, QNLI, QQP)")
+        .at_least(0)
+        .real("warmup_ratio", &C::warmup_ratio, 0.06, "fraction",
+              "of the optimizer steps: linear warm-up, then linear decay to 0")
+        .at_least(0)
+        .at_most(1)
+        .real("beta1", &C::beta1, 0.9, "", "Adam first-moment decay")
+        .at_least(0)
+        .below(1)
+        .real("beta2", &C::beta2, 0.999, "", "Adam second-moment decay")
+        .at_least(0)
+        .below(1)
+        .real("eps", &C::eps, 1e-6, "", "Adam epsilon")
+        .positive()
+        .real("weight_decay", &C::weight_decay, 0.01, "", "decoupled weight decay (not on biases, LayerNorm)")
+        .at_least(0)
+        .real("clip_grad_norm", &C::clip_grad_norm, 1.0, "", "max global gradient L2 norm; 0 = no clipping")
+        .at_least(0)
+        .real("hidden_dropout", &C::hidden_dropout, 0.1, "probability",
+              "dropout on embeddings, sublayer outputs and the sentence head")
+        .at_least(0)
+        .below(1)
+        .real("attention_dropout", &C::attention_dropout, 0.1, "probability", "dropout on attention probabilities")
+        .at_least(0)
+        .below(1)
+        .integer("max_length", &C::max_length, 0, "tokens",
+                 "per example incl. [CLS]/[SEP]; 0 = model.max_positions (the paper: 512)")
+        .at_least(3)
+        .or_zero()
+        .integer("train_rows", &C::train_rows, 0, "rows", "train on a random subset of this many; 0 = all")
+        .at_least(0)
+        .integer("data_seed", &C::data_seed, 1, "", "seed of the train_rows subset")
+        .at_least(0)
+        .integer("eval_batch_size", &C::eval_batch_size, 64, "examples", "per rank per forward in evaluation")
+        .positive()
+        .choice("select_epoch", &C::select_epoch, kSelectEpochWords, SelectEpoch::kBest,
+                "the epoch whose dev metric a run reports: the best (the earliest of equals) or the last")
+        .choice("precision", &C::precision, kFinetunePrecisionWords, FinetunePrecision::kAuto,
+                "autocast dtype: fp32, bf16, or auto (bf16 on a GPU, fp32 on the CPU)")
+        .choice("device", &C::device, dist::kDeviceRequestWords, dist::DeviceRequest::kAuto,
+                "cuda:<local rank> when a GPU is visible (auto), the CPU, or a GPU")
+        .integer("threads", &C::threads, 0, "", "intra-op CPU threads per rank; 0 = LibTorch's default")
+        .at_least(0)
+        .boolean("skip_bad_rows", &C::skip_bad_rows, false, "skip (and count) malformed rows instead of failing")
+        .boolean("predict_test", &C::predict_test, true, "write the benchmark's submission files for the test sets")
+        .boolean("save_model", &C::save_model, true, "save the fine-tuned weights of each task's reported run")
+        .text("model_name", &C::model_name, "", "row name in the results table; \"\" = the variant (TUPE-R, BERT-A, ...)");
     return t;
   }();
   return table;

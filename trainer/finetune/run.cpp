@@ -127,8 +127,7 @@ void build_step(Run& r) {
   o.precision.precision =
       r.env.inference.autocast_dtype == at::kBFloat16 ? trainer::Precision::kBf16 : trainer::Precision::kFp32;
   o.dist = r.env.dist_options;
-  o.dist.grad_reduce = dist::GradReduce::kSum;  // the loss is already divided by the global batch
-  o.dist.grad_scale = 1.0;
+  o.dist.grad_scale = 1.0;  // the loss is already divided by the global batch
   o.seed = static_cast<int64_t>(hash_words({static_cast<uint64_t>(r.rec.seed), kDropoutStream}));
   r.step = std::make_unique<trainer::TrainStep>(r.params, r.comm, r.device, o);
 }

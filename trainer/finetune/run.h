@@ -36,7 +36,7 @@ namespace tupe::finetune {
 struct RunEnvironment {
   dist::DistContext* dist = nullptr;               ///< ranks, device, communicator
   const FinetuneConfig* config = nullptr;          ///< the [finetune] options
-  dist::DistOptions dist_options;                  ///< bucket size etc. (grad_reduce forced to sum)
+  dist::DistOptions dist_options;                  ///< bucket size etc. (grad_scale forced to 1)
   model::ModelConfig model_config;                 ///< the checkpoint's, with the fine-tuning dropout
   const checkpoint::NamedTensors* encoder = nullptr;  ///< the pre-training checkpoint's tensors (CPU)
   std::string encoder_where;                       ///< names the checkpoint in errors

@@ -35,9 +35,6 @@ void check_config(const PretrainConfig& cfg) {
   cfg.dist.validate();
   cfg.train.validate();
   TUPE_CHECK(!cfg.data.train_shards.empty(), "data.train_shards: no training shards given");
-  TUPE_CHECK(cfg.dist.grad_reduce == dist::GradReduce::kSum,
-             "dist.grad_reduce: average would divide by the world size twice: the MLM loss is already divided by the "
-             "global number of masked tokens, so gradients are summed (use sum)");
 }
 
 void setup_device(PretrainJob& job) {

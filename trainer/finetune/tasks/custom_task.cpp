@@ -30,26 +30,29 @@ std::vector<std::string> metric_list(const CustomTaskConfig& c) {
 
 const FieldTable<CustomTaskConfig>& CustomTaskConfig::fields() {
   using S = CustomTaskConfig;
-  static const FieldTable<S> table =
-      FieldTable<S>()
-          .text("name", &S::name,
-                "custom task name, run when finetune.tasks lists it (\"\" = none; letters, digits, . _ -)")
-          .path("train", &S::train, "train file (TSV, CSV or JSONL)")
-          .path("dev", &S::dev, "dev file, labelled (picks the epoch and the learning rate)")
-          .path("test", &S::test, "test file for the submission predictions (\"\" = none)")
-          .choice("format", &S::format, kTableFormatWords,
-                  "auto (by extension: .tsv .csv .jsonl .json) | tsv | csv | jsonl")
-          .text("text_a", &S::text_a, "column (header name) or JSONL key of the first text")
-          .text("text_b", &S::text_b, "column or key of the second text (\"\" = single-text task)")
-          .text("label", &S::label, "column or key of the gold label (classification) or number (regression)")
-          .text("index", &S::index, "test file: column or key of the id in the submission (\"\" = row number from 0)")
-          .choice("kind", &S::kind, kTaskKindWords, "classification | regression")
-          .text("labels", &S::labels,
-                "classification: label values in id order, comma-separated (F1: the second is positive)")
-          .text("metrics", &S::metrics,
-                "metrics, primary first: accuracy, f1, mcc (classification); pearson, spearman "
-                "(regression); \"\" = accuracy / pearson,spearman")
-          .integer("epochs", &S::epochs, "training epochs when finetune.epochs = 0");
+  static const FieldTable<S> table = [] {
+    FieldTable<S> t("task");
+    t.text("name", &S::name, "",
+           "custom task name, run when finetune.tasks lists it (\"\" = none; letters, digits, . _ -; not a GLUE task's)")
+        .path("train", &S::train, "", "train file (TSV, CSV or JSONL)")
+        .path("dev", &S::dev, "", "dev file, labelled (picks the epoch and the learning rate)")
+        .path("test", &S::test, "", "test file for the submission predictions (\"\" = none)")
+        .choice("format", &S::format, kTableFormatWords, TableFormat::kAuto,
+                "file format; auto = by extension (.tsv .csv .jsonl .json)")
+        .text("text_a", &S::text_a, "", "column (header name) or JSONL key of the first text")
+        .text("text_b", &S::text_b, "", "column or key of the second text (\"\" = single-text task)")
+        .text("label", &S::label, "label", "column or key of the gold label (classification) or number (regression)")
+        .text("index", &S::index, "", "test file: column or key of the id in the submission (\"\" = row number from 0)")
+        .choice("kind", &S::kind, kTaskKindWords, TaskKind::kClassification, "what the sentence head predicts")
+        .text("labels", &S::labels, "",
+              "classification: label values in id order, comma-separated (F1: the second is positive)")
+        .text("metrics", &S::metrics, "",
+              "metrics, primary first: accuracy, f1, mcc (classification); pearson, spearman (regression); \"\" = "
+              "accuracy / pearson,spearman")
+        .integer("epochs", &S::epochs, 10, "", "training epochs when finetune.epochs = 0")
+        .positive();
+    return t;
+  }();
   return table;
 }
 
@@ -63,6 +66,7 @@ TableFormat resolve_table_format(TableFormat format, const std::string& path, co
 }
 
 void CustomTaskConfig::validate() const {
+  fields().check(*this);
   if (name.empty()) return;  // no custom task: the other keys are not used
   for (char c : name)
     TUPE_CHECK(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-',
@@ -85,7 +89,6 @@ void CustomTaskConfig::validate() const {
   TUPE_CHECK(!label.empty(), "task.label: no label column given");
   TUPE_CHECK(text_a != text_b && text_a != label && text_b != label,
              "task: text_a, text_b and label must name different columns");
-  TUPE_CHECK(epochs > 0, "task.epochs: must be positive, got " << epochs);
   const auto values = split_comma_list(labels);
   if (kind == TaskKind::kClassification) {
     TUPE_CHECK(values.size() >= 2, "task.labels: a classification task needs at least 2 label values, got '" << labels << "'");

@@ -34,23 +34,28 @@
 
 namespace tupe::finetune {
 
+/// [task] section. Every field -- its meaning, default and range -- is described once, in the
+/// field table in custom_task.cpp (common/config_fields.h; docs/config.md).
 struct CustomTaskConfig {
-  std::string name;                       ///< task name ("" = no custom task); not a GLUE task's
-  std::string train;                      ///< train file
-  std::string dev;                        ///< dev file (labelled)
-  std::string test;                       ///< test file ("" = none)
-  TableFormat format = TableFormat::kAuto;  ///< auto | tsv | csv | jsonl
-  std::string text_a;                     ///< column / key of the first text
-  std::string text_b;                     ///< column / key of the second text ("" = single text)
-  std::string label = "label";            ///< column / key of the label or score
-  std::string index;                      ///< test: column / key of the submission id ("" = row number)
-  TaskKind kind = TaskKind::kClassification;  ///< classification | regression
-  std::string labels;                     ///< classification: comma-separated label values in id order
-  std::string metrics;                    ///< comma-separated, primary first ("" = the kind's default)
-  int64_t epochs = 10;                    ///< epochs when finetune.epochs = 0
+  CustomTaskConfig() { fields().reset(*this); }
+  std::string name;
+  std::string train;
+  std::string dev;
+  std::string test;
+  TableFormat format;
+  std::string text_a;
+  std::string text_b;
+  std::string label;
+  std::string index;
+  TaskKind kind;
+  std::string labels;
+  std::string metrics;
+  int64_t epochs;
 
   bool enabled() const { return !name.empty(); }
-  /// Throws tupe::Error "task.<key>: <cause>" (pure: files are not opened).
+  /// The field table's ranges and, when a task is named, what it needs (train and dev files,
+  /// the columns, labels, metrics). Throws tupe::Error "task.<key>: <cause>" (pure: files are
+  /// not opened).
   void validate() const;
   static const FieldTable<CustomTaskConfig>& fields();
 };
