@@ -15,7 +15,7 @@ namespace tupe::data_pipeline {
 
 // ---- SampleIndex -----------------------------------------------------------------------
 
-void SampleIndex::add(int64_t length, int64_t ordinary, int64_t masks) {
+void SampleIndex::add(int64_t length, int64_t ordinary, int64_t masks, uint32_t checksum) {
   TUPE_CHECK(length >= 1 && length <= 65535 && ordinary >= 0 && ordinary <= length && masks >= 0 && masks <= length,
              "shard index: sample " << size() << " has length " << length << ", " << ordinary << " candidates, "
                                     << masks << " stored masks (internal)");
@@ -27,6 +27,11 @@ void SampleIndex::add(int64_t length, int64_t ordinary, int64_t masks) {
   char bytes[8];
   for (int b = 0; b < 8; ++b) bytes[b] = static_cast<char>((static_cast<uint64_t>(length) >> (8 * b)) & 0xff);
   hash_ = fnv1a_64(std::string_view(bytes, 8), hash_);
+  if (with_checksums_) {
+    checksums_.push_back(checksum);
+    for (int b = 0; b < 4; ++b) bytes[b] = static_cast<char>((checksum >> (8 * b)) & 0xff);
+    checksums_hash_ = fnv1a_64(std::string_view(bytes, 4), checksums_hash_);
+  }
 }
 
 int64_t SampleIndex::begin(int64_t i) const {
@@ -38,7 +43,7 @@ int64_t SampleIndex::begin(int64_t i) const {
 
 int64_t SampleIndex::memory_bytes() const {
   return static_cast<int64_t>((lengths_.capacity() + ordinary_.capacity() + masks_.capacity()) * sizeof(uint16_t) +
-                              block_begin_.capacity() * sizeof(int64_t));
+                              checksums_.capacity() * sizeof(uint32_t) + block_begin_.capacity() * sizeof(int64_t));
 }
 
 // ---- BlockCache ------------------------------------------------------------------------
@@ -103,6 +108,7 @@ FileIdentity file_identity(const std::string& path, int fd) {
   id.inode = st.st_ino;
   id.size_bytes = static_cast<int64_t>(st.st_size);
   id.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  id.ctime_ns = static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
   return id;
 }
 
@@ -113,8 +119,11 @@ void check_unchanged(const std::string& path, const FileIdentity& at_open, const
     what << "size " << at_open.size_bytes << " -> " << now.size_bytes << " bytes";
   else if (now.inode != at_open.inode || now.device != at_open.device)
     what << "replaced by another file";
-  else
+  else if (now.mtime_ns != at_open.mtime_ns)
     what << "modified in place";
+  else
+    what << "modified in place with its modification time restored, or its permissions or links changed: its "
+            "change time moved";
   TUPE_FAIL(path << ": changed since it was opened (" << what.str()
                  << "); it was rewritten or truncated during the run: restart from the last checkpoint");
 }
