@@ -100,7 +100,7 @@ struct DatasetOptions {
   /// Special token ids of NVIDIA shards (they record none); BERT's by default.
   SpecialTokens nvidia_special;
   /// false (default): samples are read on demand (on_demand.h): memory holds a per-sample
-  /// index of about 4 bytes a sample, whatever the corpus size. true: every shard is loaded
+  /// index of about 8 bytes a sample (its checksum included), whatever the corpus size. true: every shard is loaded
   /// into memory at open (about 2 bytes a token; the reference the on-demand readers are
   /// tested against).
   bool in_memory = false;

@@ -94,10 +94,11 @@ int64_t open_descriptors() {
   return ec ? -1 : std::max<int64_t>(n - 1, 0);
 }
 
-/// Descriptors kept free beyond the shards for what a run opens after its data: the
-/// validation shards' check, checkpoint files (a few at a time), HDF5's transient opens,
-/// NCCL's and MPI's lazily opened sockets and logs. Measured: a single-process tiny pre-training
-/// holds about 20 descriptors besides its shards, a rank under mpirun about 40.
+/// Descriptors kept free beyond the shards for what a run opens after its data: checkpoint
+/// files (a few at a time), HDF5's transient opens, sockets that MPI or NCCL open later.
+/// Measured (/proc/<pid>/fd through a tiny pre-training on 64 shards, bench/RESULTS.md): 20
+/// descriptors open at this check in a single process, 17 in a rank under mpirun, and at
+/// most 22 besides the shards' during the run.
 constexpr int64_t kDescriptorHeadroom = 64;
 
 /// On-demand reading keeps one descriptor per shard open: `need` = the descriptors open

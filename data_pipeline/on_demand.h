@@ -3,7 +3,7 @@
 //
 // What stays in memory is a per-sample index (SampleIndex: length, masking candidates, stored
 // checksum or mask count; about 8 bytes a sample). Samples are read when the loader asks:
-//   own shards, unfiltered (version 2 default)  one pread per chunk run at the chunk's file
+//   own shards, unfiltered (the default)        one pread per chunk run at the chunk's file
 //       address: no HDF5 call, no lock, no copy cache; the page cache is shared by the
 //       ranks of a node. The bytes read are checked against the sample's checksum
 //       (shard_format.h), then the ids against the vocabulary.
