@@ -4,8 +4,10 @@
 #   bash bench/verify_cost.sh BEFORE_BIN AFTER_BIN [WORK_DIR]
 # BEFORE_BIN / AFTER_BIN: folders holding each build's tupe, loader_bench and make_corpus
 # (build/cli/tupe, build/data_pipeline/{loader_bench,make_corpus}, copied side by side).
-# Environment: CORPUS_TOKENS (default 500000000), ROUNDS (default 5 warm, COLD_ROUNDS 3,
-# PP_ROUNDS 3), PP_COPIES (default 20: copies of WikiText-2's test split preprocessed).
+# Environment: CORPUS_TOKENS (default 500000000), ROUNDS (default 7 warm, COLD_ROUNDS 5,
+# PP_ROUNDS 5), PP_COPIES (default 60: copies of WikiText-2's test split preprocessed).
+# loader_bench prints sequences/s (wall) and sequences per CPU second (the process's CPU
+# time): on a shared machine the second is the steadier measure of the work a read costs.
 #
 #  1. Each build preprocesses WikiText-2 (configs/tiny.ini) and writes its own large corpus
 #     from it with make_corpus (16 unfiltered shards; the older build writes its format).
@@ -15,7 +17,8 @@
 #  3. Cold: the corpus files' pages dropped before each run (posix_fadvise DONTNEED on each
 #     file, so other processes' page cache stays), 300 steps, COLD_ROUNDS times alternating.
 #  4. Preprocessing: one rank, PP_COPIES x WikiText-2, tokens/s of the tokenise + write
-#     phase, PP_ROUNDS times alternating.
+#     phase and tokens per CPU second of the whole process, PP_ROUNDS times alternating.
+# SKIP_LOADER=1 runs 1 and 4 only.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 before="$(cd "$1" && pwd)"; after="$(cd "$2" && pwd)"
@@ -43,8 +46,9 @@ for b in before after; do
   fi
 done
 
-seqs() { grep -E 'sequences/s' | sed -E 's/.* ([0-9]+) sequences\/s.*/\1/'; }
-bench() {  # bench BIN CORPUS STEPS -> sequences/s
+# "<sequences/s> <sequences per CPU second>" of loader_bench's line.
+seqs() { grep -E 'sequences/s' | sed -E 's/.* ([0-9]+) sequences\/s.* ([0-9]+) sequences per CPU second.*/\1 \2/'; }
+bench() {  # bench BIN CORPUS STEPS -> "sequences/s sequences-per-CPU-second"
   "$1/loader_bench" --shards "$2" --threads 0 --steps "$3" --batch 256 2> /dev/null | seqs
 }
 drop() {  # the corpus files' pages out of the page cache
@@ -57,41 +61,47 @@ for p in glob.glob(os.path.join(sys.argv[1], "*.h5")):
 PY
 }
 
+if [ "${SKIP_LOADER:-0}" != 1 ]; then
 # 2. Warm: every page of both corpora read once first (2 x 1 GB at the default size).
 cat large-before/*.h5 large-after/*.h5 > /dev/null
-for r in $(seq "${ROUNDS:-5}"); do
+for r in $(seq "${ROUNDS:-7}"); do
   wb=$(bench "$before" large-before 2000); wa=$(bench "$after" large-after 2000)
   wu=$(bench "$after" large-before 2000)
-  say "warm round $r: before $wb, after $wa (verified), after on the before corpus $wu (unverified) sequences/s"
+  say "warm round $r (sequences/s, sequences per CPU second): before $wb; after $wa (verified); after on the before corpus $wu (unverified)"
 done
 
 # 3. Cold.
-for r in $(seq "${COLD_ROUNDS:-3}"); do
+for r in $(seq "${COLD_ROUNDS:-5}"); do
   drop large-before; cb=$(bench "$before" large-before 300)
   drop large-after; ca=$(bench "$after" large-after 300)
-  say "cold round $r: before $cb, after $ca (verified) sequences/s"
+  say "cold round $r (sequences/s, sequences per CPU second): before $cb; after $ca (verified)"
 done
 
+fi
+
 # 4. Preprocessing.
-copies="${PP_COPIES:-20}"
+copies="${PP_COPIES:-60}"
 text="text-x$copies.txt"
 [ -f "$text" ] || for _ in $(seq "$copies"); do cat "$shared/text/wikitext-2/wiki.test.raw"; done > "$text"
-pp() {  # pp BIN -> M tokens/s of the tokenise + write phase
+pp() {  # pp BIN -> "<M tokens/s of the tokenise + write phase> <M tokens per CPU second, whole process>"
   local out
-  out=$("$1/tupe" preprocess --config "$here/configs/tiny.ini" --tokenizer.vocab "$shared/vocab/bert-base-uncased-vocab.txt" \
-    --input "$text" --output pp-out --overwrite --preprocess.num_shards 8 --preprocess.piece_bytes 1048576 2>&1)
+  out=$(/usr/bin/time -f "cpu %U %S" "$1/tupe" preprocess --config "$here/configs/tiny.ini" \
+    --tokenizer.vocab "$shared/vocab/bert-base-uncased-vocab.txt" --input "$text" --output pp-out --overwrite \
+    --preprocess.num_shards 8 --preprocess.piece_bytes 1048576 2>&1)
   python3 - "$out" <<'PY'
 import re, sys
 t = sys.argv[1]
 train = int(re.search(r"wrote \d+ train sequences \((\d+) tokens\)", t).group(1))
 valid = re.search(r"\d+ validation sequences \((\d+) tokens\)", t)
-secs = float(re.search(r" in ([0-9.]+) s\n", t + "\n").group(1))
-print(f"{(train + (int(valid.group(1)) if valid else 0)) / secs / 1e6:.2f}")
+tokens = train + (int(valid.group(1)) if valid else 0)
+secs = float(re.search(r" in ([0-9.]+) s\n", t).group(1))
+user, system = map(float, re.search(r"cpu ([0-9.]+) ([0-9.]+)", t).groups())
+print(f"{tokens / secs / 1e6:.2f} {tokens / (user + system) / 1e6:.2f}")
 PY
 }
-for r in $(seq "${PP_ROUNDS:-3}"); do
+for r in $(seq "${PP_ROUNDS:-5}"); do
   pb=$(pp "$before"); pa=$(pp "$after")
-  say "preprocess round $r ($copies x WikiText-2, 1 rank): before $pb, after $pa M tokens/s"
+  say "preprocess round $r ($copies x WikiText-2, 1 rank; M tokens/s, M tokens per CPU second): before $pb; after $pa"
 done
 say "load at the end $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "results: $results"

@@ -38,31 +38,33 @@
 
 namespace tupe::data_pipeline {
 
-/// Per-sample facts of one shard, appended in sample order. Lengths and counts are < 65536
-/// (max_seq_len <= 65535); token offsets are kept once per 64 samples; the stored checksum
-/// of each sample when the shard has them (format version 3 on).
+/// Per-sample facts of one shard, appended in sample order: 8 bytes a sample (length and
+/// candidates < 65536, as max_seq_len <= 65535; the stored checksum of own shards of version
+/// 3 on, or the stored-mask count of NVIDIA shards, in one word) side by side, so that a read
+/// finds them in the cache lines its offset lookup touched; token offsets once per 16 samples.
 class SampleIndex {
  public:
   /// `with_masks`: keep a stored-mask count per sample (NVIDIA shards). `with_checksums`:
-  /// keep each sample's stored checksum (own shards of version 3 on).
-  explicit SampleIndex(bool with_masks = false, bool with_checksums = false)
-      : with_masks_(with_masks), with_checksums_(with_checksums) {}
+  /// keep each sample's stored checksum (own shards of version 3 on). Not both (throws).
+  explicit SampleIndex(bool with_masks = false, bool with_checksums = false);
   /// Appends the next sample: `length` tokens (1..65535), `ordinary` masking candidates,
   /// `masks` stored masks (ignored without with_masks), `checksum` its stored checksum
   /// (ignored without with_checksums). Throws tupe::Error when out of range.
   void add(int64_t length, int64_t ordinary, int64_t masks = 0, uint32_t checksum = 0);
-  int64_t size() const { return static_cast<int64_t>(lengths_.size()); }
+  /// Drops the spare capacity left by appending (called when the last sample is added).
+  void compact();
+  int64_t size() const { return static_cast<int64_t>(entries_.size()); }
   /// T: tokens of all samples.
   int64_t tokens() const { return tokens_; }
   /// Token offset of sample i in the shard: sum of the lengths before it.
   int64_t begin(int64_t i) const;
-  int64_t length(int64_t i) const { return lengths_[static_cast<size_t>(i)]; }
-  int64_t ordinary(int64_t i) const { return ordinary_[static_cast<size_t>(i)]; }
-  int64_t mask_count(int64_t i) const { return with_masks_ ? masks_[static_cast<size_t>(i)] : 0; }
+  int64_t length(int64_t i) const { return entries_[static_cast<size_t>(i)].length; }
+  int64_t ordinary(int64_t i) const { return entries_[static_cast<size_t>(i)].ordinary; }
+  int64_t mask_count(int64_t i) const { return with_masks_ ? entries_[static_cast<size_t>(i)].tag : 0; }
   /// Whether samples carry checksums (reads are verified).
   bool verified() const { return with_checksums_; }
   /// Stored checksum of sample i (verified() only).
-  uint32_t checksum(int64_t i) const { return checksums_[static_cast<size_t>(i)]; }
+  uint32_t checksum(int64_t i) const { return entries_[static_cast<size_t>(i)].tag; }
   /// FNV-1a 64 over the lengths (each as 8 little-endian bytes), for the ranks' agreement.
   uint64_t lengths_hash() const { return hash_; }
   /// FNV-1a 64 over the stored checksums (each as 4 little-endian bytes): an identity of the
@@ -72,11 +74,15 @@ class SampleIndex {
   int64_t memory_bytes() const;
 
  private:
-  static constexpr int64_t kBlock = 64;
+  struct Entry {
+    uint16_t length;
+    uint16_t ordinary;
+    uint32_t tag;  // the stored checksum (with_checksums) or mask count (with_masks), else 0
+  };
+  static constexpr int64_t kBlock = 16;
   bool with_masks_, with_checksums_;
-  std::vector<uint16_t> lengths_, ordinary_, masks_;
-  std::vector<uint32_t> checksums_;
-  std::vector<int64_t> block_begin_;  // token offset of samples 0, 64, 128, ...
+  std::vector<Entry> entries_;
+  std::vector<int64_t> block_begin_;  // token offset of samples 0, 16, 32, ...
   int64_t tokens_ = 0;
   uint64_t hash_ = kFnv1a64Basis, checksums_hash_ = kFnv1a64Basis;
 };

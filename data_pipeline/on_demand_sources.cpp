@@ -136,22 +136,22 @@ class OwnDirectSource final : public ShardSource {
         sample_checksum(n, index_.ordinary(local), buf.data(), static_cast<size_t>(n * eb)) != index_.checksum(local))
       fail_checksum_mismatch(path_, local, begin, n);
     out.token_ids.resize(static_cast<size_t>(n));
-    for (int64_t k = 0; k < n; ++k) {
-      const unsigned char* p = buf.data() + k * eb;
-      int64_t id;
-      if (eb == 1) {
-        id = signed_ ? static_cast<int8_t>(*p) : *p;
-      } else if (eb == 2) {
-        uint16_t v;
-        std::memcpy(&v, p, 2);
-        id = signed_ ? static_cast<int16_t>(v) : v;
-      } else {
-        uint32_t v;
-        std::memcpy(&v, p, 4);
-        id = signed_ ? static_cast<int32_t>(v) : static_cast<int64_t>(v);
+    bool outside = false;
+    if (eb == 1)
+      outside = signed_ ? decode<int8_t>(buf.data(), n, out.token_ids.data()) : decode<uint8_t>(buf.data(), n, out.token_ids.data());
+    else if (eb == 2)
+      outside = signed_ ? decode<int16_t>(buf.data(), n, out.token_ids.data()) : decode<uint16_t>(buf.data(), n, out.token_ids.data());
+    else
+      outside = signed_ ? decode<int32_t>(buf.data(), n, out.token_ids.data()) : decode<uint32_t>(buf.data(), n, out.token_ids.data());
+    if (outside) {  // name the first id outside the vocabulary
+      for (int64_t k = 0; k < n; ++k) {
+        const unsigned char* p = buf.data() + k * eb;
+        int64_t id = 0;
+        if (eb == 1) id = signed_ ? static_cast<int8_t>(*p) : *p;
+        if (eb == 2) id = signed_ ? static_cast<int16_t>(load<uint16_t>(p)) : load<uint16_t>(p);
+        if (eb == 4) id = signed_ ? static_cast<int32_t>(load<uint32_t>(p)) : static_cast<int64_t>(load<uint32_t>(p));
+        check_id(path_, id, vocab_, begin + k);
       }
-      check_id(path_, id, vocab_, begin + k);
-      out.token_ids[static_cast<size_t>(k)] = static_cast<int32_t>(id);
     }
     out.segment_ids.clear();
     out.masked_positions.clear();
@@ -160,6 +160,25 @@ class OwnDirectSource final : public ShardSource {
   }
 
  private:
+  template <class T>
+  static T load(const unsigned char* p) {
+    T v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  }
+  /// ids[0..n) stored as little-endian T at `src` into `dst`; returns whether any lies
+  /// outside [0, vocab_).
+  template <class T>
+  bool decode(const unsigned char* src, int64_t n, int32_t* dst) const {
+    bool outside = false;
+    for (int64_t k = 0; k < n; ++k) {
+      const auto id = static_cast<int64_t>(load<T>(src + k * static_cast<int64_t>(sizeof(T))));
+      outside |= id < 0 || id >= vocab_;
+      dst[k] = static_cast<int32_t>(id);
+    }
+    return outside;
+  }
+
   void pread_fully(unsigned char* dst, int64_t bytes, int64_t offset) const {
     while (bytes > 0) {
       const ssize_t got = ::pread(fd_, dst, static_cast<size_t>(bytes), static_cast<off_t>(offset));
@@ -238,7 +257,9 @@ class OwnCachedSource final : public CachedSource {
       out.token_ids.clear();
       fail_checksum_mismatch(path_, local, begin, n);
     }
-    for (int64_t k = 0; k < n; ++k) check_id(path_, out.token_ids[static_cast<size_t>(k)], vocab_, begin + k);
+    bool outside = false;
+    for (const int32_t id : out.token_ids) outside |= id < 0 || id >= vocab_;
+    for (int64_t k = 0; outside && k < n; ++k) check_id(path_, out.token_ids[static_cast<size_t>(k)], vocab_, begin + k);
     out.segment_ids.clear();
     out.masked_positions.clear();
     out.masked_labels.clear();
@@ -398,6 +419,7 @@ std::unique_ptr<ShardSource> open_own_shard_on_demand(const std::string& path, c
   }
   TUPE_CHECK(total == static_cast<int64_t>(t), path << ": dataset '" << kSequenceLengthsDataset << "' sums to " << total
                                                     << " tokens but dataset '" << kTokenIdsDataset << "' holds " << t);
+  index->compact();
   return source;
 }
 
@@ -425,6 +447,7 @@ std::unique_ptr<ShardSource> open_nvidia_shard_on_demand(const std::string& path
       source->mutable_index().add(len, candidates, masks);
     }
   }
+  source->mutable_index().compact();
   return source;
 }
 
