@@ -7,9 +7,9 @@
 // calling thread (one core), threads = k builds in k background threads. Also sequences per
 // CPU second (the process's CPU time over the timed steps, user + system): on a loaded
 // machine the steadier figure of what the loader's work costs.
-#include <boost/program_options.hpp>
 #include <time.h>
 
+#include <boost/program_options.hpp>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -113,11 +113,13 @@ int main(int argc, char** argv) {
       }
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const double cpu = process_cpu_seconds() - cpu0;
-      std::printf("world=%lld threads=%s  %.0f sequences/s  %.2f Mtokens/s  masked %.2f%%  (%lld steps of %lld rows, %.2f s)"
-                  "  %.0f sequences per CPU second (%.2f s)\n",
-                  static_cast<long long>(world), t.c_str(), static_cast<double>(rows) / secs, static_cast<double>(tokens) / secs / 1e6,
-                  100.0 * static_cast<double>(masked) / static_cast<double>(tokens), static_cast<long long>(steps),
-                  static_cast<long long>(batch / world), secs, static_cast<double>(rows) / cpu, cpu);
+      std::printf(
+          "world=%lld threads=%s  %.0f sequences/s  %.2f Mtokens/s  masked %.2f%%  (%lld steps of %lld rows, %.2f s)"
+          "  %.0f sequences per CPU second (%.2f s)\n",
+          static_cast<long long>(world), t.c_str(), static_cast<double>(rows) / secs,
+          static_cast<double>(tokens) / secs / 1e6, 100.0 * static_cast<double>(masked) / static_cast<double>(tokens),
+          static_cast<long long>(steps), static_cast<long long>(batch / world), secs, static_cast<double>(rows) / cpu,
+          cpu);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "loader_bench: error: %s\n", e.what());

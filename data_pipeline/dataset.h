@@ -100,9 +100,9 @@ struct DatasetOptions {
   /// Special token ids of NVIDIA shards (they record none); BERT's by default.
   SpecialTokens nvidia_special;
   /// false (default): samples are read on demand (on_demand.h): memory holds a per-sample
-  /// index of about 8 bytes a sample (its checksum included), whatever the corpus size. true: every shard is loaded
-  /// into memory at open (about 2 bytes a token; the reference the on-demand readers are
-  /// tested against).
+  /// index of about 8.5 bytes a sample (its checksum included), whatever the corpus size.
+  /// true: every shard is loaded into memory at open (about 2 bytes a token; the reference
+  /// the on-demand readers are tested against), every sample's checksum checked then.
   bool in_memory = false;
   /// Bound on the process's cache of decompressed blocks (compressed own shards, NVIDIA
   /// shards) when reading on demand (bytes); at least one block is always kept.

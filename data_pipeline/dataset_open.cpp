@@ -143,7 +143,8 @@ void note_unverified(const std::string& split, const std::vector<std::string>& f
   std::ostringstream os;
   os << split << " data: " << old << " of " << files.size() << " shards (first " << files[first]
      << ") are of format version";
-  for (auto it = versions.begin(); it != versions.end(); ++it) os << (it == versions.begin() ? " " : " and ") << it->first;
+  for (auto it = versions.begin(); it != versions.end(); ++it)
+    os << (it == versions.begin() ? " " : " and ") << it->first;
   os << ", written before shards carried checksums: their samples are read unverified; run tupe preprocess again "
         "for verified reads";
   log::warn(os.str());

@@ -26,7 +26,9 @@ void SampleIndex::add(int64_t length, int64_t ordinary, int64_t masks, uint32_t 
                                     << masks << " stored masks (internal)");
   if (size() % kBlock == 0) block_begin_.push_back(tokens_);
   entries_.push_back({static_cast<uint16_t>(length), static_cast<uint16_t>(ordinary),
-                      with_checksums_ ? checksum : with_masks_ ? static_cast<uint32_t>(masks) : 0u});
+                      with_checksums_ ? checksum
+                      : with_masks_   ? static_cast<uint32_t>(masks)
+                                      : 0u});
   tokens_ += length;
   char bytes[8];
   for (int b = 0; b < 8; ++b) bytes[b] = static_cast<char>((static_cast<uint64_t>(length) >> (8 * b)) & 0xff);

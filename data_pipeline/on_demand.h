@@ -2,7 +2,7 @@
 // DatasetOptions::in_memory false).
 //
 // What stays in memory is a per-sample index (SampleIndex: length, masking candidates, stored
-// checksum or mask count; about 8 bytes a sample). Samples are read when the loader asks:
+// checksum or mask count; about 8.5 bytes a sample). Samples are read when the loader asks:
 //   own shards, unfiltered (the default)        one pread per chunk run at the chunk's file
 //       address: no HDF5 call, no lock, no copy cache; the page cache is shared by the
 //       ranks of a node. The bytes read are checked against the sample's checksum

@@ -138,11 +138,14 @@ class OwnDirectSource final : public ShardSource {
     out.token_ids.resize(static_cast<size_t>(n));
     bool outside = false;
     if (eb == 1)
-      outside = signed_ ? decode<int8_t>(buf.data(), n, out.token_ids.data()) : decode<uint8_t>(buf.data(), n, out.token_ids.data());
+      outside = signed_ ? decode<int8_t>(buf.data(), n, out.token_ids.data())
+                        : decode<uint8_t>(buf.data(), n, out.token_ids.data());
     else if (eb == 2)
-      outside = signed_ ? decode<int16_t>(buf.data(), n, out.token_ids.data()) : decode<uint16_t>(buf.data(), n, out.token_ids.data());
+      outside = signed_ ? decode<int16_t>(buf.data(), n, out.token_ids.data())
+                        : decode<uint16_t>(buf.data(), n, out.token_ids.data());
     else
-      outside = signed_ ? decode<int32_t>(buf.data(), n, out.token_ids.data()) : decode<uint32_t>(buf.data(), n, out.token_ids.data());
+      outside = signed_ ? decode<int32_t>(buf.data(), n, out.token_ids.data())
+                        : decode<uint32_t>(buf.data(), n, out.token_ids.data());
     if (outside) {  // name the first id outside the vocabulary
       for (int64_t k = 0; k < n; ++k) {
         const unsigned char* p = buf.data() + k * eb;
@@ -252,14 +255,15 @@ class OwnCachedSource final : public CachedSource {
       pos += take;
     }
     // Checked as stored (each id re-encoded to the stored width) before the ids are used.
-    if (index_.verified() &&
-        sample_checksum_of_ids(index_.ordinary(local), out.token_ids.data(), n, token_bytes_) != index_.checksum(local)) {
+    if (index_.verified() && sample_checksum_of_ids(index_.ordinary(local), out.token_ids.data(), n, token_bytes_) !=
+                                 index_.checksum(local)) {
       out.token_ids.clear();
       fail_checksum_mismatch(path_, local, begin, n);
     }
     bool outside = false;
     for (const int32_t id : out.token_ids) outside |= id < 0 || id >= vocab_;
-    for (int64_t k = 0; outside && k < n; ++k) check_id(path_, out.token_ids[static_cast<size_t>(k)], vocab_, begin + k);
+    for (int64_t k = 0; outside && k < n; ++k)
+      check_id(path_, out.token_ids[static_cast<size_t>(k)], vocab_, begin + k);
     out.segment_ids.clear();
     out.masked_positions.clear();
     out.masked_labels.clear();

@@ -51,8 +51,9 @@ ShardContents read_own_shard(const std::string& path, const DatasetOptions& opti
     h5::Id ds(H5Dopen2(file.get(), kTokenIdsDataset, H5P_DEFAULT), H5Dclose);
     h5::Id type(H5Dget_type(ds.get()), H5Tclose);
     token_bytes = H5Tget_size(type.get());
-    TUPE_CHECK(token_bytes == 1 || token_bytes == 2 || token_bytes == 4,
-               path << ": dataset '" << kTokenIdsDataset << "' stores " << token_bytes << "-byte ids, expected 1, 2 or 4");
+    TUPE_CHECK(token_bytes == 1 || token_bytes == 2 || token_bytes == 4, path << ": dataset '" << kTokenIdsDataset
+                                                                              << "' stores " << token_bytes
+                                                                              << "-byte ids, expected 1, 2 or 4");
     return true;
   }();
   const auto n = static_cast<int64_t>(lengths.size());
@@ -78,8 +79,9 @@ ShardContents read_own_shard(const std::string& path, const DatasetOptions& opti
   TUPE_CHECK(header.format_version < 2 || static_cast<int64_t>(ordinary.size()) == n,
              path << ": dataset '" << kOrdinaryCountsDataset << "' has " << ordinary.size() << " entries, expected " << n);
   // Version 3: every sample against its checksum, before anything else is taken from the ids.
-  TUPE_CHECK(!verified || static_cast<int64_t>(checksums.size()) == n,
-             path << ": dataset '" << kSampleChecksumsDataset << "' has " << checksums.size() << " entries, expected " << n);
+  TUPE_CHECK(!verified || static_cast<int64_t>(checksums.size()) == n, path << ": dataset '" << kSampleChecksumsDataset
+                                                                            << "' has " << checksums.size()
+                                                                            << " entries, expected " << n);
   for (int64_t i = 0; verified && i < n; ++i) {
     const auto iu = static_cast<size_t>(i);
     const int64_t b = c.offsets[iu], len = c.offsets[iu + 1] - b;

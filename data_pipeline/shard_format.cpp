@@ -107,9 +107,9 @@ ShardHeader read_shard_header(const std::string& path, hid_t file) {
 uint32_t sample_checksum(int64_t length, int64_t ordinary, const void* token_bytes, size_t bytes) {
   const auto len = static_cast<uint32_t>(length);
   const auto ord = static_cast<uint16_t>(ordinary);
-  const unsigned char head[6] = {static_cast<unsigned char>(len), static_cast<unsigned char>(len >> 8),
+  const unsigned char head[6] = {static_cast<unsigned char>(len),       static_cast<unsigned char>(len >> 8),
                                  static_cast<unsigned char>(len >> 16), static_cast<unsigned char>(len >> 24),
-                                 static_cast<unsigned char>(ord), static_cast<unsigned char>(ord >> 8)};
+                                 static_cast<unsigned char>(ord),       static_cast<unsigned char>(ord >> 8)};
   return crc32c(crc32c(0, head, sizeof head), token_bytes, bytes);
 }
 
@@ -141,9 +141,9 @@ uint32_t sample_checksum_of_ids(int64_t ordinary, const int32_t* ids, int64_t n,
              "sample checksum: token width " << element_bytes << " bytes (internal)");
   const auto len = static_cast<uint32_t>(n);
   const auto ord = static_cast<uint16_t>(ordinary);
-  const unsigned char head[6] = {static_cast<unsigned char>(len), static_cast<unsigned char>(len >> 8),
+  const unsigned char head[6] = {static_cast<unsigned char>(len),       static_cast<unsigned char>(len >> 8),
                                  static_cast<unsigned char>(len >> 16), static_cast<unsigned char>(len >> 24),
-                                 static_cast<unsigned char>(ord), static_cast<unsigned char>(ord >> 8)};
+                                 static_cast<unsigned char>(ord),       static_cast<unsigned char>(ord >> 8)};
   uint32_t crc = crc32c(0, head, sizeof head);
   // Encoded in pieces on the stack: no allocation per sample.
   constexpr int64_t kPiece = 256;

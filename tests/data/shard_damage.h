@@ -22,7 +22,8 @@ struct Layout {
   int64_t numel = 0;          ///< elements
   /// File offset of element `element`'s first byte.
   int64_t offset_of(int64_t element) const {
-    return addresses[static_cast<size_t>(chunk ? element / chunk : 0)] + (chunk ? element % chunk : element) * element_bytes;
+    return addresses[static_cast<size_t>(chunk ? element / chunk : 0)] +
+           (chunk ? element % chunk : element) * element_bytes;
   }
 };
 

@@ -57,7 +57,8 @@ std::vector<std::vector<int32_t>> sequences(int64_t n, int64_t vocab, uint64_t s
     s.resize(3 + rng.below(62));
     s.front() = cls;
     s.back() = sep;
-    for (size_t j = 1; j + 1 < s.size(); ++j) s[j] = 5 + static_cast<int32_t>(rng.below(static_cast<uint64_t>(vocab - 5)));
+    for (size_t j = 1; j + 1 < s.size(); ++j)
+      s[j] = 5 + static_cast<int32_t>(rng.below(static_cast<uint64_t>(vocab - 5)));
   }
   return out;
 }
@@ -115,8 +116,9 @@ TEST(DataChecksums, Crc32cMatchesRfc3720AndTheSoftwareLoop) {
   for (size_t offset = 0; offset < 9; ++offset)
     for (size_t split = 0; split + offset <= data.size(); split += 7) {
       const uint32_t whole = crc32c_software(0, data.data() + offset, data.size() - offset);
-      ASSERT_EQ(crc32c(crc32c(0, data.data() + offset, split), data.data() + offset + split, data.size() - offset - split),
-                whole)
+      ASSERT_EQ(
+          crc32c(crc32c(0, data.data() + offset, split), data.data() + offset + split, data.size() - offset - split),
+          whole)
           << offset << " " << split;
     }
 }
@@ -126,7 +128,8 @@ TEST(DataChecksums, ChecksumOfIdsEqualsTheChecksumOfTheStoredBytes) {
   for (const size_t width : {size_t{1}, size_t{2}, size_t{4}}) {
     std::vector<unsigned char> stored;
     for (const int32_t id : ids)
-      for (size_t b = 0; b < width; ++b) stored.push_back(static_cast<unsigned char>(static_cast<uint32_t>(id) >> (8 * b)));
+      for (size_t b = 0; b < width; ++b)
+        stored.push_back(static_cast<unsigned char>(static_cast<uint32_t>(id) >> (8 * b)));
     EXPECT_EQ(sample_checksum_of_ids(3, ids.data(), 5, width), sample_checksum(5, 3, stored.data(), stored.size()));
     // The record: length as 4 bytes, candidates as 2, then the stored ids.
     std::vector<unsigned char> record = {5, 0, 0, 0, 3, 0};
@@ -203,7 +206,8 @@ TEST(DataChecksums, BitFlipsInOneAndFourByteIdsAreDetected) {
     CounterRng rng(static_cast<uint64_t>(vocab));
     for (int f = 0; f < 10; ++f) {
       const auto token = static_cast<int64_t>(rng.below(static_cast<uint64_t>(tokens.numel)));
-      const int64_t offset = tokens.offset_of(token) + static_cast<int64_t>(rng.below(static_cast<uint64_t>(tokens.element_bytes)));
+      const int64_t offset =
+          tokens.offset_of(token) + static_cast<int64_t>(rng.below(static_cast<uint64_t>(tokens.element_bytes)));
       const int bit = static_cast<int>(rng.below(8));
       const std::string want = ": sample " + std::to_string(sample_of_token(seqs, token)) + " ";
       flip_bit(path, offset, bit);
@@ -287,7 +291,8 @@ TEST(DataChecksums, DamagedIndexEntriesAreDetected) {
       flip_bit(path, l.offset_of(sample), 0);  // the lowest bit: a count stays within its length
       Sample s;
       const auto ds = open_pretrain_dataset({path}, options(false));
-      test::expect_error([&] { ds->get(sample, s); }, {path + ": sample " + std::to_string(sample) + " ", "checksum mismatch"});
+      test::expect_error([&] { ds->get(sample, s); },
+                         {path + ": sample " + std::to_string(sample) + " ", "checksum mismatch"});
       if (sample != 299) {
         ds->get(sample + 1, s);
         EXPECT_EQ(s.token_ids, seqs[static_cast<size_t>(sample) + 1]);
@@ -333,7 +338,8 @@ TEST(DataChecksums, RewriteInPlaceWithTheModificationTimeRestoredIsRefused) {
   // Opened after the rewrite: the rewritten samples fail their checksums, the others read.
   const auto again = open_pretrain_dataset({path}, options(false));
   const int64_t first = sample_of_token(seqs, 500);
-  test::expect_error([&] { again->get(first, s); }, {path + ": sample " + std::to_string(first) + " ", "checksum mismatch"});
+  test::expect_error([&] { again->get(first, s); },
+                     {path + ": sample " + std::to_string(first) + " ", "checksum mismatch"});
   again->get(0, s);
   EXPECT_EQ(s.token_ids, seqs[0]);
 }
@@ -427,7 +433,8 @@ TEST(DataChecksums, StoredChecksumsAgreeWithAnIndependentPythonCrc32c) {
   for (const int64_t vocab : {int64_t{200}, int64_t{30522}, int64_t{70000}}) {
     const std::string path = dir / ("train-" + std::to_string(vocab) + ".h5");
     write_shard(path, small_vocab_header(vocab, 0, 1), sequences(150, vocab, 20));
-    const auto r = test::run_command(test::python() + " " + test::test_source_dir() + "/shard_files.py checksums " + path);
+    const auto r =
+        test::run_command(test::python() + " " + test::test_source_dir() + "/shard_files.py checksums " + path);
     ASSERT_EQ(r.status, 0) << r.output;
     const auto j = nlohmann::json::parse(r.output);
     EXPECT_EQ(j["check_vector"], 0xE3069283u);

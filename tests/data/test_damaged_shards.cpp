@@ -41,9 +41,9 @@ struct Corpus {
     text.resize(static_cast<size_t>(in.gcount()));
     text.resize(text.rfind('\n') + 1);
     test::write_file(dir / "small.txt", text);
-    const auto r = test::run_command(test::tupe_bin() + " preprocess --quiet --config " + config() + " --input " +
-                                     (dir / "small.txt") + " --output " + good + " --tokenizer.vocab " +
-                                     test::vocab_path());
+    const auto r =
+        test::run_command(test::tupe_bin() + " preprocess --quiet --config " + config() + " --input " +
+                          (dir / "small.txt") + " --output " + good + " --tokenizer.vocab " + test::vocab_path());
     EXPECT_EQ(r.status, 0) << r.output;
   }
   static std::string config() { return ::tupe::testing::source_path("configs/tiny.ini"); }
@@ -58,7 +58,8 @@ struct Corpus {
   /// The `tupe pretrain` command line on `shards` for `steps` steps (a log line per step).
   std::string pretrain(const std::string& shards, int steps, const std::string& extra = "") const {
     return test::tupe_bin() + " pretrain --config " + config() + " --data.train_shards " + shards +
-           " --data.validation_shards \"\" --train.max_steps " + std::to_string(steps) + " --resume none --checkpoint.dir " +
+           " --data.validation_shards \"\" --train.max_steps " + std::to_string(steps) +
+           " --resume none --checkpoint.dir " +
            (dir / ("ck-" + fs::path(shards).filename().string() + "-" + std::to_string(counter_++))) +
            " --train.log_every 1 " + extra;
   }
@@ -77,7 +78,8 @@ void expect_one_error(const test::CommandResult& r, std::initializer_list<std::s
     begin = end + 1;
   }
   ASSERT_EQ(errors.size(), 1u) << r.output;
-  for (const auto& f : fragments) EXPECT_NE(errors[0].find(f), std::string::npos) << "'" << f << "' not in: " << errors[0];
+  for (const auto& f : fragments)
+    EXPECT_NE(errors[0].find(f), std::string::npos) << "'" << f << "' not in: " << errors[0];
   EXPECT_EQ(r.output.find("pre-training finished"), std::string::npos) << r.output;
 }
 
@@ -212,7 +214,8 @@ TEST(DataDamagedShards, Version2ShardsStillTrainFlaggedOnce) {
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("pre-training finished at step 3"), std::string::npos) << r.output;
   size_t flagged = 0;
-  for (size_t pos = r.output.find("read unverified"); pos != std::string::npos; pos = r.output.find("read unverified", pos + 1))
+  for (size_t pos = r.output.find("read unverified"); pos != std::string::npos;
+       pos = r.output.find("read unverified", pos + 1))
     ++flagged;
   EXPECT_EQ(flagged, 1u) << r.output;
   EXPECT_NE(r.output.find("warning: train data: 2 of 2 shards (first " + c.shard(dir, 0) + ") are of format version 2"),
@@ -241,9 +244,10 @@ TEST(DataDamagedShards, ALockedShardNamesTheLockAndTheVariable) {
 TEST(DataDamagedShards, SixtyFourShardsTrainUnderUlimit256) {
   Corpus c;
   const std::string many = c.dir / "many";
-  const auto pp = test::run_command(test::tupe_bin() + " preprocess --quiet --config " + Corpus::config() + " --input " +
-                                    test::wikitext_test_path() + " --output " + many + " --tokenizer.vocab " +
-                                    test::vocab_path() + " --preprocess.num_shards 64 --preprocess.piece_bytes 16384");
+  const auto pp =
+      test::run_command(test::tupe_bin() + " preprocess --quiet --config " + Corpus::config() + " --input " +
+                        test::wikitext_test_path() + " --output " + many + " --tokenizer.vocab " + test::vocab_path() +
+                        " --preprocess.num_shards 64 --preprocess.piece_bytes 16384");
   ASSERT_EQ(pp.status, 0) << pp.output;
   const auto r = test::run_command("bash -c 'ulimit -n 256 && exec " + c.pretrain(many, 2) + "'");
   EXPECT_EQ(r.status, 0) << r.output;
