@@ -80,7 +80,18 @@ configure() {  # in place: a rerun rebuilds only what changed
 }
 
 targets=(tupe tupe_gpu_tests pretrain_unit_tests dist_unit_tests allreduce_bench variant_step_bench)
-build_targets() { cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"; }
+build_targets() {
+  cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" && source_hash > "$build/source-hash.txt"
+}
+
+# A hash of the sources the build read (C++, CMake, configs), by content: the device tool may
+# lay the tree anew for each call, with new modification times that would make Ninja rebuild
+# everything although nothing changed.
+source_hash() {
+  (cd "$here" && find . \( -path ./.git -o -path './build*' -o -path ./.gpu-carry \) -prune -o -type f \
+     \( -name '*.cpp' -o -name '*.h' -o -name '*.cmake' -o -name CMakeLists.txt -o -name '*.ini' \) -print |
+     LC_ALL=C sort | xargs sha256sum | sha256sum | cut -d' ' -f1)
+}
 
 # Debian's libmpi carries RUNPATH /usr/lib/.../openmpi/lib, which overrides the executables'
 # RPATH for libmpi's own dependencies; those (Open MPI and its fabric libraries only, not the
@@ -106,8 +117,8 @@ cuda_tier() {  # the log keeps ctest's whole -V output (gpu_figures.py ctest rea
 # Call 2 on a machine that came back fresh: the build folder is gone, so make it again.
 rebuild_if_gone() {
   if [ -x "$tupe" ] && [ -x "$build/trainer/pretrain/variant_step_bench" ] && [ -d "$prefix/usr/bin" ] &&
-     cmake --build "$build" --target "${targets[@]}" -- -n 2>/dev/null | grep -q "no work to do"; then
-    echo "build folder present and up to date: nothing to do"
+     [ "$(cat "$build/source-hash.txt" 2>/dev/null)" = "$(source_hash)" ]; then
+    echo "build folder present, sources unchanged since it was built: nothing to do"
     return 0
   fi
   echo "build folder missing or stale: unpack, configure, build"
