@@ -154,13 +154,16 @@ int preprocess_job(const dist::MpiEnv& env, int argc, char** argv) {
   }
 
   // Phase 3: all ranks succeeded and wrote something: rename into place, then drop stale shards.
-  int64_t train_sequences = 0;
+  // The split the run exists for must not come out empty (train, or validation with split = validation).
+  int64_t wanted_sequences = 0;
   for (const auto& w : writers)
-    if (w->final_path().find("validation-") == std::string::npos) train_sequences += w->num_sequences();
-  if (dist::sum_over_ranks(env, {train_sequences})[0] == 0) {
+    if ((w->final_path().find("validation-") == std::string::npos) == config.writes_train())
+      wanted_sequences += w->num_sequences();
+  if (dist::sum_over_ranks(env, {wanted_sequences})[0] == 0) {
     writers.clear();
     throw AgreedError(plan.files.front().path + (plan.files.size() > 1 ? " (and the other inputs)" : "") +
-                      ": no training sequences (no tokenisable text)");
+                      (config.writes_train() ? ": no training sequences" : ": no validation sequences") +
+                      " (no tokenisable text)");
   }
   err = dist::first_error(env, attempt([&] {
     for (auto& w : writers) w->commit();
@@ -181,9 +184,12 @@ int preprocess_job(const dist::MpiEnv& env, int argc, char** argv) {
       if (!planned.count(std::filesystem::path(old).lexically_normal().string())) std::filesystem::remove(old);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::ostringstream line;
-    line << "wrote " << sums[0] << " train sequences (" << sums[1] << " tokens) in " << config.num_shards << " shards";
-    if (config.validation_ratio > 0)
-      line << ", " << sums[2] << " validation sequences (" << sums[3] << " tokens) in " << config.num_validation_shards
+    line << "wrote ";
+    if (config.writes_train())
+      line << sums[0] << " train sequences (" << sums[1] << " tokens) in " << config.num_shards << " shards";
+    if (config.writes_train() && config.writes_validation()) line << ", ";
+    if (config.writes_validation())
+      line << sums[2] << " validation sequences (" << sums[3] << " tokens) in " << config.num_validation_shards
            << " shards";
     char secs_text[32];
     std::snprintf(secs_text, sizeof secs_text, "%.1f", secs);

@@ -16,7 +16,8 @@ void PreprocessConfig::validate() const {
   TUPE_CHECK(max_seq_len >= 8 && max_seq_len <= 65535,
              "preprocess.max_seq_len: must be in 8..65535, got " << max_seq_len);
   TUPE_CHECK(validation_ratio >= 0 && validation_ratio < 1,
-             "preprocess.validation_ratio: must be in [0, 1), got " << validation_ratio);
+             "preprocess.validation_ratio: must be in [0, 1), got " << validation_ratio
+                                                                   << " (a whole file as validation: preprocess.split = validation)");
   TUPE_CHECK(num_shards >= 1 && num_shards <= 99999, "preprocess.num_shards: must be in 1..99999, got " << num_shards);
   TUPE_CHECK(num_validation_shards >= 1 && num_validation_shards <= 99999,
              "preprocess.num_validation_shards: must be in 1..99999, got " << num_validation_shards);
@@ -35,6 +36,9 @@ const FieldTable<PreprocessConfig>& PreprocessConfig::fields() {
                 "document boundaries: blank_line (blank lines, BERT format) | line (one document per line)")
         .real("validation_ratio", &PreprocessConfig::validation_ratio,
               "fraction of documents sent to the validation split (0 = none)")
+        .choice("split", &PreprocessConfig::split, kSplitModeWords,
+                "ratio (documents split by validation_ratio) | validation (every document into validation shards, "
+                "for a separate validation file)")
         .integer("num_shards", &PreprocessConfig::num_shards, "train shard files")
         .integer("num_validation_shards", &PreprocessConfig::num_validation_shards, "validation shard files")
         .integer("seed", &PreprocessConfig::seed, "seed of the train/validation split")
@@ -61,8 +65,8 @@ PreprocessPlan plan_preprocess(const std::vector<std::string>& inputs, const std
     for (int64_t s = 0; s < n; ++s)
       plan.jobs.push_back({split, s, n, (fs::path(output_dir) / shard_file_name(split, s, n)).string()});
   };
-  add("train", config.num_shards);
-  if (config.validation_ratio > 0) add("validation", config.num_validation_shards);
+  if (config.writes_train()) add("train", config.num_shards);
+  if (config.writes_validation()) add("validation", config.num_validation_shards);
   return plan;
 }
 
@@ -80,6 +84,7 @@ std::vector<std::string> existing_shards(const std::string& output_dir) {
 namespace {
 
 bool goes_to_validation(const PreprocessConfig& config, int64_t file, int64_t doc_begin) {
+  if (config.split == SplitMode::kValidation) return true;
   if (config.validation_ratio <= 0) return false;
   CounterRng rng(rng_key(RngDomain::kSplit, static_cast<uint64_t>(config.seed), static_cast<uint64_t>(file),
                          static_cast<uint64_t>(doc_begin)));

@@ -26,19 +26,30 @@
 
 namespace tupe::data_pipeline {
 
+/// Where a run's documents go: `ratio` splits them by validation_ratio (train shards always
+/// written), `validation` sends every document to validation shards (a separate validation
+/// file, e.g. WikiText's wiki.valid.raw; no train shard is written).
+enum class SplitMode { kRatio, kValidation };
+inline constexpr Choice<SplitMode> kSplitModeWords[] = {{"ratio", SplitMode::kRatio},
+                                                        {"validation", SplitMode::kValidation}};
+
 struct PreprocessConfig {
   int64_t max_seq_len = 128;            ///< sequence length incl. [CLS] and [SEP] (tokens)
   Packing packing = Packing::kFullSentences;  ///< full_sentences (cross documents) | document (within one)
   DocumentBoundary documents = DocumentBoundary::kBlankLine;  ///< document boundaries: blank_line (BERT format) | line
   double validation_ratio = 0.01;       ///< fraction of documents sent to the validation split (0 = none)
+  SplitMode split = SplitMode::kRatio;  ///< ratio (by validation_ratio) | validation (every document)
   int64_t num_shards = 1;               ///< train shard files N
-  int64_t num_validation_shards = 1;    ///< validation shard files Nv (when validation_ratio > 0)
+  int64_t num_validation_shards = 1;    ///< validation shard files Nv (when validation_ratio > 0 or split = validation)
   int64_t seed = 12345;                 ///< seed of the train/validation split
   int64_t piece_bytes = 1 << 20;        ///< P: input bytes per packing stream (and unit of work)
   int64_t compression_level = 0;        ///< deflate level of the shard datasets (0 = unfiltered, read by offset; 1..9)
 
   /// Throws tupe::Error "preprocess.<key>: <cause>".
   void validate() const;
+  /// Whether the run writes train shards / validation shards.
+  bool writes_train() const { return split == SplitMode::kRatio; }
+  bool writes_validation() const { return split == SplitMode::kValidation || validation_ratio > 0; }
   static const FieldTable<PreprocessConfig>& fields();
 };
 

@@ -93,5 +93,55 @@ TEST(DataCliPreprocess, GoodRunWritesShardsOnlyAndRefusesToOverwrite) {
   EXPECT_NE(config_text().find("num_shards = 1"), std::string::npos) << config_text();
 }
 
+
+// A separate validation file (preprocess.split = validation): every document goes to
+// validation shards and no train shard is written. Pieces are packed as the same streams
+// whatever the split, so the validation sequences must equal, token for token, the train
+// sequences of a run with validation_ratio 0 on the same file and shard count.
+TEST(DataCliPreprocess, SplitValidationWritesTheWholeFileAsValidation) {
+  test::TempDir dir("cli-split");
+  const std::string common = "--input " + test::shared_data() + "/text/wikitext-2/wiki.test.raw --tokenizer.vocab " +
+                             test::vocab_path() + " --preprocess.documents line --preprocess.piece_bytes 65536";
+  const auto v = preprocess(common + " --output " + (dir / "valid") +
+                            " --preprocess.split validation --preprocess.num_validation_shards 2");
+  ASSERT_EQ(v.status, 0) << v.output;
+  EXPECT_NE(v.output.find("validation sequences"), std::string::npos) << v.output;
+  EXPECT_EQ(v.output.find("train sequences"), std::string::npos) << v.output;
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir / "valid")) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"effective_config.ini", "validation-00000-of-00002.h5",
+                                             "validation-00001-of-00002.h5"}));
+  const auto t = preprocess(common + " --output " + (dir / "train") +
+                            " --preprocess.validation_ratio 0 --preprocess.num_shards 2");
+  ASSERT_EQ(t.status, 0) << t.output;
+  DatasetOptions o;
+  const auto train = open_pretrain_dataset({dir / "train"}, o);
+  o.split = "validation";
+  const auto valid = open_pretrain_dataset({dir / "valid"}, o);
+  ASSERT_GT(train->size(), 100);
+  ASSERT_EQ(valid->size(), train->size());
+  Sample a, b;
+  for (int64_t i = 0; i < train->size(); ++i) {
+    train->get(i, a);
+    valid->get(i, b);
+    ASSERT_EQ(a.token_ids, b.token_ids) << "sequence " << i;
+  }
+  // The folder holds no train shards, so it cannot be taken as training data by mistake.
+  DatasetOptions as_train;
+  try {
+    open_pretrain_dataset({dir / "valid"}, as_train);
+    ADD_FAILURE() << "a validation-only folder was opened as train data";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("no train shards"), std::string::npos) << e.what();
+  }
+  // A validation file without text is refused like an empty train file.
+  test::write_file(dir / "blank.txt", "\n\n   \n");
+  expect_cli_error(preprocess("--input " + (dir / "blank.txt") + " --output " + (dir / "blank") +
+                              " --tokenizer.vocab " + test::vocab_path() + " --preprocess.split validation"),
+                   {dir / "blank.txt"});
+  EXPECT_FALSE(std::filesystem::exists(dir / "blank/validation-00000-of-00001.h5"));
+}
+
 }  // namespace
 }  // namespace tupe::data_pipeline
