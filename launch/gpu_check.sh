@@ -40,7 +40,9 @@
 #   build  unpack      serial      30    the carried .debs into build-gpu/prefix (dpkg -x)
 #   build  configure   serial      60    CMake; stops at once unless the GPU path is compiled
 #   build  build       parallel   450    the targets (Ninja, every core; a cap, not a guess:
-#                                        the rehearsal estimates about 250 s)
+#                                        the cold rehearsal took 944 CPU-s, i.e. ~80 s on 16
+#                                        cores at 75% efficiency; its contended wall time,
+#                                        3411 s on 2 cores, scales to 426 s)
 #   build  unit        serial      30    CPU unit tests the GPU run relies on
 #   build  cuda-tier   gpu        120    ctest -L gpu (CUDA vs CPU, SDPA kernels and the cuDNN
 #                                        NaN lengths, DDP over NCCL, checkpoints, exactness)
