@@ -45,6 +45,13 @@ fi
 
 # ---- Python venv: LibTorch (from the PyTorch wheel) and the reference libraries ------
 PY="${TUPE_PYTHON_BASE:-python3}"
+# A shell that sourced env.sh has TUPE_TORCH_PREFIX set to the pinned wheel's LibTorch: that
+# is not a request for another LibTorch (it would build a second venv and rewrite env.sh).
+if [ -n "${TUPE_TORCH_PREFIX:-}" ] && [ "${TUPE_VENV:-}" = "$CACHE/venv-torch-${TORCH_VERSION}" ] &&
+   [ -x "${TUPE_VENV}/bin/python" ] &&
+   [ "$TUPE_TORCH_PREFIX" = "$("$TUPE_VENV/bin/python" -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>/dev/null)" ]; then
+  unset TUPE_TORCH_PREFIX
+fi
 if [ -n "${TUPE_TORCH_PREFIX:-}" ]; then
   VENV="$CACHE/venv-system-torch"
   stamp="$VENV/.tupe-ok-${TORCH_VERSION}-system"

@@ -166,11 +166,39 @@ def check_preempt(work):
     print("preempt OK")
 
 
+def time_limit_steps(work, shards, target_s=75):
+    """The step count of the time-limited job, and its uninterrupted 4-rank reference.
+
+    The job must still be training when Slurm's USR1 arrives: --time=1 --signal=B:USR1@40
+    sends it 20 s after the start at the latest (Slurm may send it up to a minute early), and
+    the job is killed at 60 s. A fixed step count is only long enough on a slow machine (300
+    steps took 18 s on a quiet one), so the count is TUPE_TIME_LIMIT_STEPS (default 600) or
+    more: scaled until the reference itself ran at least `target_s` seconds. The choice is
+    kept in WORKDIR so that a rerun reuses its reference."""
+    chosen = os.path.join(work, "time_limit_steps.txt")
+    if os.path.exists(chosen):
+        steps = int(open(chosen).read())
+        return steps, reference(work, shards, steps, ranks=4)
+    steps = int(os.environ.get("TUPE_TIME_LIMIT_STEPS", "600"))
+    for _ in range(3):
+        t0 = time.time()
+        ref = reference(work, shards, steps, ranks=4)
+        took = time.time() - t0
+        print(f"time limit: the uninterrupted reference of {steps} steps took {took:.1f} s")
+        if took >= target_s:
+            break
+        steps = int(-(-steps * target_s * 1.2 // max(took, 1.0) // 50) * 50)
+    else:
+        fail(f"time limit: could not size a run that lasts {target_s} s (last: {steps} steps)")
+    with open(chosen, "w") as f:
+        f.write(str(steps))
+    return steps, ref
+
+
 def check_time_limit(work):
     require_namespaces()
     shards = shards_of(work)
-    steps = int(os.environ.get("TUPE_TIME_LIMIT_STEPS", "600"))
-    ref = reference(work, shards, steps, ranks=4)
+    steps, ref = time_limit_steps(work, shards)
     launcher = os.environ.get("TUPE_TIME_LIMIT_LAUNCHER", "srun")
     ck = os.path.join(work, "time_limited")
     shutil.rmtree(ck, ignore_errors=True)
