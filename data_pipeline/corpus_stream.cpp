@@ -368,15 +368,15 @@ int64_t stream_documents(const InputFile& file, const StreamOptions& options, co
       line.remove_prefix(3);
       offset = 3;
     }
-    try {
-      check_utf8(path, line, offset);
-    } catch (const Error& e) {
-      const std::string msg = e.what();
-      TUPE_FAIL(path << ": line " << lines.line_number() << msg.substr(path.size()));
-    }
-    const LineInfo info = classify_line(line, 0, static_cast<int64_t>(line.size()));
     if (options.json_lines) {
-      if (info.blank) continue;
+      // A record is a JSON object (blank lines between records are skipped); the parser
+      // checks its UTF-8 (bytes outside strings must be ASCII in JSON).
+      const size_t first = line.find_first_not_of(" \t\r\f\v");
+      if (first == std::string_view::npos) continue;
+      const auto c = static_cast<unsigned char>(line[first]);  // usually '{': no need to look further
+      if ((c <= 0x20 || c == 0x7F || c == 0xC2) &&
+          classify_line(line, static_cast<int64_t>(first), static_cast<int64_t>(line.size())).blank)
+        continue;
       std::string error;
       TUPE_CHECK(json_record_text(line, options.text_field, text, error),
                  path << ": line " << lines.line_number() << ": " << error);
@@ -385,6 +385,13 @@ int64_t stream_documents(const InputFile& file, const StreamOptions& options, co
       for_each_text_line(text, callbacks.line);
       continue;
     }
+    try {
+      check_utf8(path, line, offset);
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      TUPE_FAIL(path << ": line " << lines.line_number() << msg.substr(path.size()));
+    }
+    const LineInfo info = classify_line(line, 0, static_cast<int64_t>(line.size()));
     if (info.blank) {
       flush_pending(true);
       in_doc = false;
