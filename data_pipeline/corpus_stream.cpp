@@ -350,7 +350,7 @@ int64_t stream_documents(const InputFile& file, const StreamOptions& options, co
   // it was the document's last (for_each_line ends the last one at its last text character,
   // the others at their line break less one \r); usually both cuts agree and no copy is kept.
   std::string pending;
-  bool has_pending = false, in_doc = false;
+  bool has_pending = false, in_doc = false, wanted = false;
   auto flush_pending = [&](bool last) {
     if (!has_pending) return;
     const std::string_view p(pending);
@@ -377,38 +377,40 @@ int64_t stream_documents(const InputFile& file, const StreamOptions& options, co
       if ((c <= 0x20 || c == 0x7F || c == 0xC2) &&
           classify_line(line, static_cast<int64_t>(first), static_cast<int64_t>(line.size())).blank)
         continue;
+      ++documents;
+      if (!callbacks.begin(offset)) continue;  // another rank's record: that rank parses it
       std::string error;
       TUPE_CHECK(json_record_text(line, options.text_field, text, error),
                  path << ": line " << lines.line_number() << ": " << error);
-      ++documents;
-      callbacks.begin(offset);
       for_each_text_line(text, callbacks.line);
       continue;
     }
-    try {
-      check_utf8(path, line, offset);
-    } catch (const Error& e) {
-      const std::string msg = e.what();
-      TUPE_FAIL(path << ": line " << lines.line_number() << msg.substr(path.size()));
-    }
+    // A blank line holds only bytes below 0x21, DEL and C1 pairs: valid UTF-8 by itself. The
+    // lines of a document are checked only when it is wanted.
     const LineInfo info = classify_line(line, 0, static_cast<int64_t>(line.size()));
     if (info.blank) {
       flush_pending(true);
       in_doc = false;
       continue;
     }
-    if (options.documents == DocumentBoundary::kLine) {
+    if (options.documents == DocumentBoundary::kLine || !in_doc) {
+      flush_pending(false);
       ++documents;
-      callbacks.begin(offset);
+      wanted = callbacks.begin(offset);
+      in_doc = options.documents == DocumentBoundary::kBlankLine;
+    }
+    if (!wanted) continue;
+    try {
+      check_utf8(path, line, offset);
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      TUPE_FAIL(path << ": line " << lines.line_number() << msg.substr(path.size()));
+    }
+    if (options.documents == DocumentBoundary::kLine) {
       callbacks.line(line.substr(0, static_cast<size_t>(info.last_text)));
       continue;
     }
     flush_pending(false);
-    if (!in_doc) {
-      ++documents;
-      callbacks.begin(offset);
-      in_doc = true;
-    }
     const std::string_view middle = !line.empty() && line.back() == '\r' ? line.substr(0, line.size() - 1) : line;
     if (static_cast<int64_t>(middle.size()) == info.last_text) {
       callbacks.line(middle);  // both cuts agree

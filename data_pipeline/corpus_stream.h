@@ -76,11 +76,13 @@ struct StreamOptions {
 };
 
 /// What stream_documents calls, in order: begin(offset) at each document's start (offset of
-/// its first byte in the decompressed text), then line(text) for each of its lines (the same
-/// lines for_each_line gives for the document of a plain file); progress(consumed) now and
-/// then with the file bytes consumed so far.
+/// its first byte in the decompressed text), which returns whether the document is wanted;
+/// for a wanted one line(text) for each of its lines (the same lines for_each_line gives for
+/// the document of a plain file); progress(consumed) now and then with the file bytes
+/// consumed so far. A document not wanted is neither parsed (JSON) nor checked (UTF-8): the
+/// caller that wants it checks it.
 struct DocumentCallbacks {
-  std::function<void(int64_t offset)> begin;
+  std::function<bool(int64_t offset)> begin;
   std::function<void(std::string_view line)> line;
   std::function<void(int64_t consumed)> progress;
 };

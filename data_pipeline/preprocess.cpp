@@ -276,10 +276,9 @@ std::vector<std::unique_ptr<ShardWriter>> run_preprocess_jobs(const PreprocessPl
       for (size_t k = 0; k < mine.size(); ++k)
         if (packers[k] && (mine[k]->split == "validation") == validation) target = packers[k].get();
       if (target) target->begin_document();
+      return target != nullptr;
     };
-    cb.line = [&](std::string_view line) {
-      if (target) target->add_tokens(tokenizer.encode(line));
-    };
+    cb.line = [&](std::string_view line) { target->add_tokens(tokenizer.encode(line)); };
     const int64_t bytes_before = prog.bytes_done;
     cb.progress = [&](int64_t consumed) {
       prog.bytes_done = bytes_before + consumed;

@@ -4,7 +4,8 @@ Usage: make_format_inputs.py SOURCE OUTDIR NAME line|blank_line
 Writes OUTDIR/NAME.txt (SOURCE's bytes), NAME.txt.gz (two gzip members, cut mid-file),
 NAME.txt.zst (the zstd command), NAME.jsonl (one record per document: its lines joined by
 \n in "text", an "id" before it and a nested decoy "text" in "meta"), NAME.jsonl.gz and
-NAME.jsonl.zst, and NAME.gzdata (gzip under a name that says nothing). Documents as
+NAME.jsonl.zst, NAME.gzdata (gzip under a name that says nothing), and NAME-bad.jsonl.gz:
+the JSON lines with record 2001 (or the last) holding a number as its text. Documents as
 `preprocess.documents` cuts them: one per non-blank line, or runs of non-blank lines.
 Fails when the zstd command is missing.
 """
@@ -50,6 +51,9 @@ def main():
         for i, d in enumerate(documents(raw.decode("utf-8"), mode)))
     open(base + ".jsonl", "w", encoding="utf-8").write(records)
     open(base + ".jsonl.gz", "wb").write(gzip.compress(records.encode("utf-8")))
+    lines = records.splitlines(keepends=True)
+    lines[min(2000, len(lines) - 1)] = '{"id": 2000, "text": 5}\n'
+    open(base + "-bad.jsonl.gz", "wb").write(gzip.compress("".join(lines).encode("utf-8")))
     for ext in (".txt", ".jsonl"):
         subprocess.run(["zstd", "-q", "-f", base + ext, "-o", base + ext + ".zst"], check=True)
     print(f"{base}.*: {len(raw)} bytes of text, {records.count(chr(10))} records")

@@ -208,7 +208,10 @@ TEST(DataCorpusStream, StreamedDocumentsEqualSplitDocuments) {
     StreamOptions options;
     options.documents = mode;
     DocumentCallbacks cb;
-    cb.begin = [&](int64_t offset) { got.push_back({offset, {}}); };
+    cb.begin = [&](int64_t offset) {
+      got.push_back({offset, {}});
+      return true;
+    };
     cb.line = [&](std::string_view l) { got.back().second.emplace_back(l); };
     EXPECT_EQ(stream_documents(file, options, cb), static_cast<int64_t>(text.size()));
     ASSERT_GT(want.size(), 100u);
