@@ -9,9 +9,7 @@
 # tokens as their uncompressed file (text and JSON lines differ by a few [CLS]/[SEP]: pieces
 # are cut at byte offsets, and a piece ends its last sequence).
 # Usage: bench/corpus_formats.sh [BUILD_DIR] [ROUNDS]   (default build, 3)
-# Environment: TUPE_SHARED_DATA (default ../shared/data), TUPE_PYTHON (default python3),
-# TUPE_BENCH_NP (run under `mpirun -np N`: the CPU time of all ranks; each rank reads a
-# compressed file whole, so its decompression is paid N times).
+# Environment: TUPE_SHARED_DATA (default ../shared/data), TUPE_PYTHON (default python3).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${1:-$here/build}"
@@ -26,17 +24,12 @@ cat "$src" "$src" "$src" > "$work/source.txt"
 rm "$work/source.txt"
 printf 'a short line of text to measure the start-up\n' > "$work/me.start"
 formats=(start txt txt.gz txt.zst jsonl jsonl.gz jsonl.zst)
-launch=""
-if [ -n "${TUPE_BENCH_NP:-}" ]; then
-  launch="mpirun -np $TUPE_BENCH_NP --oversubscribe --bind-to none"
-  [ "$(id -u)" != 0 ] || export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-fi
 declare -A best tokens
 for ((r = 1; r <= rounds; ++r)); do
   for f in "${formats[@]}"; do
     out="$work/out-$f"
     TIMEFORMAT='%R %U %S'
-    { time $launch "$build/cli/tupe" preprocess --quiet --overwrite --input "$work/me.$f" --output "$out" \
+    { time "$build/cli/tupe" preprocess --quiet --overwrite --input "$work/me.$f" --output "$out" \
       --tokenizer.vocab "$data/vocab/bert-base-uncased-vocab.txt" --preprocess.validation_ratio 0 > "$work/log" ; } 2> "$work/time"
     read -r wall user sys < "$work/time"
     secs=$(echo "$user + $sys" | bc -l)
@@ -48,7 +41,7 @@ for ((r = 1; r <= rounds; ++r)); do
   done
 done
 echo
-echo "${launch:-one process}: mixed-english train.txt x 3"
+echo "one process: mixed-english train.txt x 3"
 echo "start-up (one line of input): best ${best[start]} CPU s"
 echo "| input | size (MB) | best of $rounds (CPU s) | less start-up (CPU s) | M tokens per CPU s | throughput / plain text |"
 echo "|---|---|---|---|---|---|"
