@@ -19,9 +19,12 @@ set(TUPE_TEST_ENV
 #               tokenizers, h5py, scikit-learn, safetensors, a reference written in the test)
 #   e2e         the `tupe` executable or a launch/ script end to end
 #   gpu         CUDA (reports itself skipped without a GPU)
+#   cluster     ranks on nodes simulated with namespaces (launch/sim_cluster.sh): multi-node
+#               placement, node and link faults, node-local storage, Slurm; reports itself
+#               skipped where namespaces are not permitted (tests/cluster/README.md)
 # The test TestTiers_every_test_has_one (tests/check_test_tiers.cmake) fails when a test has
 # no tier or a label that is no tier.
-set(TUPE_TEST_TIERS unit mpi python-ref e2e gpu)
+set(TUPE_TEST_TIERS unit mpi python-ref e2e gpu cluster)
 
 # tupe_check_tiers(where label...): a configure error unless every label is a tier.
 function(tupe_check_tiers where)

@@ -10,6 +10,7 @@
 
 #include "common/config_fields.h"
 #include "common/error.h"
+#include "common/log.h"
 #include "dist/check.h"
 #include "dist/mpi_env.h"
 
@@ -92,6 +93,32 @@ void copy_text(char* dst, size_t n, const std::string& src) {
 
 }  // namespace
 
+std::string placement_line(const std::vector<RankDevice>& ranks) {
+  std::vector<std::pair<std::string, std::vector<int>>> hosts;  // in order of first rank
+  for (const RankDevice& d : ranks) {
+    auto it = std::find_if(hosts.begin(), hosts.end(), [&](const auto& h) { return h.first == d.host; });
+    if (it == hosts.end()) it = hosts.insert(hosts.end(), {d.host, {}});
+    it->second.push_back(d.rank);
+  }
+  std::ostringstream out;
+  out << "placement:";
+  for (size_t h = 0; h < hosts.size(); ++h) {
+    std::vector<int> r = hosts[h].second;
+    std::sort(r.begin(), r.end());
+    out << (h ? "; " : " ") << hosts[h].first << " ranks ";
+    for (size_t i = 0; i < r.size();) {
+      size_t j = i;
+      while (j + 1 < r.size() && r[j + 1] == r[j] + 1) ++j;
+      out << (i ? "," : "") << r[i];
+      if (j > i) out << "-" << r[j];
+      i = j + 1;
+    }
+  }
+  out << " (" << ranks.size() << (ranks.size() == 1 ? " rank on " : " ranks on ") << hosts.size()
+      << (hosts.size() == 1 ? " node)" : " nodes)");
+  return out.str();
+}
+
 c10::Device resolve_device(const MpiEnv& env, DeviceRequest request, const std::string& key) {
   const int visible = torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
   const bool use_cuda = request == DeviceRequest::kCuda || (request == DeviceRequest::kAuto && visible > 0);
@@ -126,6 +153,7 @@ c10::Device resolve_device(const MpiEnv& env, DeviceRequest request, const std::
   }
   const std::string error = check_device_plan(ranks, request, key);
   TUPE_CHECK(error.empty(), error);
+  if (env.world_size() > 1) log::info(placement_line(ranks));
   if (!use_cuda) return c10::Device(c10::kCPU);
   const c10::Device device(c10::kCUDA, static_cast<c10::DeviceIndex>(mine.device_index));
   set_current_device(device);

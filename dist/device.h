@@ -53,6 +53,12 @@ struct RankDevice {
 /// is unknown). Messages start with `key` and name the ranks, hosts and counts involved.
 std::string check_device_plan(const std::vector<RankDevice>& ranks, DeviceRequest request, const std::string& key);
 
+/// Which ranks run on which node, as one line: "placement: node1 ranks 0-1; node2 ranks 2-3
+/// (4 ranks on 2 nodes)" (hosts in order of their lowest rank; runs of ranks as a-b). Rank 0
+/// logs it at start of every multi-rank job, so a launcher that sees a node fail can name the
+/// ranks that were on it.
+std::string placement_line(const std::vector<RankDevice>& ranks);
+
 /// Decides this rank's device (collective: every rank calls it once, at start). On a GPU
 /// it makes that device current for the calling thread. Throws tupe::Error with the text of
 /// check_device_plan on every rank when the plan is not sound.

@@ -348,6 +348,17 @@ TEST(DistDevicePlan, LocalRankModuloVisibleDevices) {
   EXPECT_THROW(cuda_device_for_local_rank(-1, 2), Error);
 }
 
+TEST(DistDevicePlan, PlacementLineNamesEachNodesRanks) {
+  EXPECT_EQ(placement_line(cluster(2, 2, 0, false, false)),
+            "placement: node-0 ranks 0-1; node-1 ranks 2-3 (4 ranks on 2 nodes)");
+  // Round-robin placement: runs are split; hosts in order of their lowest rank.
+  std::vector<RankDevice> rr = cluster(1, 5, 0, false, false);
+  for (RankDevice& d : rr) d.host = d.rank % 2 ? "b" : "a";
+  EXPECT_EQ(placement_line(rr), "placement: a ranks 0,2,4; b ranks 1,3 (5 ranks on 2 nodes)");
+  std::vector<RankDevice> one = cluster(1, 1, 0, false, false);
+  EXPECT_EQ(placement_line(one), "placement: node-0 ranks 0 (1 rank on 1 node)");
+}
+
 TEST(DistDevicePlan, SoundLayoutsPass) {
   // mpirun, 2 nodes x 8 GPUs, every process sees all 8.
   EXPECT_EQ(check_device_plan(cluster(2, 8, 8, false), DeviceRequest::kCuda, "train.device"), "");

@@ -51,7 +51,7 @@ mpirun)
 sbatch)
   s="$repo/launch/tupe.sbatch"
   if bash -n "$s"; then echo "ok   bash -n"; else echo "FAIL bash -n"; failures=$((failures + 1)); fi
-  for directive in "--signal=USR1@120" "--requeue"; do
+  for directive in "--signal=B:USR1@120" "--requeue"; do
     if grep -q "^#SBATCH $directive\$" "$s"; then echo "ok   #SBATCH $directive"; else
       echo "FAIL #SBATCH $directive missing"; failures=$((failures + 1)); fi
   done

@@ -105,9 +105,20 @@ void resume_job(PretrainJob& job, const std::string& resume) {
   error = dist::first_error(job.env, error);
   if (!error.empty()) throw AgreedError(error);  // every rank holds rank 0's message
   picked = dist::broadcast_string(job.env, picked, 0);
-  if (job.rank != 0 && !picked.empty())
-    loaded = trainer::LoadedCheckpoint{picked,
-                                       trainer::CheckpointStore::load(picked, trainer::CheckpointStore::Hashes::kSkip)};
+  // A checkpoint.dir on node-local storage: rank 0's node has the checkpoint, others do not.
+  std::string unreadable;
+  if (job.rank != 0 && !picked.empty()) {
+    try {
+      loaded = trainer::LoadedCheckpoint{
+          picked, trainer::CheckpointStore::load(picked, trainer::CheckpointStore::Hashes::kSkip)};
+    } catch (const Error& e) {
+      unreadable = "rank " + std::to_string(job.rank) + " on " + job.env.host_name() + ": " + e.what();
+    }
+  }
+  unreadable = dist::first_error(job.env, unreadable);
+  if (!unreadable.empty())
+    throw AgreedError("resume: rank 0 picked " + picked + ", which not every rank can read (is checkpoint.dir on a " +
+                      "file system every node shares?): " + unreadable);
   agree_on_step(job.comm(), job.rank, loaded ? loaded->contents.state.step : -1);
   if (!loaded) return;
   restore(job, loaded->dir, loaded->contents);

@@ -1,0 +1,219 @@
+"""launch/tupe.sbatch under a real Slurm (slurmctld, one slurmd per simulated node, munged)
+on the simulated cluster, with both launchers.
+
+Usage: slurm_checks.py CHECK WORKDIR
+  launchers   `sbatch launch/tupe.sbatch` with TUPE_LAUNCHER=srun (srun --mpi=pmix) and
+              TUPE_LAUNCHER=mpirun, 2 nodes x 2 ranks: both complete, equal to 1 rank
+  preempt     `scontrol requeue` mid-run: SIGTERM -> checkpoint -> the requeued job resumes
+              and completes; final weights equal an uninterrupted run's
+  time_limit  --time=1 --signal=B:USR1@40: checkpoint, requeue, auto-resume, repeated until
+              training completes; final weights equal an uninterrupted run's
+              (TUPE_TIME_LIMIT_STEPS, default 600; TUPE_TIME_LIMIT_LAUNCHER srun or mpirun)
+  node_down   node2 killed (slurmd and ranks): the job ends, with the reason in its output
+A requeued job is held by Slurm for about 2 minutes (its BeginTime); the checks release it
+at once with `scontrol update JobId=J StartTime=now`, as an administrator could.
+Environment: TUPE_BIN, TUPE_SOURCE_DIR, TUPE_SHARED_DATA.
+"""
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+from cluster_lib import (ENV, SRC, TUPE, Cluster, fail, max_rel_diff, pretrain_args, require_namespaces, single_rank,
+                         state, wait_for, weights, whole_checkpoints)
+
+SBATCH = os.path.join(SRC, "launch", "tupe.sbatch")
+
+
+def shards_of(work):
+    return os.path.join(os.path.dirname(work), "preprocess", "shards")
+
+
+def job_info(c, job):
+    """`scontrol show job` as a dict ({} once Slurm forgot the job)."""
+    p = c.run("head", ["scontrol", "show", "job", "-o", job], check=False)
+    if p.returncode != 0:
+        return {}
+    return dict(kv.split("=", 1) for kv in p.stdout.split() if "=" in kv)
+
+
+def submit(c, work, name, launcher, args, sbatch=()):
+    """sbatch launch/tupe.sbatch from the checkout (its submit folder) on 2 nodes x 2 ranks."""
+    out = os.path.join(work, f"{name}-{time.time_ns()}-%j.out")  # job ids start at 1 in every cluster
+    env = ["env", f"TUPE_BIN={TUPE}", f"TUPE_LAUNCHER={launcher}", "TUPE_GPUS_PER_NODE=0", f"TUPE_CONFIG={os.path.join(SRC, 'configs', 'tiny.ini')}"]
+    cmd = env + ["sbatch", "--parsable", "--nodes=2", "--ntasks-per-node=2", "--cpus-per-task=1", "--gpus-per-node=0",
+                 f"--output={out}", *sbatch, SBATCH] + args[3:]  # tupe.sbatch adds pretrain --config
+    cwd = os.getcwd()
+    os.chdir(SRC)
+    try:
+        job = c.run("head", cmd).stdout.strip().split(";")[0]
+    finally:
+        os.chdir(cwd)
+    return job, out.replace("%j", job)
+
+
+def release_if_held(c, job):
+    """A requeued job waits for its BeginTime; start it now."""
+    info = job_info(c, job)
+    if info.get("JobState") != "PENDING" or info.get("Reason") != "BeginTime":
+        return False
+    # Only once the previous run has left every node: released while a node still completes
+    # it, SLURM starts the job there again and kills it ("Job credential revoked").
+    nodes = c.run("head", ["sinfo", "-h", "-N", "-o", "%T"], check=False).stdout.split()
+    if not nodes or any(n != "idle" for n in nodes):
+        return False
+    time.sleep(2)
+    c.run("head", ["scontrol", "update", f"JobId={job}", "StartTime=now"])
+    return True
+
+
+def wait_done(c, job, timeout, out_path):
+    """Waits until the job left the queue (releasing requeued holds); its last state."""
+    t0, last = time.time(), {}
+    while time.time() - t0 < timeout:
+        info = job_info(c, job)
+        if info:
+            last = info
+        if not info or info.get("JobState") in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL",
+                                                 "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "PREEMPTED"):
+            return last
+        release_if_held(c, job)
+        time.sleep(1)
+    text = open(out_path).read() if os.path.exists(out_path) else "(no output)"
+    fail(f"job {job} not done after {timeout} s: {last.get('JobState')} {last.get('Reason')}\n{text[-3000:]}")
+
+
+def reference(work, shards, steps, ranks=1):
+    """An uninterrupted run outside the cluster: 1 rank x the global batch, or `ranks` ranks
+    under plain mpirun with the cluster jobs' micro-batch (for long runs: the same sums)."""
+    ref = os.path.join(work, f"uninterrupted_{ranks}x_{steps}")
+    if not whole_checkpoints(ref) or whole_checkpoints(ref)[-1] != steps:
+        shutil.rmtree(ref, ignore_errors=True)
+        opts = {"train.max_steps": steps, "checkpoint.every_steps": 0}
+        if ranks == 1:
+            opts["train.micro_batch_size"] = 8
+        args = pretrain_args(shards, ref, **opts) + ["--resume", "none"]
+        if ranks == 1:
+            single_rank(args)
+        else:
+            p = subprocess.run(["mpirun", "-np", str(ranks), "--oversubscribe", "--bind-to", "none", TUPE] + args,
+                               capture_output=True, text=True, env=ENV, timeout=600)
+            if p.returncode != 0:
+                fail(f"the uninterrupted reference failed:\n{p.stderr[-2000:]}")
+    return ref
+
+
+def compare(ckpt, ref, steps, what):
+    d = max_rel_diff(weights(ckpt, steps), weights(ref, steps))
+    pos = (state(ckpt, steps)["data_position"], state(ref, steps)["data_position"])
+    print(f"{what}: final weights (step {steps}) vs the uninterrupted run {os.path.basename(ref)}: "
+          f"max relative difference {d:.3e}")
+    if d > 1e-6 or pos[0] != pos[1]:
+        fail(f"{what}: differs from the uninterrupted run ({d:.3e} > 1e-6, or data position {pos})")
+
+
+def check_launchers(work):
+    require_namespaces()
+    shards = shards_of(work)
+    ref = reference(work, shards, 10)
+    with Cluster(work, "sim", 2, slurm=True) as c:
+        for launcher in ("srun", "mpirun"):
+            ck = os.path.join(work, launcher)
+            shutil.rmtree(ck, ignore_errors=True)
+            t0 = time.time()
+            job, out = submit(c, work, launcher, launcher, pretrain_args(shards, ck, **{"train.max_steps": 10}))
+            info = wait_done(c, job, 180, out)
+            text = open(out).read()
+            print(f"{launcher}: job {job} {info.get('JobState')} in {time.time() - t0:.1f} s")
+            if info.get("JobState") != "COMPLETED" or "pre-training finished at step 10" not in text:
+                fail(f"{launcher}: job {job} {info.get('JobState')}:\n{text[-3000:]}")
+            if "placement: node1 ranks 0-1; node2 ranks 2-3" not in text:
+                fail(f"{launcher}: not 2 ranks per node:\n{text[-3000:]}")
+            compare(ck, ref, 10, launcher)
+    print("launchers OK")
+
+
+def requeue_cycles(c, job, out, ck, steps, timeout):
+    info = wait_done(c, job, timeout, out)
+    text = open(out).read()
+    if info.get("JobState") != "COMPLETED" or f"pre-training finished at step {steps}" not in text:
+        fail(f"job {job} {info.get('JobState')} ({info.get('Reason')}):\n{text[-4000:]}")
+    return int(info.get("Restarts", "0")), text
+
+
+def check_preempt(work):
+    require_namespaces()
+    shards = shards_of(work)
+    steps = 120
+    ref = reference(work, shards, steps, ranks=4)
+    ck = os.path.join(work, "preempted")
+    shutil.rmtree(ck, ignore_errors=True)
+    with Cluster(work, "sim", 2, slurm=True) as c:
+        job, out = submit(c, work, "preempt", "srun",
+                          pretrain_args(shards, ck, **{"train.max_steps": steps, "checkpoint.every_steps": 50}))
+        wait_for(lambda: os.path.exists(os.path.join(ck, "metrics", "rank_0.jsonl")), 120, "the first step")
+        time.sleep(2)
+        c.run("head", ["scontrol", "requeue", job])
+        print(f"scontrol requeue {job}")
+        restarts, text = requeue_cycles(c, job, out, ck, steps, 400)
+    stopped = [line for line in text.splitlines() if "stopped by signal" in line or "resumed from" in line]
+    print("\n".join(stopped))
+    if restarts < 1 or not any("stopped by signal" in line for line in stopped) or \
+            not any("resumed from" in line for line in stopped):
+        fail(f"no checkpoint on SIGTERM and resume (restarts {restarts}):\n{text[-4000:]}")
+    compare(ck, ref, steps, "preempted and requeued")
+    print("preempt OK")
+
+
+def check_time_limit(work):
+    require_namespaces()
+    shards = shards_of(work)
+    steps = int(os.environ.get("TUPE_TIME_LIMIT_STEPS", "600"))
+    ref = reference(work, shards, steps, ranks=4)
+    launcher = os.environ.get("TUPE_TIME_LIMIT_LAUNCHER", "srun")
+    ck = os.path.join(work, "time_limited")
+    shutil.rmtree(ck, ignore_errors=True)
+    t0 = time.time()
+    with Cluster(work, "sim", 2, slurm=True) as c:
+        job, out = submit(c, work, "time_limit", launcher,
+                          pretrain_args(shards, ck, **{"train.max_steps": steps, "checkpoint.every_steps": 0,
+                                                       "train.log_every": 50}),
+                          sbatch=["--time=1", "--signal=B:USR1@40"])
+        restarts, text = requeue_cycles(c, job, out, ck, steps, 900)
+    cycles = [line for line in text.splitlines() if "stopped by signal" in line or "resumed from" in line
+              or "re-queueing" in line]
+    print("\n".join(cycles))
+    print(f"time limit ({launcher}): {restarts} requeue(s), {time.time() - t0:.0f} s in all")
+    if restarts < 1 or sum("stopped by signal" in line for line in cycles) < restarts:
+        fail(f"the time limit did not cycle through checkpoint and requeue:\n{text[-4000:]}")
+    compare(ck, ref, steps, "time-limited cycles")
+    print("time_limit OK")
+
+
+def check_node_down(work):
+    require_namespaces()
+    shards = shards_of(work)
+    for launcher in ("srun", "mpirun"):
+        ck = os.path.join(work, f"down_{launcher}")
+        shutil.rmtree(ck, ignore_errors=True)
+        with Cluster(work, "sim", 2, slurm=True) as c:
+            job, out = submit(c, work, f"down_{launcher}", launcher,
+                              pretrain_args(shards, ck, **{"train.max_steps": 100000}), sbatch=["--no-requeue"])
+            wait_for(lambda: len(whole_checkpoints(ck)) >= 1, 120, "the first checkpoint")
+            t0 = time.time()
+            c.fault("kill", "node2")
+            info = wait_done(c, job, 120, out)
+            text = open(out).read()
+            tail = [line for line in text.splitlines() if line.startswith("tupe.sbatch:")][-1:]
+            print(f"{launcher}: job {job} {info.get('JobState')} ({info.get('Reason')}) {time.time() - t0:.1f} s "
+                  f"after the kill; {tail}")
+            if info.get("JobState") == "COMPLETED" or not tail or "node2" not in tail[0] or "ranks 2-3" not in tail[0]:
+                fail(f"{launcher}: the job output does not end with the reason naming node2:\n{text[-3000:]}")
+    print("node_down OK")
+
+
+if __name__ == "__main__":
+    check, work = sys.argv[1], os.path.abspath(sys.argv[2])
+    os.makedirs(work, exist_ok=True)
+    globals()["check_" + check](work)
