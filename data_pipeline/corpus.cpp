@@ -189,7 +189,8 @@ std::vector<DocumentSpan> split_documents(const std::string& path, std::string_v
   return docs;
 }
 
-PieceText read_piece(const std::string& path, int64_t file_bytes, int64_t begin, int64_t end, DocumentBoundary mode) {
+PieceText read_piece(const std::string& path, int64_t file_bytes, int64_t begin, int64_t end, DocumentBoundary mode,
+                     bool check_utf8_text) {
   const FileBytes file(path);
   PieceText out;
   const int64_t start = data_start(file);
@@ -262,7 +263,7 @@ PieceText read_piece(const std::string& path, int64_t file_bytes, int64_t begin,
   }
   if (in_doc && ours) out.docs.push_back(cur);
   const auto checked = static_cast<size_t>(std::min<int64_t>(pos, static_cast<int64_t>(bytes.size())));
-  check_utf8(path, std::string_view(bytes).substr(0, checked), out.base);
+  if (check_utf8_text) check_utf8(path, std::string_view(bytes).substr(0, checked), out.base);
   bytes.resize(checked);
   return out;
 }

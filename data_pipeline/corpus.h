@@ -91,10 +91,12 @@ struct PieceText {
 
 /// Reads the documents of `path` (of `file_bytes` bytes) whose first byte lies in [begin, end):
 /// the same documents split_documents finds in the whole file. Every line starting in
-/// [begin, end), and each of those documents, is checked for UTF-8; so the pieces of a file
-/// check all its bytes between them. Throws "<path>: invalid UTF-8 at byte N: <cause>" (N from
-/// the file start) or "<path>: read failed ...".
-PieceText read_piece(const std::string& path, int64_t file_bytes, int64_t begin, int64_t end, DocumentBoundary mode);
+/// [begin, end), and each of those documents, is checked for UTF-8 (unless `check_utf8_text` is
+/// false: JSON lines, whose parser checks it); so the pieces of a file check all its bytes
+/// between them. Throws "<path>: invalid UTF-8 at byte N: <cause>" (N from the file start) or
+/// "<path>: read failed ...".
+PieceText read_piece(const std::string& path, int64_t file_bytes, int64_t begin, int64_t end, DocumentBoundary mode,
+                     bool check_utf8_text = true);
 
 /// Whether `path` holds a non-blank line (reads until the first one). Throws on read errors.
 bool file_has_text(const std::string& path, int64_t file_bytes);

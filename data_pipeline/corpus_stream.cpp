@@ -246,6 +246,8 @@ class TextFieldSax final : public nlohmann::json_sax<nlohmann::json> {
     error_ = e.what();
     const size_t bracket = error_.find("] ");  // "[json.exception.parse_error.101] parse error at ..."
     if (error_.rfind("[json.exception", 0) == 0 && bracket != std::string::npos) error_.erase(0, bracket + 2);
+    for (char& c : error_)  // the parser quotes what it last read, which may be a broken byte
+      if (static_cast<unsigned char>(c) >= 0x80) c = '?';
     return false;
   }
 

@@ -208,7 +208,7 @@ std::vector<std::unique_ptr<ShardWriter>> run_preprocess_jobs(const PreprocessPl
       const Piece& piece = plan.pieces[static_cast<size_t>(p)];
       if (p != text_piece) {
         text = read_piece(input.path, input.size_bytes, piece.begin, piece.end,
-                          input.json_lines ? DocumentBoundary::kLine : config.documents);
+                          input.json_lines ? DocumentBoundary::kLine : config.documents, !input.json_lines);
         text_piece = p;
         TUPE_CHECK(piece.begin > 0 || !text.docs.empty() || file_has_text(input.path, input.size_bytes),
                    input.path << ": no text (only blank lines, spaces or control characters)");

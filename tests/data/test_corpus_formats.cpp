@@ -143,7 +143,8 @@ TEST(DataCorpusFormats, BadRecordsAndDamagedStreamsAreNamed) {
              {"missing", "{\"id\": 7, \"meta\": {\"text\": \"nested\"}}", "no \"text\" field"},
              {"number", "{\"text\": 12}", "field \"text\" is a number, not a string"},
              {"array", "[\"text\"]", "not a JSON object"},
-             {"surrogate", "{\"text\": \"\\ud800\"}", "invalid JSON"}};
+             {"surrogate", "{\"text\": \"\\ud800\"}", "invalid JSON"},
+             {"utf8", "{\"text\": \"bad \xFF byte\"}", "ill-formed UTF-8"}};
   for (const auto& b : bad) {
     const std::string path = dir / (std::string("bad-") + b.name + ".jsonl");
     test::write_file(path, good + b.record + "\n{\"text\": \"after\"}\n");
