@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Gathers everything a GPU host without network needs for launch/gpu_check.sh into ONE
 # ignored folder of the checkout, .gpu-carry/ (at most 60 MB), and prepares this machine's
-# stand-in for that host (for `launch/gpu_check.sh --rehearse`). Needs apt and PyPI; run it
-# here, then carry .gpu-carry to the GPU host (the device tool: carry [".gpu-carry"]).
+# stand-in for that host (for `launch/gpu_check.sh --rehearse`). Needs apt and pip (their
+# package indexes); run it here, then carry .gpu-carry to the GPU host (the device tool:
+# carry [".gpu-carry"]; the two calls are in the header of launch/gpu_check.sh).
 #
 #   .gpu-carry/debs/   Debian 12 packages: Open MPI, serial HDF5, Boost.Program_options,
 #                      GoogleTest, nlohmann-json, ICU, SentencePiece, OpenSSL headers, spdlog/fmt, and
