@@ -36,6 +36,8 @@ DEBS=(
   libgtest-dev nlohmann-json3-dev libicu-dev libicu72 libsentencepiece-dev libsentencepiece0 libssl-dev libssl3
   # the console log
   libspdlog-dev libspdlog1.10 libfmt-dev libfmt9
+  # gzip and zstd corpora of tupe preprocess (headers; the libraries are libzstd1 above and the host's zlib)
+  zlib1g-dev libzstd-dev
 )
 limit_mb=60
 

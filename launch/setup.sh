@@ -18,7 +18,7 @@ PY_PACKAGES=(transformers==5.24.0 safetensors==0.8.0 numpy==2.4.6 scipy==1.17.1
 APT_PACKAGES=(build-essential cmake ninja-build ccache pkg-config git
               libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools libboost-program-options-dev
               libgtest-dev libicu-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
-              libsentencepiece-dev libssl-dev python3-venv gnuplot-nox)
+              libsentencepiece-dev libssl-dev zlib1g-dev libzstd-dev zstd python3-venv gnuplot-nox)
 # The cluster tier (launch/sim_cluster.sh): namespaces and a bridge (iproute2, util-linux),
 # and a real Slurm with munge on the simulated nodes. Only installed; nothing is started.
 APT_PACKAGES+=(iproute2 util-linux slurmctld slurmd slurm-client munge)
