@@ -1,7 +1,7 @@
 // Builds a large pre-training corpus for bench/corpus_scale.sh (run by hand, not a test):
 // the samples of real shards (e.g. WikiText-2's train split) repeated until --tokens, written
-// with the project's shard writer as one complete shard set of --shards files (format v2,
-// unfiltered unless --compression). Memory stays at one source copy plus the writer's buffer.
+// with the project's shard writer as one complete shard set of --shards files (the current
+// format version, unfiltered unless --compression). Memory stays at one source copy plus the writer's buffer.
 //   make_corpus --from SHARDS_DIR --out DIR --tokens 1000000000 --shards 16 [--compression 0]
 #include <boost/program_options.hpp>
 #include <chrono>

@@ -1,7 +1,8 @@
 // Step time of the four model variants, interleaved in ONE process (run by hand, not a test).
 //   variant_step_bench --shards DIR [--hidden 256] [--layers 4] [--seq 128] [--batch 16]
 //                      [--rounds 40] [--warmup 3] [--threads 1] [--precision fp32|bf16]
-//                      [--device cpu|cuda]
+//                      [--device cpu|cuda] [--sdpa both|pinned|default] [--pin KERNEL]
+//                      [--peak-tflops T]
 //
 // Each round draws one batch from the loader (real shards, dynamic masks) and runs one full
 // pre-training step with it on every variant in turn: forward at the masked positions,
@@ -10,9 +11,19 @@
 // `tupe pretrain` does per step, without the collectives. Dropout is on (model defaults).
 // Interleaving puts every variant under the same machine load, so the per-round ratio
 // t(variant) / t(BERT-A) is far less noisy than comparing separate runs. Reports, per variant,
-// the median of the wall-clock and of the thread-CPU step time, and the median of the
-// per-round ratios to BERT-A. On --device cuda each step ends with a device synchronize
-// (the CPU-time column then means little).
+// the median of the wall-clock and of the thread-CPU step time, the median of the
+// per-round ratios to BERT-A, tokens/s (padded tokens of the median step) and MFU
+// (trainer/pretrain/flops.h; peak from the GPU table, or measured on the CPU). On --device
+// cuda each step ends with a device synchronize (the CPU-time column then means little).
+//
+// SDPA kernels (model/attention.h): TUPE-R's bias needs a gradient and gets the
+// memory-efficient kernel; BERT-A's padding mask would get cuDNN attention from torch on
+// H100/H200. So the variants are timed twice (--sdpa both, the default):
+//   pinned   every variant on ONE kernel (--pin, default: efficient on CUDA, math on the
+//            CPU): the ratio then measures the positional terms, not two kernels; this is
+//            also what `tupe pretrain` trains with (cuDNN off for masked training forwards)
+//   default  torch's own choice for each variant (cuDNN allowed): what the kernels differ by
+// Each table names the kernel SDPA picks for BERT-A's and TUPE-R's attention.
 #include <ATen/ATen.h>
 #include <torch/cuda.h>
 #include <time.h>
@@ -22,17 +33,21 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 
 #include "common/error.h"
 #include "common/host_memory.h"
 #include "data_pipeline/loader.h"
-#include "model/tupe_bert.h"
+#include "dist/device.h"
 #include "dist/grad_buffer.h"
+#include "model/attention.h"
+#include "model/tupe_bert.h"
 #include "trainer/autocast.h"
 #include "trainer/loss_scaler.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/optimizer.h"
 #include "trainer/optimizer_step.h"
+#include "trainer/pretrain/flops.h"
 
 namespace po = boost::program_options;
 using namespace tupe;
@@ -53,6 +68,7 @@ double median(std::vector<double> v) {
 
 struct Variant {
   std::string name;
+  model::ModelConfig config;
   model::TupeBert net{nullptr};
   checkpoint::NamedTensors named;
   std::unique_ptr<dist::GradBuffer> grads;  ///< the flat gradient buffer, as DDP lays it out
@@ -62,11 +78,43 @@ struct Variant {
   std::vector<double> wall_s, cpu_s, ratio;
 };
 
+/// Sets every attention layer's cuDNN rule (model/attention.h) of `net`.
+void set_avoid_cudnn(model::TupeBert& net, bool avoid) {
+  for (const auto& m : net->modules(/*include_self=*/false))
+    if (auto* a = dynamic_cast<model::SelfAttentionImpl*>(m.get())) a->avoid_cudnn_in_training = avoid;
+}
+
+/// The SDPA kernel a training forward of `c` gets on `device` in dtype `dtype` under the
+/// current flags: q/k/v (B, H, L, d_h) needing gradients; the mask BERT-A's (B, 1, 1, L)
+/// padding mask, or a TUPE/BERT-R (B, H, L, L) bias (TUPE's needs a gradient). With `avoid`
+/// the cuDNN rule of model/attention.h applies (cuDNN off for such calls).
+std::string kernel_for(const model::ModelConfig& c, int64_t batch, const c10::Device& device, at::ScalarType dtype,
+                       bool avoid) {
+  if (!device.is_cuda()) return "explicit (CPU training)";
+  const auto opts = at::TensorOptions().device(device).dtype(dtype);
+  const int64_t H = c.num_heads, L = c.max_positions, dh = c.head_size();
+  const at::Tensor q = at::randn({batch, H, L, dh}, opts).requires_grad_(), k = at::randn({batch, H, L, dh}, opts),
+                   v = at::randn({batch, H, L, dh}, opts);
+  at::Tensor mask;
+  if (c.position_encoding == model::PositionEncoding::kBertAbsolute)
+    mask = at::zeros({batch, 1, 1, L}, opts);
+  else
+    mask = at::zeros({batch, H, L, L}, opts)
+               .requires_grad_(c.position_encoding == model::PositionEncoding::kTupeAbsolute ||
+                               c.position_encoding == model::PositionEncoding::kTupeRelative);
+  const bool cudnn_was = at::globalContext().userEnabledCuDNNSDP();
+  if (avoid) at::globalContext().setSDPUseCuDNN(false);
+  const std::string choice = model::sdpa_choice(q, k, v, mask, c.attention_dropout, c.attention_scale());
+  at::globalContext().setSDPUseCuDNN(cudnn_was);
+  return choice;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const bool malloc_kept = keep_freed_host_memory();  // as `tupe` does (TUPE_HOST_MALLOC=default: glibc's policy)
-  std::string shards, precision, device_name;
+  std::string shards, precision, device_name, sdpa_modes, pin_name;
+  double peak_tflops = 0;
   int64_t hidden = 256, layers = 4, seq = 128, batch = 16, rounds = 40, warmup = 3, threads = 1;
   po::options_description desc("variant_step_bench options");
   desc.add_options()("help", "this help")("shards", po::value(&shards)->required(), "training shard file or folder")(
@@ -78,7 +126,13 @@ int main(int argc, char** argv) {
       "warmup", po::value(&warmup)->default_value(3), "untimed rounds first")(
       "threads", po::value(&threads)->default_value(1), "intra-op threads")(
       "precision", po::value(&precision)->default_value("fp32"), "fp32 | bf16 (autocast)")(
-      "device", po::value(&device_name)->default_value("cpu"), "cpu | cuda");
+      "device", po::value(&device_name)->default_value("cpu"), "cpu | cuda")(
+      "sdpa", po::value(&sdpa_modes)->default_value("both"),
+      "both | pinned | default: time the variants on one pinned SDPA kernel, with torch's own choice, or both")(
+      "pin", po::value(&pin_name)->default_value(""), "the pinned SDPA kernel: efficient (CUDA default) | flash | cudnn | "
+                                                       "math (CPU default)")(
+      "peak-tflops", po::value(&peak_tflops)->default_value(0.0),
+      "peak TFLOP/s for MFU; 0: the GPU table (trainer/pretrain/flops.h) or measured on the CPU");
   try {
     po::variables_map vm;
     po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -90,7 +144,11 @@ int main(int argc, char** argv) {
     TUPE_CHECK(precision == "fp32" || precision == "bf16", "--precision: '" << precision << "' is not fp32 or bf16");
     TUPE_CHECK(device_name == "cpu" || device_name == "cuda", "--device: '" << device_name << "' is not cpu or cuda");
     TUPE_CHECK(device_name == "cpu" || torch::cuda::is_available(), "--device: cuda requested but no GPU is visible");
-    const c10::Device device(device_name == "cuda" ? c10::kCUDA : c10::kCPU);
+    TUPE_CHECK(sdpa_modes == "both" || sdpa_modes == "pinned" || sdpa_modes == "default",
+               "--sdpa: '" << sdpa_modes << "' is not both, pinned or default");
+    const c10::Device device(device_name == "cuda" ? c10::kCUDA : c10::kCPU, device_name == "cuda" ? 0 : -1);
+    const model::SdpaKernel pin =
+        model::parse_sdpa_kernel(pin_name.empty() ? (device.is_cuda() ? "efficient" : "math") : pin_name);
     const auto sync = [&] {
       if (device.is_cuda()) torch::cuda::synchronize();
     };
@@ -120,6 +178,7 @@ int main(int argc, char** argv) {
       at::manual_seed(1);
       Variant var;
       var.name = v;
+      var.config = mc;
       var.net = model::TupeBert(mc);
       var.net->to(device);
       var.net->train();
@@ -137,48 +196,83 @@ int main(int argc, char** argv) {
       variants.push_back(std::move(var));
     }
     const auto amp = precision == "bf16" ? at::kBFloat16 : at::kFloat;
+    if (peak_tflops <= 0)
+      peak_tflops = device.is_cuda() ? pretrain::table_peak_tflops(dist::cuda_device_name(0), po.precision, false)
+                                     : pretrain::measure_cpu_peak_tflops();
     std::printf("%s, d %lld, layers %lld, seq %lld, batch %lld, threads %lld, %s; %lld rounds after %lld warm-up; host "
-                "malloc: %s\n",
+                "malloc: %s; peak %.1f TFLOP/s\n",
                 device_name.c_str(), static_cast<long long>(hidden), static_cast<long long>(layers), static_cast<long long>(seq),
                 static_cast<long long>(batch), static_cast<long long>(threads), precision.c_str(),
                 static_cast<long long>(rounds), static_cast<long long>(warmup),
-                malloc_kept ? "freed memory kept" : "glibc default");
+                malloc_kept ? "freed memory kept" : "glibc default", peak_tflops);
 
-    for (int64_t r = 0; r < warmup + rounds; ++r) {
-      data_pipeline::Batch b = loader.next();
-      b.input_ids = b.input_ids.to(device);
-      b.attention_mask = b.attention_mask.to(device);
-      if (b.segment_ids.defined()) b.segment_ids = b.segment_ids.to(device);
-      b.masked_positions = b.masked_positions.to(device);
-      b.masked_labels = b.masked_labels.to(device);
-      const double masked = static_cast<double>(b.masked_positions.numel());
+    std::vector<std::string> modes;
+    if (sdpa_modes != "default") modes.push_back("pinned");
+    if (sdpa_modes != "pinned") modes.push_back("default");
+    for (const std::string& mode : modes) {
+      const bool pinned = mode == "pinned";
+      std::optional<model::SdpaKernelPin> pin_scope;
+      if (pinned) pin_scope.emplace(pin);
       for (auto& v : variants) {
-        at::manual_seed(static_cast<uint64_t>(1000 + r));
-        sync();
-        const auto t0 = std::chrono::steady_clock::now();
-        const double c0 = thread_cpu_s();
-        v.grads->zero();
-        at::Tensor logits;
-        {
-          trainer::AutocastScope autocast(device.type(), amp);
-          logits = v.net->mlm_logits(b.input_ids, b.attention_mask, b.segment_ids, b.masked_positions);
-        }
-        at::Tensor loss = at::cross_entropy_loss(logits.to(at::kFloat), b.masked_labels, {}, at::Reduction::Sum) / masked;
-        loss.backward();
-        v.step->apply(v.grads->data(), r + 1);  // the loop's optimizer step (no host sync)
-        sync();
-        const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        const double cpu = thread_cpu_s() - c0;
-        if (r >= warmup) {
-          v.wall_s.push_back(wall);
-          v.cpu_s.push_back(cpu);
-          v.ratio.push_back(wall / variants.front().wall_s.back());
+        set_avoid_cudnn(v.net, pinned);  // default: torch's own choice, cuDNN allowed
+        v.wall_s.clear();
+        v.cpu_s.clear();
+        v.ratio.clear();
+      }
+      double masked_sum = 0;
+      for (int64_t r = 0; r < warmup + rounds; ++r) {
+        data_pipeline::Batch b = loader.next();
+        b.input_ids = b.input_ids.to(device);
+        b.attention_mask = b.attention_mask.to(device);
+        if (b.segment_ids.defined()) b.segment_ids = b.segment_ids.to(device);
+        b.masked_positions = b.masked_positions.to(device);
+        b.masked_labels = b.masked_labels.to(device);
+        const double masked = static_cast<double>(b.masked_positions.numel());
+        if (r >= warmup) masked_sum += masked;
+        for (auto& v : variants) {
+          at::manual_seed(static_cast<uint64_t>(1000 + r));
+          sync();
+          const auto t0 = std::chrono::steady_clock::now();
+          const double c0 = thread_cpu_s();
+          v.grads->zero();
+          at::Tensor logits;
+          {
+            trainer::AutocastScope autocast(device.type(), amp);
+            logits = v.net->mlm_logits(b.input_ids, b.attention_mask, b.segment_ids, b.masked_positions);
+          }
+          at::Tensor loss =
+              at::cross_entropy_loss(logits.to(at::kFloat), b.masked_labels, {}, at::Reduction::Sum) / masked;
+          loss.backward();
+          v.step->apply(v.grads->data(), r + 1);  // the loop's optimizer step (no host sync)
+          sync();
+          const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          const double cpu = thread_cpu_s() - c0;
+          if (r >= warmup) {
+            v.wall_s.push_back(wall);
+            v.cpu_s.push_back(cpu);
+            v.ratio.push_back(wall / variants.front().wall_s.back());
+          }
         }
       }
+      const double masked_per_token = masked_sum / static_cast<double>(rounds * batch * seq);
+      const at::ScalarType dtype = precision == "bf16" ? at::kBFloat16 : at::kFloat;
+      const Variant& bert_a = variants.front();
+      const Variant& tupe_r = variants.back();
+      std::printf("sdpa %s: %s (BERT-A %s, TUPE-R %s)\n", mode.c_str(),
+                  pinned ? ("pinned to " + model::to_string(pin)).c_str() : "torch's choice, cuDNN allowed",
+                  kernel_for(bert_a.config, batch, device, dtype, pinned).c_str(),
+                  kernel_for(tupe_r.config, batch, device, dtype, pinned).c_str());
+      std::printf("%-14s %16s %16s %22s %12s %7s\n", "variant", "wall median (s)", "cpu median (s)",
+                  "vs BERT-A (median of rounds)", "tokens/s", "MFU");
+      for (auto& v : variants) {
+        const double wall = median(v.wall_s);
+        const double tokens_per_s = static_cast<double>(batch * seq) / wall;
+        const double mfu =
+            pretrain::training_flops_per_token(v.config, seq, batch, masked_per_token) * tokens_per_s / (peak_tflops * 1e12);
+        std::printf("%-14s %16.4f %16.4f %22.3f %12.0f %6.1f%%\n", v.name.c_str(), wall, median(v.cpu_s),
+                    median(v.ratio), tokens_per_s, 100.0 * mfu);
+      }
     }
-    std::printf("%-14s %16s %16s %22s\n", "variant", "wall median (s)", "cpu median (s)", "vs BERT-A (median of rounds)");
-    for (auto& v : variants)
-      std::printf("%-14s %16.4f %16.4f %22.3f\n", v.name.c_str(), median(v.wall_s), median(v.cpu_s), median(v.ratio));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "variant_step_bench: error: %s\n", e.what());
     return 1;

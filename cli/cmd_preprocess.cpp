@@ -60,12 +60,12 @@ int preprocess_job(const dist::MpiEnv& env, int argc, char** argv) {
   std::vector<std::string> inputs;
   std::string output;
   ConfigCli cli("preprocess",
-                "Tokenises text files (or folders of them) and packs them into HDF5 shards.\n"
+                "Tokenises text or JSON-lines files (plain, gzip or zstd; or folders of them) and packs them into HDF5 shards.\n"
                 "Under mpirun the shard files are dealt to ranks; the result does not depend on the rank count.");
   cli.section("preprocess", data_pipeline::PreprocessConfig::fields(), config);
   cli.section("tokenizer", data_pipeline::TokenizerOptions::fields(), tok_options);
   cli.options().add_options()("input", po::value<std::vector<std::string>>(&inputs)->multitoken()->composing(),
-                              "text files or folders (searched recursively), one or more")(
+                              "text or JSON-lines files, plain, gzip or zstd, or folders of them (searched recursively), one or more")(
       "output", po::value<std::string>(&output), "folder for the shards (created if missing)")(
       "overwrite", "replace shards already in the output folder (stale ones are removed after success)")(
       "quiet", "no progress lines");
@@ -116,7 +116,9 @@ int preprocess_job(const dist::MpiEnv& env, int argc, char** argv) {
     for (const auto& f : other_hosts)
       log::warn("preprocess: kept " + f + " (written on another host; remove it if no run writes there)");
   log::info("# " + std::to_string(plan.files.size()) + " input files, " + std::to_string(plan.pieces.size()) +
-            " pieces, " + std::to_string(plan.jobs.size()) + " shards, " + std::to_string(world) + " ranks");
+            " pieces" + (plan.streamed.empty() ? "" : " (+ those of " + std::to_string(plan.streamed.size()) +
+                                                           " compressed files, read whole by each rank)") +
+            ", " + std::to_string(plan.jobs.size()) + " shards, " + std::to_string(world) + " ranks");
 
   // Phase 2: every rank writes its shards under temporary names.
   const auto t0 = std::chrono::steady_clock::now();

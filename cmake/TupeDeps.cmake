@@ -1,5 +1,5 @@
 # The non-torch dependencies: Open MPI, HDF5 (serial), Boost.Program_options,
-# nlohmann-json, ICU, SentencePiece, OpenSSL (crypto), spdlog/fmt, Threads.
+# nlohmann-json, ICU, SentencePiece, OpenSSL (crypto), spdlog/fmt, zlib, libzstd, Threads.
 #
 # Two ways to get them:
 #  - installed system-wide (Debian's -dev packages, launch/setup.sh): the usual finders;
@@ -87,6 +87,20 @@ find_package(nlohmann_json 3.10 REQUIRED)
 find_package(ICU 72 REQUIRED COMPONENTS uc i18n)
 find_package(OpenSSL REQUIRED COMPONENTS Crypto)
 find_package(spdlog 1.10 REQUIRED)  # the console log (common/log.cpp); brings fmt
+
+# zlib and libzstd: gzip and Zstandard corpora of `tupe preprocess` (data_pipeline/corpus_stream.cpp),
+# found directly like SentencePiece below (a relocated prefix has no usable CMake package files).
+find_path(TUPE_ZLIB_INCLUDE_DIR zlib.h)
+find_library(TUPE_ZLIB_LIBRARY z)
+find_path(TUPE_ZSTD_INCLUDE_DIR zstd.h)
+find_library(TUPE_ZSTD_LIBRARY zstd)
+if(NOT TUPE_ZLIB_INCLUDE_DIR OR NOT TUPE_ZLIB_LIBRARY OR NOT TUPE_ZSTD_INCLUDE_DIR OR NOT TUPE_ZSTD_LIBRARY)
+  message(FATAL_ERROR "zlib or libzstd not found (zlib.h: ${TUPE_ZLIB_INCLUDE_DIR}, libz: ${TUPE_ZLIB_LIBRARY}, "
+                      "zstd.h: ${TUPE_ZSTD_INCLUDE_DIR}, libzstd: ${TUPE_ZSTD_LIBRARY}); install zlib1g-dev and libzstd-dev")
+endif()
+add_library(tupe_compression INTERFACE)
+target_include_directories(tupe_compression INTERFACE "${TUPE_ZLIB_INCLUDE_DIR}" "${TUPE_ZSTD_INCLUDE_DIR}")
+target_link_libraries(tupe_compression INTERFACE "${TUPE_ZLIB_LIBRARY}" "${TUPE_ZSTD_LIBRARY}")
 
 # SentencePiece: the headers and both libraries, found directly (its pkg-config file
 # names /usr, which is wrong in a relocated prefix, and a GPU host may lack pkg-config).

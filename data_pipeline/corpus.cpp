@@ -11,6 +11,7 @@
 #include <set>
 
 #include "common/error.h"
+#include "data_pipeline/corpus_stream.h"
 #include "data_pipeline/text/utf8.h"
 
 namespace fs = std::filesystem;
@@ -22,6 +23,31 @@ DocumentBoundary parse_document_boundary(const std::string& key, const std::stri
 }
 
 std::string to_string(DocumentBoundary b) { return choice_word(b, kDocumentBoundaryWords); }
+
+LineInfo classify_line(std::string_view bytes, int64_t pos, int64_t eol) {
+  LineInfo info;
+  info.last_text = pos;
+  for (int64_t i = pos; i < eol; ++i) {
+    const auto c = static_cast<unsigned char>(bytes[static_cast<size_t>(i)]);
+    const bool c1 = c == 0xC2 && i + 1 < eol && static_cast<unsigned char>(bytes[static_cast<size_t>(i) + 1]) >= 0x80 &&
+                    static_cast<unsigned char>(bytes[static_cast<size_t>(i) + 1]) <= 0x9F;
+    if (c1) {
+      ++i;
+      continue;
+    }
+    if (c > 0x20 && c != 0x7F) info.blank = false;
+    if (c != '\r') info.last_text = i + 1;
+  }
+  return info;
+}
+
+void check_utf8(const std::string& path, std::string_view bytes, int64_t base) {
+  const char* cause = nullptr;
+  const size_t bad = find_invalid_utf8(bytes, &cause);
+  TUPE_CHECK(bad == std::string_view::npos, path << ": invalid UTF-8 at byte " << base + static_cast<int64_t>(bad) << ": "
+                                                 << (cause ? cause : "malformed sequence"));
+}
+
 
 namespace {
 
@@ -35,7 +61,7 @@ InputFile checked_file(const fs::path& p) {
   const auto size = fs::file_size(p, ec);
   TUPE_CHECK(!ec, p.string() << ": cannot read size (" << ec.message() << ")");
   TUPE_CHECK(size > 0, p.string() << ": empty file");
-  return {p.string(), static_cast<int64_t>(size)};
+  return {p.string(), static_cast<int64_t>(size), detect_compression(p.string())};
 }
 
 }  // namespace
@@ -89,38 +115,6 @@ std::string read_file_bytes(const std::string& path) {
 }
 
 namespace {
-
-/// One line [pos, eol) of a text: whether it holds no text, and one past its last character
-/// other than \r. Spaces and control characters (C0, DEL, and C1 = U+0080..U+009F, which
-/// tokenizers drop) are no text: a line of them is blank.
-struct LineInfo {
-  bool blank = true;
-  int64_t last_text = 0;
-};
-
-LineInfo classify_line(std::string_view bytes, int64_t pos, int64_t eol) {
-  LineInfo info;
-  info.last_text = pos;
-  for (int64_t i = pos; i < eol; ++i) {
-    const auto c = static_cast<unsigned char>(bytes[static_cast<size_t>(i)]);
-    const bool c1 = c == 0xC2 && i + 1 < eol && static_cast<unsigned char>(bytes[static_cast<size_t>(i) + 1]) >= 0x80 &&
-                    static_cast<unsigned char>(bytes[static_cast<size_t>(i) + 1]) <= 0x9F;
-    if (c1) {
-      ++i;
-      continue;
-    }
-    if (c > 0x20 && c != 0x7F) info.blank = false;
-    if (c != '\r') info.last_text = i + 1;
-  }
-  return info;
-}
-
-void check_utf8(const std::string& path, std::string_view bytes, int64_t base) {
-  const char* cause = nullptr;
-  const size_t bad = find_invalid_utf8(bytes, &cause);
-  TUPE_CHECK(bad == std::string_view::npos, path << ": invalid UTF-8 at byte " << base + static_cast<int64_t>(bad) << ": "
-                                                 << (cause ? cause : "malformed sequence"));
-}
 
 /// pread-based reads of one file.
 class FileBytes {
@@ -195,7 +189,8 @@ std::vector<DocumentSpan> split_documents(const std::string& path, std::string_v
   return docs;
 }
 
-PieceText read_piece(const std::string& path, int64_t file_bytes, int64_t begin, int64_t end, DocumentBoundary mode) {
+PieceText read_piece(const std::string& path, int64_t file_bytes, int64_t begin, int64_t end, DocumentBoundary mode,
+                     bool check_utf8_text) {
   const FileBytes file(path);
   PieceText out;
   const int64_t start = data_start(file);
@@ -268,7 +263,7 @@ PieceText read_piece(const std::string& path, int64_t file_bytes, int64_t begin,
   }
   if (in_doc && ours) out.docs.push_back(cur);
   const auto checked = static_cast<size_t>(std::min<int64_t>(pos, static_cast<int64_t>(bytes.size())));
-  check_utf8(path, std::string_view(bytes).substr(0, checked), out.base);
+  if (check_utf8_text) check_utf8(path, std::string_view(bytes).substr(0, checked), out.base);
   bytes.resize(checked);
   return out;
 }

@@ -31,6 +31,9 @@ struct ShardSummary {
   int64_t sequences = 0;    ///< samples
   int64_t tokens = 0;       ///< real tokens of all samples
   uint64_t index_hash = 0;  ///< FNV-1a 64 of the samples' lengths, in order
+  /// FNV-1a 64 of the samples' stored checksums, in order (each as 4 little-endian bytes):
+  /// an identity of every sample's bytes; 0 when the shard has no checksums (shard_format.h)
+  uint64_t checksums_hash = 0;
 };
 
 struct DatasetInfo {
@@ -97,9 +100,9 @@ struct DatasetOptions {
   /// Special token ids of NVIDIA shards (they record none); BERT's by default.
   SpecialTokens nvidia_special;
   /// false (default): samples are read on demand (on_demand.h): memory holds a per-sample
-  /// index of about 4 bytes a sample, whatever the corpus size. true: every shard is loaded
-  /// into memory at open (about 2 bytes a token; the reference the on-demand readers are
-  /// tested against).
+  /// index of about 8.5 bytes a sample (its checksum included), whatever the corpus size.
+  /// true: every shard is loaded into memory at open (about 2 bytes a token; the reference
+  /// the on-demand readers are tested against), every sample's checksum checked then.
   bool in_memory = false;
   /// Bound on the process's cache of decompressed blocks (compressed own shards, NVIDIA
   /// shards) when reading on demand (bytes); at least one block is always kept.
@@ -120,7 +123,7 @@ std::shared_ptr<const PretrainDataset> open_pretrain_dataset(const std::vector<s
 
 /// The dataset's files as (key, value) entries for the ranks' agreement on what they read
 /// (dist/agreement.h): "<split> shard <i>" -> "<file name>, <B> bytes, <N> sequences, <T>
-/// tokens, lengths hash <hex>". File names without folders, so ranks reading node-local
+/// tokens, lengths hash <hex>[, checksums hash <hex>]". File names without folders, so ranks reading node-local
 /// copies at different paths agree; the format and vocabulary come first.
 std::vector<std::pair<std::string, std::string>> describe_shards(const DatasetInfo& info, const std::string& split);
 

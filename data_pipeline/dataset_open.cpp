@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "common/fnv1a.h"
+#include "common/log.h"
 #include "data_pipeline/dataset.h"
 #include "data_pipeline/on_demand.h"
 #include "data_pipeline/shard_readers.h"
@@ -84,20 +85,69 @@ void check_shard_sets(const std::vector<std::string>& files, const std::vector<S
   }
 }
 
-/// On-demand reading keeps one descriptor per shard open: raise the soft limit on open files
-/// to the hard one when the shards need it (a corpus of thousands of shards); throws when
-/// even the hard limit is too small.
+/// Descriptors this process holds now (the entries of /proc/self/fd, less the one listing
+/// them); -1 when /proc cannot be read.
+int64_t open_descriptors() {
+  std::error_code ec;
+  int64_t n = 0;
+  for (fs::directory_iterator it("/proc/self/fd", ec), end; !ec && it != end; it.increment(ec)) ++n;
+  return ec ? -1 : std::max<int64_t>(n - 1, 0);
+}
+
+/// Descriptors kept free beyond the shards for what a run opens after its data: checkpoint
+/// files (a few at a time), HDF5's transient opens, sockets that MPI or NCCL open later.
+/// Measured (/proc/<pid>/fd through a tiny pre-training on 64 shards, bench/RESULTS.md): 20
+/// descriptors open at this check in a single process, 17 in a rank under mpirun, and at
+/// most 22 besides the shards' during the run.
+constexpr int64_t kDescriptorHeadroom = 64;
+
+/// On-demand reading keeps one descriptor per shard open: `need` = the descriptors open
+/// now + one per shard + kDescriptorHeadroom. Raises the soft limit on open files to the
+/// hard one when the shards need it (a corpus of thousands of shards); throws when even the
+/// hard limit is too small.
 void ensure_descriptors(size_t shards) {
   struct rlimit lim {};
   if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return;
-  const rlim_t need = static_cast<rlim_t>(shards) + 256;  // MPI, NCCL, HDF5 and the logs need some too
+  const int64_t open_now = open_descriptors();
+  const int64_t base = open_now >= 0 ? open_now : kDescriptorHeadroom;  // no /proc: assume as many again
+  const auto need = static_cast<rlim_t>(base + static_cast<int64_t>(shards) + kDescriptorHeadroom);
   if (lim.rlim_cur != RLIM_INFINITY && lim.rlim_cur < need) {
     lim.rlim_cur = lim.rlim_max == RLIM_INFINITY ? need : std::min<rlim_t>(std::max(need, lim.rlim_cur), lim.rlim_max);
     ::setrlimit(RLIMIT_NOFILE, &lim);
   }
   TUPE_CHECK(lim.rlim_cur == RLIM_INFINITY || lim.rlim_cur >= need,
-             "data: " << shards << " shard files need about " << need << " open files, but `ulimit -n` allows "
-                      << lim.rlim_cur << " (hard limit " << lim.rlim_max << "); merge shards or raise the limit");
+             "data: " << shards << " shard files need about " << need << " open files (" << base
+                      << " open now, one per shard, " << kDescriptorHeadroom << " spare), but `ulimit -n` allows "
+                      << lim.rlim_cur << " (hard limit " << lim.rlim_max
+                      << "); raise the limit (`ulimit -n`, or the job's limits) or merge shards");
+}
+
+/// One line, once per data set: which shards are read unverified (no checksums).
+void note_unverified(const std::string& split, const std::vector<std::string>& files,
+                     const std::vector<ShardHeader>& headers, const std::string& format) {
+  if (format != "tupe") {
+    log::warn(split + " data: NVIDIA shards carry no checksums: their samples are read unverified (" +
+              std::to_string(files.size()) + " files, first " + files.front() + ")");
+    return;
+  }
+  int64_t old = 0;
+  size_t first = files.size();
+  std::map<int64_t, int64_t> versions;
+  for (size_t f = 0; f < headers.size(); ++f)
+    if (headers[f].format_version < kFirstVerifiedShardVersion) {
+      ++old;
+      ++versions[headers[f].format_version];
+      if (first == files.size()) first = f;
+    }
+  if (old == 0) return;
+  std::ostringstream os;
+  os << split << " data: " << old << " of " << files.size() << " shards (first " << files[first]
+     << ") are of format version";
+  for (auto it = versions.begin(); it != versions.end(); ++it)
+    os << (it == versions.begin() ? " " : " and ") << it->first;
+  os << ", written before shards carried checksums: their samples are read unverified; run tupe preprocess again "
+        "for verified reads";
+  log::warn(os.str());
 }
 
 /// FNV-1a 64 over the samples' lengths (each as 8 little-endian bytes).
@@ -123,6 +173,7 @@ std::vector<std::pair<std::string, std::string>> describe_shards(const DatasetIn
     std::ostringstream v;
     v << fs::path(s.path).filename().string() << ", " << s.file_bytes << " bytes, " << s.sequences << " sequences, "
       << s.tokens << " tokens, lengths hash " << std::hex << s.index_hash;
+    if (s.checksums_hash != 0) v << ", checksums hash " << s.checksums_hash;
     out.emplace_back(split + " shard " + std::to_string(i), v.str());
   }
   return out;
@@ -213,6 +264,7 @@ std::shared_ptr<const PretrainDataset> open_pretrain_dataset(const std::vector<s
     }
   }
   if (info.format == "tupe") check_shard_sets(files, headers);
+  note_unverified(options.split, files, headers, info.format);
   int64_t sequences = 0;
   for (size_t f = 0; f < files.size(); ++f) {
     std::error_code ec;
@@ -224,10 +276,12 @@ std::shared_ptr<const PretrainDataset> open_pretrain_dataset(const std::vector<s
       s.sequences = index.size();
       s.tokens = index.tokens();
       s.index_hash = index.lengths_hash();
+      s.checksums_hash = index.checksums_hash();
     } else {
       s.sequences = shards[f].size();
       s.tokens = shards[f].offsets.back();
       s.index_hash = fnv1a_lengths(shards[f].offsets);
+      s.checksums_hash = shards[f].checksums_hash;
     }
     info.shards.push_back(s);
     sequences += s.sequences;

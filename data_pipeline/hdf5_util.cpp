@@ -1,6 +1,11 @@
 #include "data_pipeline/hdf5_util.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <filesystem>
 
 #include "common/error.h"
@@ -68,13 +73,32 @@ bool Id::reset() {
   return ok;
 }
 
+namespace {
+
+/// Whether another process holds an exclusive flock() on `path` (the lock HDF5 takes: a
+/// reader asks for a shared one, which an exclusive lock refuses).
+bool locked_by_another_process(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool locked = ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  ::close(fd);  // also drops the shared lock if it was granted
+  return locked;
+}
+
+}  // namespace
+
 Id open_file_readonly(const std::string& path) {
   const htri_t is_hdf5 = H5Fis_hdf5(path.c_str());
   TUPE_CHECK(is_hdf5 > 0, path << ": cannot open as HDF5 (missing, not an HDF5 file, or truncated): "
                                << (is_hdf5 == 0 ? "no HDF5 signature" : error_text()));
   Id f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
-  TUPE_CHECK(f.valid(), path << ": cannot open as HDF5 (truncated or damaged): " << error_text());
-  return f;
+  if (f.valid()) return f;
+  const std::string why = error_text();
+  TUPE_CHECK(!locked_by_another_process(path),
+             path << ": locked by another process (an HDF5 writer such as h5py still has it open for writing, or a "
+                     "`flock -x` holds it): wait until that process closes the file; if no process does (a stale lock "
+                     "of a network file system), set HDF5_USE_FILE_LOCKING=FALSE");
+  TUPE_FAIL(path << ": cannot open as HDF5 (truncated or damaged): " << why);
 }
 
 bool has_dataset(hid_t file, const std::string& name) {
@@ -230,6 +254,8 @@ template void read_integer_rows<int8_t>(const std::string&, hid_t, const std::st
                                         std::vector<int8_t>&);
 template void read_integer_rows<uint16_t>(const std::string&, hid_t, const std::string&, hsize_t, hsize_t,
                                           std::vector<uint16_t>&);
+template void read_integer_rows<uint32_t>(const std::string&, hid_t, const std::string&, hsize_t, hsize_t,
+                                          std::vector<uint32_t>&);
 template void read_integer_rows<int32_t>(const std::string&, hid_t, const std::string&, hsize_t, hsize_t,
                                          std::vector<int32_t>&);
 
@@ -280,6 +306,8 @@ FileLayout file_layout(const std::string& path, hid_t dataset, const std::string
 
 template std::vector<hsize_t> read_integer_dataset<int8_t>(const std::string&, hid_t, const std::string&, int,
                                                            std::vector<int8_t>&);
+template std::vector<hsize_t> read_integer_dataset<uint32_t>(const std::string&, hid_t, const std::string&, int,
+                                                             std::vector<uint32_t>&);
 template std::vector<hsize_t> read_integer_dataset<int32_t>(const std::string&, hid_t, const std::string&, int,
                                                             std::vector<int32_t>&);
 template std::vector<hsize_t> read_integer_dataset<int64_t>(const std::string&, hid_t, const std::string&, int,

@@ -55,7 +55,9 @@ class Id {
 };
 
 /// Opens `path` read-only; throws "<path>: cannot open as HDF5 (...)" (missing, not HDF5,
-/// truncated).
+/// truncated), or, when another process holds an exclusive lock on the file (an HDF5 writer
+/// such as h5py still has it open for writing, `flock -x`), "<path>: locked by another
+/// process ...: wait until it closes the file, or set HDF5_USE_FILE_LOCKING=FALSE ...".
 Id open_file_readonly(const std::string& path);
 
 /// Whether dataset `name` exists at the file's root.
@@ -64,12 +66,13 @@ bool has_dataset(hid_t file, const std::string& name);
 /// Text of a datatype for messages: "int8", "uint16", "float32", "string", ...
 std::string describe_type(hid_t type);
 
-/// HDF5 memory type of T (int8, uint8, uint16, int32, int64).
+/// HDF5 memory type of T (int8, uint8, uint16, uint32, int32, int64).
 template <class T>
 hid_t native_type() {
   if constexpr (std::is_same_v<T, int8_t>) return H5T_NATIVE_INT8;
   else if constexpr (std::is_same_v<T, uint8_t>) return H5T_NATIVE_UINT8;
   else if constexpr (std::is_same_v<T, uint16_t>) return H5T_NATIVE_UINT16;
+  else if constexpr (std::is_same_v<T, uint32_t>) return H5T_NATIVE_UINT32;
   else if constexpr (std::is_same_v<T, int32_t>) return H5T_NATIVE_INT32;
   else if constexpr (std::is_same_v<T, int64_t>) return H5T_NATIVE_INT64;
   else static_assert(sizeof(T) == 0, "unsupported element type");

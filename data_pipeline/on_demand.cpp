@@ -15,30 +15,44 @@ namespace tupe::data_pipeline {
 
 // ---- SampleIndex -----------------------------------------------------------------------
 
-void SampleIndex::add(int64_t length, int64_t ordinary, int64_t masks) {
+SampleIndex::SampleIndex(bool with_masks, bool with_checksums)
+    : with_masks_(with_masks), with_checksums_(with_checksums) {
+  TUPE_CHECK(!(with_masks && with_checksums), "shard index: stored masks and checksums together (internal)");
+}
+
+void SampleIndex::add(int64_t length, int64_t ordinary, int64_t masks, uint32_t checksum) {
   TUPE_CHECK(length >= 1 && length <= 65535 && ordinary >= 0 && ordinary <= length && masks >= 0 && masks <= length,
              "shard index: sample " << size() << " has length " << length << ", " << ordinary << " candidates, "
                                     << masks << " stored masks (internal)");
   if (size() % kBlock == 0) block_begin_.push_back(tokens_);
-  lengths_.push_back(static_cast<uint16_t>(length));
-  ordinary_.push_back(static_cast<uint16_t>(ordinary));
-  if (with_masks_) masks_.push_back(static_cast<uint16_t>(masks));
+  entries_.push_back({static_cast<uint16_t>(length), static_cast<uint16_t>(ordinary),
+                      with_checksums_ ? checksum
+                      : with_masks_   ? static_cast<uint32_t>(masks)
+                                      : 0u});
   tokens_ += length;
   char bytes[8];
   for (int b = 0; b < 8; ++b) bytes[b] = static_cast<char>((static_cast<uint64_t>(length) >> (8 * b)) & 0xff);
   hash_ = fnv1a_64(std::string_view(bytes, 8), hash_);
+  if (with_checksums_) {
+    for (int b = 0; b < 4; ++b) bytes[b] = static_cast<char>((checksum >> (8 * b)) & 0xff);
+    checksums_hash_ = fnv1a_64(std::string_view(bytes, 4), checksums_hash_);
+  }
+}
+
+void SampleIndex::compact() {
+  entries_.shrink_to_fit();
+  block_begin_.shrink_to_fit();
 }
 
 int64_t SampleIndex::begin(int64_t i) const {
   const int64_t block = i / kBlock;
   int64_t offset = block_begin_[static_cast<size_t>(block)];
-  for (int64_t k = block * kBlock; k < i; ++k) offset += lengths_[static_cast<size_t>(k)];
+  for (int64_t k = block * kBlock; k < i; ++k) offset += entries_[static_cast<size_t>(k)].length;
   return offset;
 }
 
 int64_t SampleIndex::memory_bytes() const {
-  return static_cast<int64_t>((lengths_.capacity() + ordinary_.capacity() + masks_.capacity()) * sizeof(uint16_t) +
-                              block_begin_.capacity() * sizeof(int64_t));
+  return static_cast<int64_t>(entries_.capacity() * sizeof(Entry) + block_begin_.capacity() * sizeof(int64_t));
 }
 
 // ---- BlockCache ------------------------------------------------------------------------
@@ -103,6 +117,7 @@ FileIdentity file_identity(const std::string& path, int fd) {
   id.inode = st.st_ino;
   id.size_bytes = static_cast<int64_t>(st.st_size);
   id.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  id.ctime_ns = static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
   return id;
 }
 
@@ -113,8 +128,11 @@ void check_unchanged(const std::string& path, const FileIdentity& at_open, const
     what << "size " << at_open.size_bytes << " -> " << now.size_bytes << " bytes";
   else if (now.inode != at_open.inode || now.device != at_open.device)
     what << "replaced by another file";
-  else
+  else if (now.mtime_ns != at_open.mtime_ns)
     what << "modified in place";
+  else
+    what << "modified in place with its modification time restored, or its permissions or links changed: its "
+            "change time moved";
   TUPE_FAIL(path << ": changed since it was opened (" << what.str()
                  << "); it was rewritten or truncated during the run: restart from the last checkpoint");
 }

@@ -2,17 +2,19 @@
 // DatasetOptions::in_memory false).
 //
 // What stays in memory is a per-sample index (SampleIndex: length, masking candidates, stored
-// mask count; about 4-6 bytes a sample). Samples are read when the loader asks:
-//   own shards, unfiltered (version 2 default)  one pread per chunk run at the chunk's file
+// checksum or mask count; about 8.5 bytes a sample). Samples are read when the loader asks:
+//   own shards, unfiltered (the default)        one pread per chunk run at the chunk's file
 //       address: no HDF5 call, no lock, no copy cache; the page cache is shared by the
-//       ranks of a node. Ids are checked against the vocabulary as they are read.
+//       ranks of a node. The bytes read are checked against the sample's checksum
+//       (shard_format.h), then the ids against the vocabulary.
 //   own shards, compressed; NVIDIA shards      through BlockCache: a block (one chunk of
 //       token_ids; R rows of the six NVIDIA datasets) is read under the HDF5 lock,
 //       checked, kept decompressed and evicted least-recently-used beyond
 //       DatasetOptions::cache_bytes. HDF5's own chunk cache is off (no double caching), and no
 //       HDF5 file stays open between loads (HDF5's per-file metadata cache would grow
-//       with the shard count).
-// A shard changed after open (size, modification time or inode differ from open) or
+//       with the shard count). A sample assembled from blocks is checked against its
+//       checksum (own shards of version 3 on).
+// A shard changed after open (size, modification or change time, or inode differ from open) or
 // truncated under a read gives one line "<file>: changed since it was opened ..." instead of
 // garbage or a crash; that is also why the readers pread instead of mmap (a truncated mapping
 // would raise SIGBUS).
@@ -36,35 +38,53 @@
 
 namespace tupe::data_pipeline {
 
-/// Per-sample facts of one shard, appended in sample order. Lengths and counts are < 65536
-/// (max_seq_len <= 65535); token offsets are kept once per 64 samples.
+/// Per-sample facts of one shard, appended in sample order: 8 bytes a sample (length and
+/// candidates < 65536, as max_seq_len <= 65535; the stored checksum of own shards of version
+/// 3 on, or the stored-mask count of NVIDIA shards, in one word) side by side, so that a read
+/// finds them in the cache lines its offset lookup touched; token offsets once per 16 samples.
 class SampleIndex {
  public:
-  /// `with_masks`: keep a stored-mask count per sample (NVIDIA shards).
-  explicit SampleIndex(bool with_masks = false) : with_masks_(with_masks) {}
+  /// `with_masks`: keep a stored-mask count per sample (NVIDIA shards). `with_checksums`:
+  /// keep each sample's stored checksum (own shards of version 3 on). Not both (throws).
+  explicit SampleIndex(bool with_masks = false, bool with_checksums = false);
   /// Appends the next sample: `length` tokens (1..65535), `ordinary` masking candidates,
-  /// `masks` stored masks (ignored without with_masks). Throws tupe::Error when out of range.
-  void add(int64_t length, int64_t ordinary, int64_t masks = 0);
-  int64_t size() const { return static_cast<int64_t>(lengths_.size()); }
+  /// `masks` stored masks (ignored without with_masks), `checksum` its stored checksum
+  /// (ignored without with_checksums). Throws tupe::Error when out of range.
+  void add(int64_t length, int64_t ordinary, int64_t masks = 0, uint32_t checksum = 0);
+  /// Drops the spare capacity left by appending (called when the last sample is added).
+  void compact();
+  int64_t size() const { return static_cast<int64_t>(entries_.size()); }
   /// T: tokens of all samples.
   int64_t tokens() const { return tokens_; }
   /// Token offset of sample i in the shard: sum of the lengths before it.
   int64_t begin(int64_t i) const;
-  int64_t length(int64_t i) const { return lengths_[static_cast<size_t>(i)]; }
-  int64_t ordinary(int64_t i) const { return ordinary_[static_cast<size_t>(i)]; }
-  int64_t mask_count(int64_t i) const { return with_masks_ ? masks_[static_cast<size_t>(i)] : 0; }
+  int64_t length(int64_t i) const { return entries_[static_cast<size_t>(i)].length; }
+  int64_t ordinary(int64_t i) const { return entries_[static_cast<size_t>(i)].ordinary; }
+  int64_t mask_count(int64_t i) const { return with_masks_ ? entries_[static_cast<size_t>(i)].tag : 0; }
+  /// Whether samples carry checksums (reads are verified).
+  bool verified() const { return with_checksums_; }
+  /// Stored checksum of sample i (verified() only).
+  uint32_t checksum(int64_t i) const { return entries_[static_cast<size_t>(i)].tag; }
   /// FNV-1a 64 over the lengths (each as 8 little-endian bytes), for the ranks' agreement.
   uint64_t lengths_hash() const { return hash_; }
+  /// FNV-1a 64 over the stored checksums (each as 4 little-endian bytes): an identity of the
+  /// whole file's samples (0 without checksums).
+  uint64_t checksums_hash() const { return with_checksums_ ? checksums_hash_ : 0; }
   /// Memory held (bytes).
   int64_t memory_bytes() const;
 
  private:
-  static constexpr int64_t kBlock = 64;
-  bool with_masks_;
-  std::vector<uint16_t> lengths_, ordinary_, masks_;
-  std::vector<int64_t> block_begin_;  // token offset of samples 0, 64, 128, ...
+  struct Entry {
+    uint16_t length;
+    uint16_t ordinary;
+    uint32_t tag;  // the stored checksum (with_checksums) or mask count (with_masks), else 0
+  };
+  static constexpr int64_t kBlock = 16;
+  bool with_masks_, with_checksums_;
+  std::vector<Entry> entries_;
+  std::vector<int64_t> block_begin_;  // token offset of samples 0, 16, 32, ...
   int64_t tokens_ = 0;
-  uint64_t hash_ = kFnv1a64Basis;
+  uint64_t hash_ = kFnv1a64Basis, checksums_hash_ = kFnv1a64Basis;
 };
 
 /// Least-recently-used cache of decompressed blocks, shared by the shards of one dataset and
@@ -96,12 +116,15 @@ class BlockCache {
 /// Memory of a block's vectors (bytes).
 int64_t block_bytes(const ShardContents& c);
 
-/// (device, inode, size, modification time) of a file when opened.
+/// (device, inode, size, modification time, status change time) of a file when opened. The
+/// change time (ctime) moves with every write and cannot be set back by a user (utimensat
+/// sets mtime only), so a rewrite in place that restores size and mtime still changes it.
 struct FileIdentity {
   dev_t device = 0;
   ino_t inode = 0;
   int64_t size_bytes = 0;
   int64_t mtime_ns = 0;
+  int64_t ctime_ns = 0;
   bool operator==(const FileIdentity&) const = default;
 };
 /// Identity of the open file `fd` (of `path`, for the message); throws on fstat failure.
@@ -119,14 +142,16 @@ class ShardSource {
   /// File bytes read by pread so far.
   int64_t bytes_read() const { return bytes_read_.load(std::memory_order_relaxed); }
   /// Fills `out` with sample `local` (0 <= local < index().size()). Thread-safe. Throws
-  /// tupe::Error "<path>: ..." for a file changed since open, a failed or short read, or an
-  /// id outside the vocabulary.
+  /// tupe::Error "<path>: ..." for a file changed since open, a failed or short read, a
+  /// checksum mismatch (index().verified(); checked before the ids are used), or an id
+  /// outside the vocabulary.
   virtual void read(int64_t local, Sample& out) const = 0;
   /// Asks the kernel to read sample `local`'s bytes ahead (no effect by default).
   virtual void prefetch(int64_t /*local*/) const {}
 
  protected:
-  ShardSource(std::string path, bool with_masks) : index_(with_masks), path_(std::move(path)) {}
+  ShardSource(std::string path, bool with_masks, bool with_checksums = false)
+      : index_(with_masks, with_checksums), path_(std::move(path)) {}
   SampleIndex index_;
   std::string path_;
   mutable std::atomic<int64_t> bytes_read_{0};

@@ -90,8 +90,8 @@ void check_id(const std::string& path, int64_t id, int64_t vocab, int64_t elemen
 /// Own shard, unfiltered little-endian token_ids: pread at the chunks' file addresses.
 class OwnDirectSource final : public ShardSource {
  public:
-  OwnDirectSource(const std::string& path, h5::FileLayout layout, bool is_signed, int64_t vocab_size)
-      : ShardSource(path, false), layout_(std::move(layout)), signed_(is_signed), vocab_(vocab_size) {
+  OwnDirectSource(const std::string& path, h5::FileLayout layout, bool is_signed, int64_t vocab_size, bool verified)
+      : ShardSource(path, false, verified), layout_(std::move(layout)), signed_(is_signed), vocab_(vocab_size) {
     fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     TUPE_CHECK(fd_ >= 0, path << ": cannot open for reading (" << std::strerror(errno)
                               << (errno == EMFILE ? "; raise `ulimit -n`" : "") << ")");
@@ -131,23 +131,30 @@ class OwnDirectSource final : public ShardSource {
       pos += take;
     }
     bytes_read_.fetch_add(n * eb, std::memory_order_relaxed);
+    // The bytes as stored are checked before any id is taken from them.
+    if (index_.verified() &&
+        sample_checksum(n, index_.ordinary(local), buf.data(), static_cast<size_t>(n * eb)) != index_.checksum(local))
+      fail_checksum_mismatch(path_, local, begin, n);
     out.token_ids.resize(static_cast<size_t>(n));
-    for (int64_t k = 0; k < n; ++k) {
-      const unsigned char* p = buf.data() + k * eb;
-      int64_t id;
-      if (eb == 1) {
-        id = signed_ ? static_cast<int8_t>(*p) : *p;
-      } else if (eb == 2) {
-        uint16_t v;
-        std::memcpy(&v, p, 2);
-        id = signed_ ? static_cast<int16_t>(v) : v;
-      } else {
-        uint32_t v;
-        std::memcpy(&v, p, 4);
-        id = signed_ ? static_cast<int32_t>(v) : static_cast<int64_t>(v);
+    bool outside = false;
+    if (eb == 1)
+      outside = signed_ ? decode<int8_t>(buf.data(), n, out.token_ids.data())
+                        : decode<uint8_t>(buf.data(), n, out.token_ids.data());
+    else if (eb == 2)
+      outside = signed_ ? decode<int16_t>(buf.data(), n, out.token_ids.data())
+                        : decode<uint16_t>(buf.data(), n, out.token_ids.data());
+    else
+      outside = signed_ ? decode<int32_t>(buf.data(), n, out.token_ids.data())
+                        : decode<uint32_t>(buf.data(), n, out.token_ids.data());
+    if (outside) {  // name the first id outside the vocabulary
+      for (int64_t k = 0; k < n; ++k) {
+        const unsigned char* p = buf.data() + k * eb;
+        int64_t id = 0;
+        if (eb == 1) id = signed_ ? static_cast<int8_t>(*p) : *p;
+        if (eb == 2) id = signed_ ? static_cast<int16_t>(load<uint16_t>(p)) : load<uint16_t>(p);
+        if (eb == 4) id = signed_ ? static_cast<int32_t>(load<uint32_t>(p)) : static_cast<int64_t>(load<uint32_t>(p));
+        check_id(path_, id, vocab_, begin + k);
       }
-      check_id(path_, id, vocab_, begin + k);
-      out.token_ids[static_cast<size_t>(k)] = static_cast<int32_t>(id);
     }
     out.segment_ids.clear();
     out.masked_positions.clear();
@@ -156,6 +163,25 @@ class OwnDirectSource final : public ShardSource {
   }
 
  private:
+  template <class T>
+  static T load(const unsigned char* p) {
+    T v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  }
+  /// ids[0..n) stored as little-endian T at `src` into `dst`; returns whether any lies
+  /// outside [0, vocab_).
+  template <class T>
+  bool decode(const unsigned char* src, int64_t n, int32_t* dst) const {
+    bool outside = false;
+    for (int64_t k = 0; k < n; ++k) {
+      const auto id = static_cast<int64_t>(load<T>(src + k * static_cast<int64_t>(sizeof(T))));
+      outside |= id < 0 || id >= vocab_;
+      dst[k] = static_cast<int32_t>(id);
+    }
+    return outside;
+  }
+
   void pread_fully(unsigned char* dst, int64_t bytes, int64_t offset) const {
     while (bytes > 0) {
       const ssize_t got = ::pread(fd_, dst, static_cast<size_t>(bytes), static_cast<off_t>(offset));
@@ -180,9 +206,9 @@ class OwnDirectSource final : public ShardSource {
 /// [b*block, (b+1)*block) of `count` (tokens of an own shard, rows of an NVIDIA one).
 class CachedSource : public ShardSource {
  public:
-  CachedSource(const std::string& path, bool with_masks, int64_t count, int64_t block, int64_t vocab_size,
-               std::shared_ptr<BlockCache> cache, uint64_t key)
-      : ShardSource(path, with_masks),
+  CachedSource(const std::string& path, bool with_masks, bool with_checksums, int64_t count, int64_t block,
+               int64_t vocab_size, std::shared_ptr<BlockCache> cache, uint64_t key)
+      : ShardSource(path, with_masks, with_checksums),
         count_(count),
         block_(block),
         vocab_(vocab_size),
@@ -209,8 +235,9 @@ class CachedSource : public ShardSource {
 class OwnCachedSource final : public CachedSource {
  public:
   OwnCachedSource(const std::string& path, int64_t num_tokens, int64_t block_tokens, int64_t vocab_size,
-                  std::shared_ptr<BlockCache> cache, uint64_t key)
-      : CachedSource(path, false, num_tokens, block_tokens, vocab_size, std::move(cache), key) {}
+                  size_t token_bytes, bool verified, std::shared_ptr<BlockCache> cache, uint64_t key)
+      : CachedSource(path, false, verified, num_tokens, block_tokens, vocab_size, std::move(cache), key),
+        token_bytes_(token_bytes) {}
 
   void read(int64_t local, Sample& out) const override {
     const int64_t begin = index_.begin(local), n = index_.length(local);
@@ -227,6 +254,16 @@ class OwnCachedSource final : public CachedSource {
         std::copy_n(blk->ids32.begin() + within, take, dst);
       pos += take;
     }
+    // Checked as stored (each id re-encoded to the stored width) before the ids are used.
+    if (index_.verified() && sample_checksum_of_ids(index_.ordinary(local), out.token_ids.data(), n, token_bytes_) !=
+                                 index_.checksum(local)) {
+      out.token_ids.clear();
+      fail_checksum_mismatch(path_, local, begin, n);
+    }
+    bool outside = false;
+    for (const int32_t id : out.token_ids) outside |= id < 0 || id >= vocab_;
+    for (int64_t k = 0; outside && k < n; ++k)
+      check_id(path_, out.token_ids[static_cast<size_t>(k)], vocab_, begin + k);
     out.segment_ids.clear();
     out.masked_positions.clear();
     out.masked_labels.clear();
@@ -247,13 +284,19 @@ class OwnCachedSource final : public CachedSource {
       TUPE_CHECK(ds.valid(), path_ << ": dataset '" << kTokenIdsDataset << "': cannot open: " << h5::error_text());
       h5::read_integer_rows(path_, ds.get(), kTokenIdsDataset, static_cast<hsize_t>(first), static_cast<hsize_t>(n), ids);
     }
-    for (int64_t k = 0; k < n; ++k) check_id(path_, ids[static_cast<size_t>(k)], vocab_, first + k);
+    // Ids are checked per sample in read(), after the sample's checksum; here only those that
+    // would not survive the block's compact storage (uint16 for vocabularies up to 65536).
+    if (vocab_ <= 65536)
+      for (int64_t k = 0; k < n; ++k)
+        if (ids[static_cast<size_t>(k)] < 0 || ids[static_cast<size_t>(k)] > 65535)
+          check_id(path_, ids[static_cast<size_t>(k)], vocab_, first + k);
     ShardContents c;
     c.path = path_;
     c.append_ids(ids.data(), n, vocab_ <= 65536);
     return c;
   }
 
+  size_t token_bytes_;
 };
 
 /// NVIDIA shard: blocks of rows through the cache.
@@ -261,7 +304,7 @@ class NvidiaSource final : public CachedSource {
  public:
   NvidiaSource(const std::string& path, int64_t rows, int64_t block_rows, int64_t vocab_size,
                std::shared_ptr<BlockCache> cache, uint64_t key)
-      : CachedSource(path, true, rows, block_rows, vocab_size, std::move(cache), key) {}
+      : CachedSource(path, true, false, rows, block_rows, vocab_size, std::move(cache), key) {}
 
   void read(int64_t local, Sample& out) const override {
     const int64_t b = local / block_;
@@ -314,11 +357,18 @@ std::unique_ptr<ShardSource> open_own_shard_on_demand(const std::string& path, c
   TUPE_CHECK(static_cast<int64_t>(t) == header.num_tokens, path << ": dataset '" << kTokenIdsDataset << "' has " << t
                                                                  << " entries but attribute num_tokens is "
                                                                  << header.num_tokens);
-  h5::Id ordinary;
+  h5::Id ordinary, checksums;
   if (header.format_version >= 2) {
     ordinary = open_1d(path, file.get(), kOrdinaryCountsDataset, n_ordinary, other_bytes, other_signed);
     TUPE_CHECK(n_ordinary == n, path << ": dataset '" << kOrdinaryCountsDataset << "' has " << n_ordinary
                                      << " entries but '" << kSequenceLengthsDataset << "' has " << n);
+  }
+  const bool verified = header.format_version >= kFirstVerifiedShardVersion;
+  if (verified) {
+    hsize_t n_checksums = 0;
+    checksums = open_1d(path, file.get(), kSampleChecksumsDataset, n_checksums, other_bytes, other_signed);
+    TUPE_CHECK(n_checksums == n, path << ": dataset '" << kSampleChecksumsDataset << "' has " << n_checksums
+                                      << " entries but '" << kSequenceLengthsDataset << "' has " << n);
   }
   const h5::FileLayout layout = h5::file_layout(path, tokens.get(), kTokenIdsDataset, t);
   const bool direct = !layout.filtered && layout.little_endian && std::endian::native == std::endian::little &&
@@ -326,12 +376,13 @@ std::unique_ptr<ShardSource> open_own_shard_on_demand(const std::string& path, c
   std::unique_ptr<ShardSource> source;
   SampleIndex* index = nullptr;
   if (direct) {
-    auto s = std::make_unique<OwnDirectSource>(path, layout, token_signed, header.vocab_size);
+    auto s = std::make_unique<OwnDirectSource>(path, layout, token_signed, header.vocab_size, verified);
     index = &s->mutable_index();
     source = std::move(s);
   } else {
     const int64_t block = layout.chunk_elements ? static_cast<int64_t>(layout.chunk_elements) : int64_t{1} << 18;
-    auto s = std::make_unique<OwnCachedSource>(path, static_cast<int64_t>(t), block, header.vocab_size, cache, cache_key);
+    auto s = std::make_unique<OwnCachedSource>(path, static_cast<int64_t>(t), block, header.vocab_size, token_bytes,
+                                               verified, cache, cache_key);
     index = &s->mutable_index();
     source = std::move(s);
   }
@@ -340,7 +391,10 @@ std::unique_ptr<ShardSource> open_own_shard_on_demand(const std::string& path, c
   constexpr hsize_t kBlock = hsize_t{1} << 20;
   Stream<int32_t> length_stream(path, lengths.get(), kSequenceLengthsDataset, n, kBlock);
   std::unique_ptr<Stream<uint16_t>> ordinary_stream;
+  std::unique_ptr<Stream<uint32_t>> checksum_stream;
   std::unique_ptr<Stream<int32_t>> token_stream;
+  if (checksums.valid())
+    checksum_stream = std::make_unique<Stream<uint32_t>>(path, checksums.get(), kSampleChecksumsDataset, n, kBlock);
   if (ordinary.valid())
     ordinary_stream = std::make_unique<Stream<uint16_t>>(path, ordinary.get(), kOrdinaryCountsDataset, n, kBlock);
   else
@@ -364,11 +418,12 @@ std::unique_ptr<ShardSource> open_own_shard_on_demand(const std::string& path, c
       for (auto& id : sample) id = token_stream->next();
       candidates = count_ordinary(sample.data(), len, header.special);
     }
-    index->add(len, candidates);
+    index->add(len, candidates, 0, checksum_stream ? checksum_stream->next() : 0);
     total += len;
   }
   TUPE_CHECK(total == static_cast<int64_t>(t), path << ": dataset '" << kSequenceLengthsDataset << "' sums to " << total
                                                     << " tokens but dataset '" << kTokenIdsDataset << "' holds " << t);
+  index->compact();
   return source;
 }
 
@@ -396,6 +451,7 @@ std::unique_ptr<ShardSource> open_nvidia_shard_on_demand(const std::string& path
       source->mutable_index().add(len, candidates, masks);
     }
   }
+  source->mutable_index().compact();
   return source;
 }
 

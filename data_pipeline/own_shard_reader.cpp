@@ -1,5 +1,6 @@
 // Reader of the project's own shards (shard_format.h).
 #include "common/error.h"
+#include "common/fnv1a.h"
 #include "data_pipeline/hdf5_util.h"
 #include "data_pipeline/shard_readers.h"
 
@@ -35,7 +36,9 @@ void check_own_header(const std::string& path, const ShardHeader& header, const 
 
 ShardContents read_own_shard(const std::string& path, const DatasetOptions& options, ShardHeader& header) {
   std::vector<int32_t> ids, lengths, ordinary;
-  {
+  std::vector<uint32_t> checksums;
+  size_t token_bytes = 0;
+  const bool verified = [&] {
     h5::Lock lock;
     h5::Id file = h5::open_file_readonly(path);
     header = read_shard_header(path, file.get());
@@ -43,7 +46,16 @@ ShardContents read_own_shard(const std::string& path, const DatasetOptions& opti
     h5::read_integer_dataset(path, file.get(), kTokenIdsDataset, 1, ids);
     h5::read_integer_dataset(path, file.get(), kSequenceLengthsDataset, 1, lengths);
     if (header.format_version >= 2) h5::read_integer_dataset(path, file.get(), kOrdinaryCountsDataset, 1, ordinary);
-  }
+    if (header.format_version < kFirstVerifiedShardVersion) return false;
+    h5::read_integer_dataset(path, file.get(), kSampleChecksumsDataset, 1, checksums);
+    h5::Id ds(H5Dopen2(file.get(), kTokenIdsDataset, H5P_DEFAULT), H5Dclose);
+    h5::Id type(H5Dget_type(ds.get()), H5Tclose);
+    token_bytes = H5Tget_size(type.get());
+    TUPE_CHECK(token_bytes == 1 || token_bytes == 2 || token_bytes == 4, path << ": dataset '" << kTokenIdsDataset
+                                                                              << "' stores " << token_bytes
+                                                                              << "-byte ids, expected 1, 2 or 4");
+    return true;
+  }();
   const auto n = static_cast<int64_t>(lengths.size());
   const auto t = static_cast<int64_t>(ids.size());
   TUPE_CHECK(n == header.num_sequences, path << ": dataset '" << kSequenceLengthsDataset << "' has " << n
@@ -66,6 +78,25 @@ ShardContents read_own_shard(const std::string& path, const DatasetOptions& opti
   // Version 2 stores each sequence's masking candidates; they must be what the ids say.
   TUPE_CHECK(header.format_version < 2 || static_cast<int64_t>(ordinary.size()) == n,
              path << ": dataset '" << kOrdinaryCountsDataset << "' has " << ordinary.size() << " entries, expected " << n);
+  // Version 3: every sample against its checksum, before anything else is taken from the ids.
+  TUPE_CHECK(!verified || static_cast<int64_t>(checksums.size()) == n, path << ": dataset '" << kSampleChecksumsDataset
+                                                                            << "' has " << checksums.size()
+                                                                            << " entries, expected " << n);
+  for (int64_t i = 0; verified && i < n; ++i) {
+    const auto iu = static_cast<size_t>(i);
+    const int64_t b = c.offsets[iu], len = c.offsets[iu + 1] - b;
+    if (sample_checksum_of_ids(ordinary[iu], ids.data() + b, len, token_bytes) != checksums[iu])
+      fail_checksum_mismatch(path, i, b, len);
+  }
+  if (verified) {
+    uint64_t h = kFnv1a64Basis;
+    for (const uint32_t v : checksums) {
+      const char bytes[4] = {static_cast<char>(v & 0xff), static_cast<char>((v >> 8) & 0xff),
+                             static_cast<char>((v >> 16) & 0xff), static_cast<char>((v >> 24) & 0xff)};
+      h = fnv1a_64(std::string_view(bytes, 4), h);
+    }
+    c.checksums_hash = h;
+  }
   for (int64_t i = 0; header.format_version >= 2 && i < n; ++i) {
     const int64_t b = c.offsets[static_cast<size_t>(i)];
     const int64_t want = count_ordinary(ids.data() + b, c.offsets[static_cast<size_t>(i) + 1] - b, header.special);

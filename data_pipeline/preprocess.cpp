@@ -47,7 +47,12 @@ const FieldTable<PreprocessConfig>& PreprocessConfig::fields() {
                  "deflate level of the shards: 0 = unfiltered (read by file offset, fastest), 1..9 = smaller files "
                  "read through a cache")
         .at_least(0)
-        .at_most(9);
+        .at_most(9)
+        .choice("input_format", &P::input_format, kInputFormatWords, InputFormat::kAuto,
+                "auto (JSON lines when a name, less .gz/.zst, ends in .jsonl, .json or .ndjson; else text), text, or "
+                "jsonl (one JSON object per line, one document per record); gzip and zstd are found by magic bytes")
+        .text("text_field", &P::text_field, "text", "JSON lines: the key of each record's text (a string)")
+        .not_empty();
     return t;
   }();
   return table;
@@ -59,9 +64,16 @@ PreprocessPlan plan_preprocess(const std::vector<std::string>& inputs, const std
   TUPE_CHECK(!output_dir.empty(), "preprocess: no output folder given (--output)");
   PreprocessPlan plan;
   plan.files = list_input_files(inputs);
-  for (size_t f = 0; f < plan.files.size(); ++f)
-    for (int64_t b = 0; b < plan.files[f].size_bytes; b += config.piece_bytes)
-      plan.pieces.push_back({static_cast<int64_t>(f), b, std::min(b + config.piece_bytes, plan.files[f].size_bytes)});
+  for (size_t f = 0; f < plan.files.size(); ++f) {
+    InputFile& file = plan.files[f];
+    file.json_lines = is_json_lines(file.path, config.input_format);
+    if (file.compression != Compression::kNone) {
+      plan.streamed.push_back(static_cast<int64_t>(f));
+      continue;
+    }
+    for (int64_t b = 0; b < file.size_bytes; b += config.piece_bytes)
+      plan.pieces.push_back({static_cast<int64_t>(f), b, std::min(b + config.piece_bytes, file.size_bytes)});
+  }
   auto add = [&](const std::string& split, int64_t n) {
     for (int64_t s = 0; s < n; ++s)
       plan.jobs.push_back({split, s, n, (fs::path(output_dir) / shard_file_name(split, s, n)).string()});
@@ -127,7 +139,8 @@ std::vector<std::pair<std::string, std::string>> describe_preprocess_run(const P
   out.emplace_back("output", output_dir);
   for (size_t i = 0; i < plan.files.size(); ++i)
     out.emplace_back("input " + std::to_string(i),
-                     plan.files[i].path + ", " + std::to_string(plan.files[i].size_bytes) + " bytes");
+                     plan.files[i].path + ", " + std::to_string(plan.files[i].size_bytes) + " bytes, " +
+                         (plan.files[i].json_lines ? "jsonl" : "text") + ", " + to_string(plan.files[i].compression));
   return out;
 }
 
@@ -170,6 +183,11 @@ std::vector<std::unique_ptr<ShardWriter>> run_preprocess_jobs(const PreprocessPl
         ++prog.pieces_total;
         prog.bytes_total += plan.pieces[static_cast<size_t>(p)].end - plan.pieces[static_cast<size_t>(p)].begin;
       }
+  if (!mine.empty())
+    for (const int64_t f : plan.streamed) {
+      ++prog.pieces_total;
+      prog.bytes_total += plan.files[static_cast<size_t>(f)].size_bytes;
+    }
   if (progress) progress(prog);
 
   const SpecialTokens special = tokenizer.special_tokens();
@@ -186,10 +204,12 @@ std::vector<std::unique_ptr<ShardWriter>> run_preprocess_jobs(const PreprocessPl
     // a train and a validation shard of this rank is read once.
     PieceText text;
     int64_t text_piece = -1;
+    std::string record_text, record_error;
     for (const auto& [p, k] : streams) {
       const Piece& piece = plan.pieces[static_cast<size_t>(p)];
       if (p != text_piece) {
-        text = read_piece(input.path, input.size_bytes, piece.begin, piece.end, config.documents);
+        text = read_piece(input.path, input.size_bytes, piece.begin, piece.end,
+                          input.json_lines ? DocumentBoundary::kLine : config.documents, !input.json_lines);
         text_piece = p;
         TUPE_CHECK(piece.begin > 0 || !text.docs.empty() || file_has_text(input.path, input.size_bytes),
                    input.path << ": no text (only blank lines, spaces or control characters)");
@@ -204,13 +224,77 @@ std::vector<std::unique_ptr<ShardWriter>> run_preprocess_jobs(const PreprocessPl
       for (const DocumentSpan& doc : text.docs) {
         if (goes_to_validation(config, f, text.base + doc.begin) != want_validation) continue;
         packer.begin_document();
-        for_each_line(text.bytes, doc, [&](std::string_view line) { packer.add_tokens(tokenizer.encode(line)); });
+        const auto add = [&](std::string_view line) { packer.add_tokens(tokenizer.encode(line)); };
+        if (!input.json_lines) {
+          for_each_line(text.bytes, doc, add);
+          continue;
+        }
+        const std::string_view record = std::string_view(text.bytes).substr(
+            static_cast<size_t>(doc.begin), static_cast<size_t>(doc.end - doc.begin));
+        TUPE_CHECK(json_record_text(record, config.text_field, record_text, record_error),
+                   input.path << ": line " << line_number_at(input.path, text.base + doc.begin) << ": " << record_error);
+        for_each_text_line(record_text, add);
       }
       packer.finish();
       ++prog.pieces_done;
       prog.bytes_done += piece.end - piece.begin;
       if (progress) progress(prog);
     }
+  }
+  // The compressed files, read whole by every rank with shards; pieces numbered on.
+  int64_t first_piece = static_cast<int64_t>(plan.pieces.size());
+  for (const int64_t f : mine.empty() ? std::vector<int64_t>{} : plan.streamed) {
+    const InputFile& input = plan.files[static_cast<size_t>(f)];
+    std::vector<std::unique_ptr<SequencePacker>> packers(mine.size());  // of the current piece, per job
+    int64_t current = -1;
+    SequencePacker* target = nullptr;  // the packer of the current document, if it is this rank's
+    auto finish_piece = [&] {
+      for (auto& p : packers)
+        if (p) {
+          p->finish();
+          p.reset();
+        }
+    };
+    DocumentCallbacks cb;
+    cb.begin = [&](int64_t offset) {
+      const int64_t piece = first_piece + offset / config.piece_bytes;
+      if (piece != current) {
+        finish_piece();
+        current = piece;
+        for (size_t k = 0; k < mine.size(); ++k)
+          if (plan.feeds(piece, *mine[k])) {
+            ShardWriter& writer = *writers[k];
+            packers[k] = std::make_unique<SequencePacker>(config.packing, config.max_seq_len, special,
+                                                          [&writer, &prog](const int32_t* ids, int64_t n) {
+                                                            writer.append(ids, n);
+                                                            ++prog.sequences;
+                                                            prog.tokens += n;
+                                                          });
+          }
+      }
+      const bool validation = goes_to_validation(config, f, offset);
+      target = nullptr;
+      for (size_t k = 0; k < mine.size(); ++k)
+        if (packers[k] && (mine[k]->split == "validation") == validation) target = packers[k].get();
+      if (target) target->begin_document();
+      return target != nullptr;
+    };
+    cb.line = [&](std::string_view line) { target->add_tokens(tokenizer.encode(line)); };
+    const int64_t bytes_before = prog.bytes_done;
+    cb.progress = [&](int64_t consumed) {
+      prog.bytes_done = bytes_before + consumed;
+      if (progress) progress(prog);
+    };
+    StreamOptions options;
+    options.json_lines = input.json_lines;
+    options.text_field = config.text_field;
+    options.documents = config.documents;
+    const int64_t text_bytes = stream_documents(input, options, cb);
+    finish_piece();
+    first_piece += (text_bytes + config.piece_bytes - 1) / config.piece_bytes;
+    ++prog.pieces_done;
+    prog.bytes_done = bytes_before + input.size_bytes;
+    if (progress) progress(prog);
   }
   for (auto& w : writers) w->close();
   return writers;

@@ -2,10 +2,16 @@
 // (shard_format.h). No MPI here: the caller (cli/cmd_preprocess.cpp) passes rank and world
 // size as plain ints and does the commit handshake.
 //
+// Inputs (corpus.h, corpus_stream.h): plain text or JSON lines, each uncompressed, gzip or
+// zstd (by magic bytes).
+//
 // Determinism, and why the rank count does not matter: the input is cut into pieces, piece
-// k of a file being the documents that start in bytes [k*P, (k+1)*P) (P = piece_bytes).
-// Pieces are numbered over all files in order; piece p goes to train shard p mod N and to
-// validation shard p mod Nv. A document goes to validation when
+// k of a file being the documents that start in bytes [k*P, (k+1)*P) (P = piece_bytes) of
+// its text (decompressed text for a compressed file). Pieces are numbered over all
+// uncompressed files in order, then over the compressed files in order (those cannot be read
+// at an offset: each rank reads them whole from the start and keeps the documents of its
+// pieces, so their piece counts are learnt while reading); piece p goes to train shard
+// p mod N and to validation shard p mod Nv. A document goes to validation when
 // uniform(seed, file index, document's first byte) < validation_ratio. Each (split, piece)
 // is packed as one stream (packing.h), so the sequences of shard s are a pure function of the
 // input bytes, the config and the seed. Shards (train 0..N-1, then validation 0..Nv-1) are
@@ -20,6 +26,7 @@
 
 #include "common/config_fields.h"
 #include "data_pipeline/corpus.h"
+#include "data_pipeline/corpus_stream.h"
 #include "data_pipeline/packing.h"
 #include "data_pipeline/shard_writer.h"
 #include "data_pipeline/tokenizer.h"
@@ -47,6 +54,8 @@ struct PreprocessConfig {
   int64_t seed;
   int64_t piece_bytes;
   int64_t compression_level;
+  InputFormat input_format;
+  std::string text_field;
 
   /// Throws tupe::Error "preprocess.<key>: <cause>".
   void validate() const;
@@ -72,8 +81,10 @@ struct ShardJob {
 };
 
 struct PreprocessPlan {
-  std::vector<InputFile> files;  ///< sorted inputs
-  std::vector<Piece> pieces;     ///< all pieces, in file then byte order
+  std::vector<InputFile> files;  ///< sorted inputs (json_lines set from preprocess.input_format)
+  std::vector<Piece> pieces;     ///< the pieces of the uncompressed files, in file then byte order
+  std::vector<int64_t> streamed;  ///< compressed files (indexes into files), in order: their
+                                  ///< pieces are numbered from pieces.size() on, as they are read
   std::vector<ShardJob> jobs;    ///< train shards, then validation shards; job j belongs to rank j mod W
   /// Whether piece p feeds job j.
   bool feeds(int64_t piece, const ShardJob& job) const {
@@ -91,8 +102,8 @@ std::vector<std::string> existing_shards(const std::string& output_dir);
 
 /// Progress of one rank.
 struct PreprocessProgress {
-  int64_t pieces_done = 0, pieces_total = 0;  ///< (split, piece) streams of this rank
-  int64_t bytes_done = 0, bytes_total = 0;    ///< input bytes of those pieces (nominal)
+  int64_t pieces_done = 0, pieces_total = 0;  ///< (split, piece) streams of this rank, + 1 per compressed file
+  int64_t bytes_done = 0, bytes_total = 0;    ///< input bytes of those pieces (nominal) and compressed files
   int64_t sequences = 0, tokens = 0;          ///< written so far
 };
 using ProgressFn = std::function<void(const PreprocessProgress&)>;

@@ -1,8 +1,10 @@
 #include "data_pipeline/shard_format.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "common/error.h"
+#include "data_pipeline/crc32c.h"
 #include "data_pipeline/hdf5_util.h"
 
 namespace tupe::data_pipeline {
@@ -100,6 +102,70 @@ ShardHeader read_shard_header(const std::string& path, hid_t file) {
   h.piece_bytes = read_int_attribute(path, file, "piece_bytes");
   if (has_attribute(file, "run_id")) h.run_id = read_string_attribute(path, file, "run_id");
   return h;
+}
+
+uint32_t sample_checksum(int64_t length, int64_t ordinary, const void* token_bytes, size_t bytes) {
+  const auto len = static_cast<uint32_t>(length);
+  const auto ord = static_cast<uint16_t>(ordinary);
+  const unsigned char head[6] = {static_cast<unsigned char>(len),       static_cast<unsigned char>(len >> 8),
+                                 static_cast<unsigned char>(len >> 16), static_cast<unsigned char>(len >> 24),
+                                 static_cast<unsigned char>(ord),       static_cast<unsigned char>(ord >> 8)};
+  return crc32c(crc32c(0, head, sizeof head), token_bytes, bytes);
+}
+
+namespace {
+
+/// Little-endian bytes of ids[0..n) at width W (1, 2 or 4) into `out` (n * W bytes).
+template <size_t W>
+void encode_ids(const int32_t* ids, int64_t n, unsigned char* out) {
+  for (int64_t k = 0; k < n; ++k) {
+    const auto v = static_cast<uint32_t>(ids[k]);
+    if constexpr (W == 1) {
+      out[k] = static_cast<unsigned char>(v);
+    } else if constexpr (W == 2) {
+      out[2 * k] = static_cast<unsigned char>(v);
+      out[2 * k + 1] = static_cast<unsigned char>(v >> 8);
+    } else {
+      out[4 * k] = static_cast<unsigned char>(v);
+      out[4 * k + 1] = static_cast<unsigned char>(v >> 8);
+      out[4 * k + 2] = static_cast<unsigned char>(v >> 16);
+      out[4 * k + 3] = static_cast<unsigned char>(v >> 24);
+    }
+  }
+}
+
+}  // namespace
+
+uint32_t sample_checksum_of_ids(int64_t ordinary, const int32_t* ids, int64_t n, size_t element_bytes) {
+  TUPE_CHECK(element_bytes == 1 || element_bytes == 2 || element_bytes == 4,
+             "sample checksum: token width " << element_bytes << " bytes (internal)");
+  const auto len = static_cast<uint32_t>(n);
+  const auto ord = static_cast<uint16_t>(ordinary);
+  const unsigned char head[6] = {static_cast<unsigned char>(len),       static_cast<unsigned char>(len >> 8),
+                                 static_cast<unsigned char>(len >> 16), static_cast<unsigned char>(len >> 24),
+                                 static_cast<unsigned char>(ord),       static_cast<unsigned char>(ord >> 8)};
+  uint32_t crc = crc32c(0, head, sizeof head);
+  // Encoded in pieces on the stack: no allocation per sample.
+  constexpr int64_t kPiece = 256;
+  unsigned char buf[kPiece * 4];
+  for (int64_t at = 0; at < n; at += kPiece) {
+    const int64_t m = std::min(kPiece, n - at);
+    if (element_bytes == 1)
+      encode_ids<1>(ids + at, m, buf);
+    else if (element_bytes == 2)
+      encode_ids<2>(ids + at, m, buf);
+    else
+      encode_ids<4>(ids + at, m, buf);
+    crc = crc32c(crc, buf, static_cast<size_t>(m) * element_bytes);
+  }
+  return crc;
+}
+
+void fail_checksum_mismatch(const std::string& path, int64_t sample, int64_t token_begin, int64_t length) {
+  TUPE_FAIL(path << ": sample " << sample << " (tokens " << token_begin << ".." << token_begin + length - 1 << " of '"
+                 << kTokenIdsDataset
+                 << "'): checksum mismatch: the shard is damaged or was changed after preprocessing; restore it from a "
+                    "good copy or run tupe preprocess again, then resume from the last checkpoint");
 }
 
 std::string shard_file_name(const std::string& split, int64_t shard_index, int64_t num_shards) {

@@ -22,7 +22,9 @@ void check_own_header(const std::string& path, const ShardHeader& header, const 
 
 /// Reads one own shard (shard_format.h). Checks: format/version, expected vocabulary hash,
 /// vocab size, dtypes, sum(sequence_lengths) == len(token_ids), counts == attributes,
-/// 1 <= length <= max_seq_len, ids < vocab_size. `header` receives the shard's header.
+/// 1 <= length <= max_seq_len, every sample's checksum (version 3 on; "<path>: sample i
+/// (...): checksum mismatch: ..."), stored candidate counts, ids < vocab_size. `header`
+/// receives the shard's header.
 ShardContents read_own_shard(const std::string& path, const DatasetOptions& options, ShardHeader& header);
 
 /// An NVIDIA shard opened for reading rows: its six datasets checked for presence, integer

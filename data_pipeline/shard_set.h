@@ -31,6 +31,7 @@ struct ShardContents {
   std::vector<int32_t> mask_positions;  ///< static masked positions, ascending per sample
   std::vector<int32_t> mask_labels;     ///< original ids at those positions
   std::vector<int8_t> nsp;              ///< [N] next-sentence labels, or empty
+  uint64_t checksums_hash = 0;          ///< ShardSummary::checksums_hash of a whole own shard
 
   int64_t size() const { return static_cast<int64_t>(offsets.size()) - 1; }
   /// Appends one sample's ids (stored as uint16 when `compact`, else int32).

@@ -69,12 +69,15 @@ ShardWriter::ShardWriter(std::string final_path, ShardHeader header, ShardWriter
   H5Pset_obj_track_times(fcpl.get(), 0);  // no timestamp on the root group either
   file_ = h5::Id(H5Fcreate(temp_path_.c_str(), H5F_ACC_TRUNC, fcpl.get(), H5P_DEFAULT), H5Fclose);
   TUPE_CHECK(file_.valid(), temp_path_ << ": cannot create (" << h5::error_text() << ")");
-  token_ds_ = create_dataset(temp_path_, file_.get(), kTokenIdsDataset,
-                             token_file_type(token_dtype_for_vocab(header_.vocab_size)), options_.chunk_tokens,
+  const hid_t token_type = token_file_type(token_dtype_for_vocab(header_.vocab_size));
+  token_bytes_ = H5Tget_size(token_type);
+  token_ds_ = create_dataset(temp_path_, file_.get(), kTokenIdsDataset, token_type, options_.chunk_tokens,
                              options_.compression_level);
   length_ds_ = create_dataset(temp_path_, file_.get(), kSequenceLengthsDataset, H5T_STD_I32LE,
                               options_.chunk_sequences, options_.compression_level);
   ordinary_ds_ = create_dataset(temp_path_, file_.get(), kOrdinaryCountsDataset, H5T_STD_U16LE,
+                                options_.chunk_sequences, options_.compression_level);
+  checksum_ds_ = create_dataset(temp_path_, file_.get(), kSampleChecksumsDataset, H5T_STD_U32LE,
                                 options_.chunk_sequences, options_.compression_level);
   token_buf_.reserve(static_cast<size_t>(options_.chunk_tokens));
 }
@@ -83,6 +86,7 @@ ShardWriter::~ShardWriter() {
   if (committed_) return;
   {
     h5::Lock lock;
+    checksum_ds_.reset();
     ordinary_ds_.reset();
     length_ds_.reset();
     token_ds_.reset();
@@ -103,7 +107,9 @@ void ShardWriter::append(const int32_t* ids, int64_t length) {
                           << " is outside the vocabulary of size " << header_.vocab_size);
   token_buf_.insert(token_buf_.end(), ids, ids + length);
   length_buf_.push_back(static_cast<int32_t>(length));
-  ordinary_buf_.push_back(static_cast<uint16_t>(count_ordinary(ids, length, header_.special)));
+  const int64_t ordinary = count_ordinary(ids, length, header_.special);
+  ordinary_buf_.push_back(static_cast<uint16_t>(ordinary));
+  checksum_buf_.push_back(sample_checksum_of_ids(ordinary, ids, length, token_bytes_));
   ++num_sequences_;
   num_tokens_ += length;
   if (static_cast<int64_t>(token_buf_.size()) >= options_.chunk_tokens ||
@@ -119,9 +125,11 @@ void ShardWriter::flush_locked() {
   token_buf_.clear();
   append_1d(temp_path_, length_ds_.get(), kSequenceLengthsDataset, sequences_written_, length_buf_);
   append_1d(temp_path_, ordinary_ds_.get(), kOrdinaryCountsDataset, sequences_written_, ordinary_buf_);
+  append_1d(temp_path_, checksum_ds_.get(), kSampleChecksumsDataset, sequences_written_, checksum_buf_);
   sequences_written_ += static_cast<int64_t>(length_buf_.size());
   length_buf_.clear();
   ordinary_buf_.clear();
+  checksum_buf_.clear();
 }
 
 void ShardWriter::close() {
@@ -133,7 +141,8 @@ void ShardWriter::close() {
   write_shard_header(temp_path_, file_.get(), header_);
   // Every identifier is closed whatever fails (no short-circuit): an object left open after
   // a write error (a full disk) would be flushed again by HDF5 at exit.
-  bool ok = ordinary_ds_.reset();
+  bool ok = checksum_ds_.reset();
+  ok = ordinary_ds_.reset() && ok;
   ok = length_ds_.reset() && ok;
   ok = token_ds_.reset() && ok;
   ok = H5Fflush(file_.get(), H5F_SCOPE_GLOBAL) >= 0 && ok;

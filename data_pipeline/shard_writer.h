@@ -29,7 +29,7 @@ class ShardWriter {
   ShardWriter& operator=(const ShardWriter&) = delete;
 
   /// Appends one sequence of `length` ids (3 <= length <= max_seq_len, ids < vocab_size;
-  /// tupe::Error otherwise).
+  /// tupe::Error otherwise), with its masking-candidate count and checksum.
   void append(const int32_t* ids, int64_t length);
   /// Flushes, writes the header with num_sequences/num_tokens and closes the temporary file.
   void close();
@@ -47,9 +47,11 @@ class ShardWriter {
   std::string final_path_, temp_path_;
   ShardHeader header_;
   ShardWriterOptions options_;
-  h5::Id file_, token_ds_, length_ds_, ordinary_ds_;
+  h5::Id file_, token_ds_, length_ds_, ordinary_ds_, checksum_ds_;
+  size_t token_bytes_ = 2;  // stored width of a token id (what its checksum covers)
   std::vector<int32_t> token_buf_, length_buf_;
   std::vector<uint16_t> ordinary_buf_;
+  std::vector<uint32_t> checksum_buf_;
   int64_t tokens_written_ = 0, sequences_written_ = 0;
   int64_t num_sequences_ = 0, num_tokens_ = 0;
   bool closed_ = false, committed_ = false;

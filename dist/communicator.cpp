@@ -50,13 +50,20 @@ Communicator::Communicator(const MpiEnv& env, const DistOptions& options, Watchd
 Communicator::~Communicator() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized && host_comm_ != MPI_COMM_NULL) {
+  // After an abort the host communicator may still carry parked requests: left to the
+  // ending process, like them (dist/backend_lifetime.h).
+  if (!finalized && host_comm_ != MPI_COMM_NULL && !aborted()) {
     auto mpi = env_.lock();
     MPI_Comm_free(&host_comm_);
   }
 }
 
 int Communicator::rank() const { return env_.rank(); }
+
+void Communicator::check_not_aborted(const char* op, const std::string& name) const {
+  TUPE_CHECK(!aborted(), backend_name() << " backend: rank " << rank() << ": " << op << " '" << name
+                                        << "': the communicator was aborted (after an earlier error or timeout)");
+}
 int Communicator::world_size() const { return env_.world_size(); }
 
 CollectiveCounts Communicator::counts() const {
@@ -81,6 +88,7 @@ WorkPtr Communicator::track(WorkPtr work, const std::string& name) {
 }
 
 WorkPtr Communicator::all_reduce(const std::vector<at::Tensor>& tensors, const std::string& name) {
+  check_not_aborted("all_reduce", name);
   maybe_stall(name);
   WorkPtr work = launch_all_reduce(tensors, name);
   ++n_all_reduce_;
@@ -91,6 +99,7 @@ WorkPtr Communicator::broadcast(const std::vector<at::Tensor>& tensors, int root
   TUPE_CHECK(root >= 0 && root < world_size(),
              backend_name() << " backend: broadcast '" << name << "': root " << root << " is not a rank of "
                             << world_size());
+  check_not_aborted("broadcast", name);
   maybe_stall(name);
   WorkPtr work = launch_broadcast(tensors, root, name);
   ++n_broadcast_;
@@ -101,12 +110,13 @@ WorkPtr Communicator::all_gather_host(const std::vector<uint8_t>& local, std::ve
                                       const std::string& name) {
   TUPE_CHECK(local.size() <= static_cast<size_t>(1) << 30,
              "all_gather_host '" << name << "': " << local.size() << " bytes; meant for small buffers (<= 1 GiB)");
+  check_not_aborted("all_gather_host", name);
   maybe_stall(name);
   gathered.assign(local.size() * static_cast<size_t>(world_size()), 0);
   // The send buffer must outlive the call: copy it into a tensor the handle keeps.
   at::Tensor send = at::empty({static_cast<int64_t>(local.size())}, at::kByte);
   if (!local.empty()) std::memcpy(send.data_ptr(), local.data(), local.size());
-  auto work = std::make_shared<MpiWork>(env_, std::vector<at::Tensor>{send});
+  auto work = std::make_shared<MpiWork>(env_, lifetime_, std::vector<at::Tensor>{send});
   MPI_Request request = MPI_REQUEST_NULL;
   {
     auto mpi = env_.lock();
@@ -119,8 +129,9 @@ WorkPtr Communicator::all_gather_host(const std::vector<uint8_t>& local, std::ve
 }
 
 WorkPtr Communicator::barrier(const std::string& name) {
+  check_not_aborted("barrier", name);
   maybe_stall(name);
-  auto work = std::make_shared<MpiWork>(env_, std::vector<at::Tensor>{});
+  auto work = std::make_shared<MpiWork>(env_, lifetime_, std::vector<at::Tensor>{});
   MPI_Request request = MPI_REQUEST_NULL;
   {
     auto mpi = env_.lock();

@@ -9,6 +9,17 @@
 // - Every rank calls the same collectives in the same order (MPI/NCCL rule).
 // - Tensors must stay alive and untouched until wait() (the Work also keeps a reference).
 // - Every collective is registered with the watchdog (if any) under (name, step).
+//
+// Failure paths (the order that lets a failing rank say why before the job ends):
+// - The communicator and its Work handles share one BackendLifetime
+//   (dist/backend_lifetime.h). abort_backend() ends it; afterwards no handle touches the
+//   backend again: wait() throws "... the communicator was aborted", test() answers true,
+//   destructors do nothing that waits (MPI handles park their buffers instead).
+// - Destruction while an exception unwinds aborts instead of finishing in order: the
+//   DistContext aborts its communicator (NCCL: ncclCommAbort, not ncclCommFinalize, which
+//   would wait for peers sitting in collectives), DistributedDataParallel does not wait for
+//   buckets in flight, and MPI handles do not wait for their requests. So the rank reaches
+//   cli/rank_guard.h, which prints its error and ends the job, within moments.
 #pragma once
 #include <ATen/core/Tensor.h>
 #include <mpi.h>
@@ -20,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "dist/backend_lifetime.h"
 #include "dist/options.h"
 #include "dist/stall_injection.h"
 
@@ -101,9 +113,16 @@ class Communicator {
   CollectiveCounts counts() const;
 
   /// Tears down the backend's device-side state at once, from any thread, without waiting
-  /// for peers (NCCL: ncclCommAbort, so kernels stuck on a lost peer end). Called by the
-  /// watchdog just before it ends the job; the communicator is unusable afterwards.
-  virtual void abort_backend() noexcept {}
+  /// for peers (NCCL: ncclCommAbort, so kernels stuck on a lost peer end; MPI: the handles
+  /// stop waiting). Called by the watchdog just before it ends the job, by a backend whose
+  /// wait failed or timed out, and by DistContext when destroyed during an exception. The
+  /// communicator is unusable afterwards (collectives throw). Idempotent.
+  void abort_backend() noexcept { lifetime_->abort(); }
+  /// True once abort_backend() ran (or the backend aborted itself).
+  bool aborted() const noexcept { return lifetime_->aborted(); }
+  /// The lifetime this communicator's handles share (the watchdog's abort goes through it,
+  /// so it never calls into a communicator being destroyed).
+  const std::shared_ptr<BackendLifetime>& lifetime() const { return lifetime_; }
 
  protected:
   /// Backend part of all_reduce/broadcast: validate, launch, return the handle. `name` is
@@ -112,6 +131,9 @@ class Communicator {
   virtual WorkPtr launch_broadcast(const std::vector<at::Tensor>& tensors, int root, const std::string& name) = 0;
   /// This communicator's own duplicate of MPI_COMM_WORLD (MPI_ERRORS_RETURN).
   MPI_Comm host_comm() const { return host_comm_; }
+  /// Throws tupe::Error "<backend> backend: rank R: <op> '<name>': the communicator was
+  /// aborted ..." once abort_backend() ran (every launch checks it first).
+  void check_not_aborted(const char* op, const std::string& name) const;
 
  private:
   WorkPtr track(WorkPtr work, const std::string& name);
@@ -121,6 +143,7 @@ class Communicator {
   const DistOptions options_;
   const StallInjection stall_;  ///< test-only, from $TUPE_TEST_STALL (off when unset)
   Watchdog* const watchdog_;
+  const std::shared_ptr<BackendLifetime> lifetime_ = std::make_shared<BackendLifetime>();
   MPI_Comm host_comm_ = MPI_COMM_NULL;
   std::atomic<int64_t> step_{0};
   std::atomic<bool> stalled_{false};

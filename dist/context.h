@@ -9,7 +9,8 @@
 #pragma once
 #include <c10/core/Device.h>
 
-#include <atomic>
+#include <exception>
+#include <functional>
 #include <memory>
 
 #include "dist/communicator.h"
@@ -26,6 +27,15 @@ class DistContext {
   /// communicator for `device` (from dist::resolve_device: cuda:<index> or cpu).
   /// Collective: every rank constructs it. Throws tupe::Error.
   DistContext(const MpiEnv& env, const DistOptions& options, const c10::Device& device);
+  /// Builds the communicator with `make` instead of make_communicator (tests: a backend
+  /// whose waits fail or time out). Same contract otherwise.
+  using CommunicatorFactory =
+      std::function<std::unique_ptr<Communicator>(const MpiEnv&, const DistOptions&, Watchdog*)>;
+  DistContext(const MpiEnv& env, const DistOptions& options, const c10::Device& device,
+              const CommunicatorFactory& make);
+  /// Destroys the communicator, then the watchdog. While an exception unwinds it aborts the
+  /// communicator first (no finalize that would wait for peers: "Failure paths" in
+  /// dist/communicator.h).
   ~DistContext();
   DistContext(const DistContext&) = delete;
   DistContext& operator=(const DistContext&) = delete;
@@ -42,9 +52,12 @@ class DistContext {
   const MpiEnv& env_;
   const DistOptions options_;
   const c10::Device device_;
+  const int uncaught_at_start_ = std::uncaught_exceptions();  ///< for unwinding_since()
   std::unique_ptr<Watchdog> watchdog_;  ///< declared before comm_: outlives it
   std::unique_ptr<Communicator> comm_;
-  std::atomic<Communicator*> abort_target_{nullptr};  ///< comm_ as the watchdog thread may see it
+  /// comm_'s lifetime, what the watchdog thread aborts (set before any collective is
+  /// registered with the watchdog, whose lock orders it; outlives the watchdog).
+  std::shared_ptr<BackendLifetime> lifetime_;
 };
 
 }  // namespace tupe::dist

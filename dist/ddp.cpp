@@ -77,6 +77,9 @@ DistributedDataParallel::DistributedDataParallel(Communicator& comm, std::vector
 DistributedDataParallel::~DistributedDataParallel() {
   hooks_->remove_all();
   std::lock_guard<std::mutex> lk(mutex_);
+  // While an exception unwinds, or after the communicator was aborted, buckets in flight
+  // are not waited for: peers may never join them ("Failure paths" in dist/communicator.h).
+  if (unwinding_since(uncaught_at_start_) || comm_.aborted()) return;
   try {
     finish_launched_buckets();
   } catch (...) {

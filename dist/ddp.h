@@ -20,6 +20,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -39,8 +40,9 @@ class DistributedDataParallel {
   /// must outlive this object; all ranks must pass the same parameters (see
   /// check_same_parameters in dist/consistency.h). Throws tupe::Error as GradBuffer does.
   DistributedDataParallel(Communicator& comm, std::vector<NamedParameter> params, const DistOptions& options);
-  /// Waits for buckets in flight and removes the hooks (RAII; a destroyed object is never
-  /// called by autograd).
+  /// Removes the hooks (RAII; a destroyed object is never called by autograd) and waits for
+  /// buckets in flight, except while an exception unwinds or after the communicator was
+  /// aborted (then the handles are dropped without waiting).
   ~DistributedDataParallel();
   DistributedDataParallel(const DistributedDataParallel&) = delete;
   DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
@@ -85,6 +87,7 @@ class DistributedDataParallel {
 
   Communicator& comm_;
   const DistOptions options_;
+  const int uncaught_at_start_ = std::uncaught_exceptions();  ///< for unwinding_since()
   std::vector<NamedParameter> params_;
   GradBuffer buffer_;
   std::vector<Bucket> buckets_;  ///< in launch order

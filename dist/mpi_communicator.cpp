@@ -66,7 +66,7 @@ WorkPtr MpiCommunicator::launch_all_reduce(const std::vector<at::Tensor>& tensor
                                                     << "; supported: Float, Double, BFloat16, Int, Long");
     }
   }
-  auto work = std::make_shared<MpiWork>(env(), tensors);
+  auto work = std::make_shared<MpiWork>(env(), lifetime(), tensors);
   auto mpi = env().lock();
   for (size_t i = 0; i < tensors.size(); ++i) {
     const at::Tensor& t = tensors[i];
@@ -85,7 +85,7 @@ WorkPtr MpiCommunicator::launch_all_reduce(const std::vector<at::Tensor>& tensor
 WorkPtr MpiCommunicator::launch_broadcast(const std::vector<at::Tensor>& tensors, int root,
                                           const std::string& /*name*/) {
   check_cpu_contiguous(tensors, "broadcast");
-  auto work = std::make_shared<MpiWork>(env(), tensors);
+  auto work = std::make_shared<MpiWork>(env(), lifetime(), tensors);
   auto mpi = env().lock();
   for (const at::Tensor& t : tensors) {
     auto* base = static_cast<char*>(t.data_ptr());

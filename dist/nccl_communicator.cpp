@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <exception>
 #include <optional>
 #include <thread>
 #include <sstream>
@@ -42,10 +43,19 @@ class CudaEvent {
 /// True for the results a non-blocking communicator gives while an operation is under way.
 bool accepted(ncclResult_t rc) { return rc == ncclSuccess || rc == ncclInProgress; }
 
+/// One collective's handle. It holds the communicator's handle through the shared
+/// BackendLifetime: every NCCL call goes through while_alive(), so after an abort (which
+/// frees the ncclComm_t) the handle never touches it again.
 class NcclWork final : public Work {
  public:
-  NcclWork(ncclComm_t comm, int device, std::shared_ptr<CudaEvent> done, std::vector<at::Tensor> tensors)
-      : comm_(comm), device_(device), done_(std::move(done)), tensors_(std::move(tensors)) {}
+  NcclWork(ncclComm_t comm, std::shared_ptr<BackendLifetime> lifetime, int rank, int device,
+           std::shared_ptr<CudaEvent> done, std::vector<at::Tensor> tensors)
+      : comm_(comm),
+        lifetime_(std::move(lifetime)),
+        rank_(rank),
+        device_(device),
+        done_(std::move(done)),
+        tensors_(std::move(tensors)) {}
 
  protected:
   void do_wait() override {
@@ -54,14 +64,15 @@ class NcclWork final : public Work {
     TUPE_CUDA_CHECK(cudaStreamWaitEvent(compute, done_->get(), 0));
   }
   bool query() override {
+    if (lifetime_->ended()) return true;  // aborted: nothing more will come (wait() throws)
     check_async_error();
     return done_->done();
   }
   std::function<bool()> make_probe() override {
     // Runs on the watchdog thread, which made this rank's device current when it started.
-    return [done = done_] {
+    return [done = done_, lifetime = lifetime_] {
       try {
-        return done->done();
+        return lifetime->ended() || done->done();
       } catch (...) {
         return false;
       }
@@ -70,12 +81,23 @@ class NcclWork final : public Work {
 
  private:
   void check_async_error() const {
-    ncclResult_t async = ncclSuccess;
-    TUPE_NCCL_CHECK(ncclCommGetAsyncError(comm_, &async));
-    TUPE_CHECK(accepted(async), "nccl backend: asynchronous NCCL error: " << ncclGetErrorString(async));
+    ncclResult_t rc = ncclSuccess, async = ncclSuccess;
+    const bool alive = lifetime_->while_alive([&] { rc = ncclCommGetAsyncError(comm_, &async); });
+    TUPE_CHECK(alive, "nccl backend: rank " << rank_ << ": a collective's wait: the communicator was aborted (after "
+                                                        "an earlier error or timeout)");
+    if (rc != ncclSuccess || !accepted(async)) {
+      // A broken communicator: abort it now (its kernels may wait on a peer forever), so
+      // nothing, the destructors included, finalizes or waits on it.
+      lifetime_->abort();
+      TUPE_NCCL_CHECK(rc);
+      TUPE_FAIL("nccl backend: rank " << rank_ << ": asynchronous NCCL error: " << ncclGetErrorString(async)
+                                      << "; the communicator was aborted");
+    }
   }
 
-  ncclComm_t comm_;  ///< owned by the communicator, which outlives its work handles
+  const ncclComm_t comm_;  ///< valid only inside lifetime_->while_alive()
+  const std::shared_ptr<BackendLifetime> lifetime_;
+  int rank_;
   int device_;
   std::shared_ptr<CudaEvent> done_;  ///< recorded on the NCCL stream after the collective
   std::vector<at::Tensor> tensors_;
@@ -114,23 +136,30 @@ class NcclCommunicator final : public Communicator {
                                                << ncclGetErrorString(static_cast<ncclResult_t>(boot.status)));
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;  // every wait below is bounded by dist.timeout_s
-    ncclComm_t comm = nullptr;
-    const ncclResult_t rc = ncclCommInitRankConfig(&comm, env.world_size(), boot.id, env.rank(), &config);
-    comm_.store(comm);
+    const ncclResult_t rc = ncclCommInitRankConfig(&comm_, env.world_size(), boot.id, env.rank(), &config);
+    if (comm_ != nullptr) lifetime()->set_abort_action([comm = comm_] { ncclCommAbort(comm); });
     await(rc, "communicator set-up (ncclCommInitRankConfig)");
     stream_.emplace(c10::cuda::getStreamFromPool(/*isHighPriority=*/true, static_cast<c10::DeviceIndex>(device_)));
   }
 
   ~NcclCommunicator() override {
-    ncclComm_t comm = comm_.exchange(nullptr);
-    if (comm == nullptr) return;
+    if (comm_ == nullptr || lifetime()->ended()) return;  // aborted: ncclCommAbort freed it
+    if (unwinding_since(uncaught_at_start_)) {
+      // An error is on its way out: finalizing would wait for peers that may sit in
+      // collectives this rank never joins ("Failure paths" in dist/communicator.h).
+      abort_backend();
+      return;
+    }
     // Finalize (flushes outstanding work; non-blocking here, so polled, bounded), then free.
     bool finalized = false;
-    if (accepted(ncclCommFinalize(comm))) {
+    ncclResult_t started = ncclInternalError;
+    lifetime()->while_alive([&] { started = ncclCommFinalize(comm_); });
+    if (accepted(started)) {
       const auto start = std::chrono::steady_clock::now();
       for (;;) {
-        ncclResult_t state = ncclSuccess;
-        if (ncclCommGetAsyncError(comm, &state) != ncclSuccess) break;
+        ncclResult_t q = ncclInternalError, state = ncclSuccess;
+        if (!lifetime()->while_alive([&] { q = ncclCommGetAsyncError(comm_, &state); })) return;
+        if (q != ncclSuccess) break;
         if (state == ncclSuccess) {
           finalized = true;
           break;
@@ -140,17 +169,12 @@ class NcclCommunicator final : public Communicator {
       }
     }
     if (finalized)
-      ncclCommDestroy(comm);
+      lifetime()->close([comm = comm_] { ncclCommDestroy(comm); });
     else
-      ncclCommAbort(comm);
+      abort_backend();
   }
 
   const char* backend_name() const override { return "nccl"; }
-
-  void abort_backend() noexcept override {
-    ncclComm_t comm = comm_.exchange(nullptr);
-    if (comm != nullptr) ncclCommAbort(comm);
-  }
 
  protected:
   WorkPtr launch_all_reduce(const std::vector<at::Tensor>& tensors, const std::string& name) override {
@@ -197,22 +221,28 @@ class NcclCommunicator final : public Communicator {
   /// Past dist.timeout_s (> 0), or on an NCCL error, aborts the communicator and throws
   /// tupe::Error naming the rank, the step and `what`.
   void await(ncclResult_t rc, const std::string& what) {
-    ncclComm_t comm = comm_.load();
-    TUPE_CHECK(comm != nullptr, "nccl backend: rank " << rank() << ": " << what << ": the communicator was aborted");
     if (!accepted(rc)) {
-      const std::string detail = ncclGetLastError(comm);
+      std::string detail;
+      if (comm_ != nullptr) lifetime()->while_alive([&] { detail = ncclGetLastError(comm_); });
       abort_backend();
       TUPE_FAIL("nccl backend: rank " << rank() << ": " << what << " failed at step " << step() << ": "
                                       << ncclGetErrorString(rc) << " (" << detail << ")");
     }
+    TUPE_CHECK(comm_ != nullptr && !lifetime()->ended(),
+               "nccl backend: rank " << rank() << ": " << what << ": the communicator was aborted");
     const double limit_s = options().timeout_s;
     const auto start = std::chrono::steady_clock::now();
     for (int polls = 0;; ++polls) {
-      ncclResult_t state = ncclSuccess;
-      const ncclResult_t q = ncclCommGetAsyncError(comm, &state);
+      ncclResult_t state = ncclSuccess, q = ncclSuccess;
+      std::string detail;
+      const bool alive = lifetime()->while_alive([&] {
+        q = ncclCommGetAsyncError(comm_, &state);
+        if (q != ncclSuccess || (state != ncclSuccess && state != ncclInProgress)) detail = ncclGetLastError(comm_);
+      });
+      TUPE_CHECK(alive, "nccl backend: rank " << rank() << ": " << what << " at step " << step()
+                                              << ": the communicator was aborted (by the watchdog?) while waiting");
       if (q == ncclSuccess && state == ncclSuccess) return;
       if (q != ncclSuccess || state != ncclInProgress) {
-        const std::string detail = ncclGetLastError(comm);
         abort_backend();
         TUPE_FAIL("nccl backend: rank " << rank() << ": " << what << " failed at step " << step() << ": "
                                         << ncclGetErrorString(q != ncclSuccess ? q : state) << " (" << detail
@@ -261,8 +291,6 @@ class NcclCommunicator final : public Communicator {
   /// handle.
   template <class Enqueue>
   WorkPtr launch(const std::vector<at::Tensor>& tensors, const std::string& what, Enqueue enqueue) {
-    ncclComm_t comm = comm_.load();
-    TUPE_CHECK(comm != nullptr, "nccl backend: rank " << rank() << ": " << what << ": the communicator was aborted");
     const auto device = static_cast<c10::DeviceIndex>(device_);
     c10::cuda::CUDAGuard guard(device);
     const cudaStream_t compute = c10::cuda::getCurrentCUDAStream(device).stream();
@@ -270,23 +298,32 @@ class NcclCommunicator final : public Communicator {
     CudaEvent inputs_ready;
     TUPE_CUDA_CHECK(cudaEventRecord(inputs_ready.get(), compute));
     TUPE_CUDA_CHECK(cudaStreamWaitEvent(nccl, inputs_ready.get(), 0));
-    check_enqueued(ncclGroupStart(), "ncclGroupStart");
-    try {
-      enqueue(comm, nccl);
-    } catch (...) {
-      ncclGroupEnd();
-      throw;
-    }
-    await(ncclGroupEnd(), what);
+    // The group is enqueued under the lifetime's lock (non-blocking calls), so an abort from
+    // the watchdog thread waits for it; the bounded wait below polls outside the lock.
+    ncclResult_t ended = ncclSuccess;
+    std::exception_ptr error;
+    const bool alive = lifetime()->while_alive([&] {
+      check_enqueued(ncclGroupStart(), "ncclGroupStart");
+      try {
+        enqueue(comm_, nccl);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      ended = ncclGroupEnd();
+    });
+    TUPE_CHECK(alive, "nccl backend: rank " << rank() << ": " << what << ": the communicator was aborted");
+    if (error) std::rethrow_exception(error);
+    await(ended, what);
     for (const at::Tensor& t : tensors)
       if (t.numel() > 0) c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), *stream_);
     auto done = std::make_shared<CudaEvent>();
     TUPE_CUDA_CHECK(cudaEventRecord(done->get(), nccl));
-    return std::make_shared<NcclWork>(comm, device_, std::move(done), tensors);
+    return std::make_shared<NcclWork>(comm_, lifetime(), rank(), device_, std::move(done), tensors);
   }
 
   int device_;
-  std::atomic<ncclComm_t> comm_{nullptr};  ///< null once aborted or destroyed
+  const int uncaught_at_start_ = std::uncaught_exceptions();  ///< for unwinding_since()
+  ncclComm_t comm_ = nullptr;  ///< set once; used only inside lifetime()->while_alive()
   std::optional<c10::cuda::CUDAStream> stream_;  ///< the dedicated NCCL stream
 };
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Gathers everything a GPU host without network needs for launch/gpu_check.sh into ONE
 # ignored folder of the checkout, .gpu-carry/ (at most 60 MB), and prepares this machine's
-# stand-in for that host (for `launch/gpu_check.sh --rehearse`). Needs apt and PyPI; run it
-# here, then carry .gpu-carry to the GPU host (the device tool: carry [".gpu-carry"]).
+# stand-in for that host (for `launch/gpu_check.sh --rehearse`). Needs apt and pip (their
+# package indexes); run it here, then carry .gpu-carry to the GPU host (the device tool:
+# carry [".gpu-carry"]; the two calls are in the header of launch/gpu_check.sh).
 #
 #   .gpu-carry/debs/   Debian 12 packages: Open MPI, serial HDF5, Boost.Program_options,
 #                      GoogleTest, nlohmann-json, ICU, SentencePiece, OpenSSL headers, spdlog/fmt, and
@@ -35,6 +36,8 @@ DEBS=(
   libgtest-dev nlohmann-json3-dev libicu-dev libicu72 libsentencepiece-dev libsentencepiece0 libssl-dev libssl3
   # the console log
   libspdlog-dev libspdlog1.10 libfmt-dev libfmt9
+  # gzip and zstd corpora of tupe preprocess (headers; the libraries are libzstd1 above and the host's zlib)
+  zlib1g-dev libzstd-dev
 )
 limit_mb=60
 

@@ -18,7 +18,7 @@ PY_PACKAGES=(transformers==5.24.0 safetensors==0.8.0 numpy==2.4.6 scipy==1.17.1
 APT_PACKAGES=(build-essential cmake ninja-build ccache pkg-config git
               libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools libboost-program-options-dev
               libgtest-dev libicu-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
-              libsentencepiece-dev libssl-dev python3-venv gnuplot-nox)
+              libsentencepiece-dev libssl-dev zlib1g-dev libzstd-dev zstd python3-venv gnuplot-nox)
 # The cluster tier (launch/sim_cluster.sh): namespaces and a bridge (iproute2, util-linux),
 # and a real Slurm with munge on the simulated nodes. Only installed; nothing is started.
 APT_PACKAGES+=(iproute2 util-linux slurmctld slurmd slurm-client munge)
@@ -45,6 +45,13 @@ fi
 
 # ---- Python venv: LibTorch (from the PyTorch wheel) and the reference libraries ------
 PY="${TUPE_PYTHON_BASE:-python3}"
+# A shell that sourced env.sh has TUPE_TORCH_PREFIX set to the pinned wheel's LibTorch: that
+# is not a request for another LibTorch (it would build a second venv and rewrite env.sh).
+if [ -n "${TUPE_TORCH_PREFIX:-}" ] && [ "${TUPE_VENV:-}" = "$CACHE/venv-torch-${TORCH_VERSION}" ] &&
+   [ -x "${TUPE_VENV}/bin/python" ] &&
+   [ "$TUPE_TORCH_PREFIX" = "$("$TUPE_VENV/bin/python" -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>/dev/null)" ]; then
+  unset TUPE_TORCH_PREFIX
+fi
 if [ -n "${TUPE_TORCH_PREFIX:-}" ]; then
   VENV="$CACHE/venv-system-torch"
   stamp="$VENV/.tupe-ok-${TORCH_VERSION}-system"

@@ -26,7 +26,11 @@
 #   pids DIR NODE                 the process ids (cluster view) of NODE's processes
 #   kill DIR NODE [--power]       SIGKILL every process of NODE (its kernel closes the
 #                                 connections: peers see them reset). --power: its link goes
-#                                 down first, so peers hear nothing, as after a power cut
+#                                 down first, so peers hear nothing, as after a power cut;
+#                                 and the processes outside NODE that started its commands
+#                                 (an rsh agent for Open MPI's daemon: here a parent process,
+#                                 where ssh would wait on a silent connection) are SIGSTOPped
+#                                 instead of seeing their child die
 #   stop | cont DIR NODE          SIGSTOP / SIGCONT every process of NODE
 #   link-down | link-up DIR NODE  pull / plug NODE's cable (its veth on the bridge)
 #   down DIR                      stop the daemons by their pid files, then the cluster's init;
@@ -91,6 +95,16 @@ node_pids() {
   done
   return 0
 }
+# The processes outside NODE (not the cluster's init) whose children run on NODE.
+outside_parents() {
+  local dir="$1" node="$2" ns p pp
+  ns="$(readlink "/proc/$(holder_pid "$dir" "$node")/ns/net")"
+  for p in $(node_pids "$dir" "$node"); do
+    pp="$(awk '/^PPid:/ { print $2 }' "/proc/$p/status" 2>/dev/null)"
+    [ -n "$pp" ] && [ "$pp" -gt 1 ] || continue
+    [ "$(readlink "/proc/$pp/ns/net" 2>/dev/null)" = "$ns" ] || echo "$pp"
+  done | sort -u
+}
 signal_node() {
   local dir="$1" node="$2" sig="$3" n=0 p
   for p in $(node_pids "$dir" "$node"); do
@@ -128,7 +142,13 @@ inner() {
     exec) on_host "$dir" "$@" ;;
     pids) node_pids "$dir" "$1" ;;
     kill)
-      if [ "${2:-}" = --power ]; then link "$dir" "$1" down >/dev/null; fi
+      if [ "${2:-}" = --power ]; then
+        link "$dir" "$1" down >/dev/null
+        local parents n=0 p
+        parents="$(outside_parents "$dir" "$1")"
+        for p in $parents; do kill -STOP "$p" 2>/dev/null && n=$((n + 1)); done
+        echo "sim_cluster: link of $1 down; SIGSTOP to $n process(es) outside $1 that started commands there"
+      fi
       signal_node "$dir" "$1" KILL ;;
     stop) signal_node "$dir" "$1" STOP ;;
     cont) signal_node "$dir" "$1" CONT ;;

@@ -1,8 +1,12 @@
 #include "model/attention.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <ATen/SDPBackend.h>
 #include <ATen/autocast_mode.h>
 #include <torch/nn/init.h>
+
+#include "common/error.h"
 
 #include "model/dropout.h"
 #include "model/linear.h"
@@ -16,6 +20,81 @@ at::ScalarType attention_compute_dtype(const at::Tensor& like) {
     return at::autocast::get_autocast_dtype(dev);
   return like.scalar_type();
 }
+
+std::string to_string(SdpaKernel k) {
+  switch (k) {
+    case SdpaKernel::kMath: return "math";
+    case SdpaKernel::kFlash: return "flash";
+    case SdpaKernel::kEfficient: return "efficient";
+    case SdpaKernel::kCudnn: return "cudnn";
+  }
+  return "?";
+}
+
+SdpaKernel parse_sdpa_kernel(const std::string& text) {
+  for (SdpaKernel k : {SdpaKernel::kMath, SdpaKernel::kFlash, SdpaKernel::kEfficient, SdpaKernel::kCudnn})
+    if (text == to_string(k)) return k;
+  TUPE_FAIL("SDPA kernel: '" << text << "' is not one of math, flash, efficient, cudnn");
+}
+
+SdpaKernelPin::SdpaKernelPin(SdpaKernel kernel) {
+  at::Context& ctx = at::globalContext();
+  flash_ = ctx.userEnabledFlashSDP();
+  efficient_ = ctx.userEnabledMemEfficientSDP();
+  cudnn_ = ctx.userEnabledCuDNNSDP();
+  math_ = ctx.userEnabledMathSDP();
+  ctx.setSDPUseFlash(kernel == SdpaKernel::kFlash);
+  ctx.setSDPUseMemEfficient(kernel == SdpaKernel::kEfficient);
+  ctx.setSDPUseCuDNN(kernel == SdpaKernel::kCudnn);
+  ctx.setSDPUseMath(kernel == SdpaKernel::kMath);
+}
+
+SdpaKernelPin::~SdpaKernelPin() {
+  at::Context& ctx = at::globalContext();
+  ctx.setSDPUseFlash(flash_);
+  ctx.setSDPUseMemEfficient(efficient_);
+  ctx.setSDPUseCuDNN(cudnn_);
+  ctx.setSDPUseMath(math_);
+}
+
+std::string sdpa_choice(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask,
+                        double dropout_p, double scale) {
+  int64_t choice = -1;
+  try {
+    choice = at::_fused_sdp_choice(q, k, v, mask.defined() ? std::optional<at::Tensor>(mask) : std::nullopt,
+                                   dropout_p, /*is_causal=*/false, scale);
+  } catch (const c10::Error&) {
+    return "none";  // no kernel is allowed that can serve these arguments
+  }
+  switch (static_cast<at::SDPBackend>(choice)) {
+    case at::SDPBackend::math: return "math";
+    case at::SDPBackend::flash_attention: return "flash_attention";
+    case at::SDPBackend::efficient_attention: return "efficient_attention";
+    case at::SDPBackend::cudnn_attention: return "cudnn_attention";
+    case at::SDPBackend::overrideable: return "overrideable";
+    default: return "none";
+  }
+}
+
+namespace {
+
+/// RAII: cuDNN attention off for one SDPA call, when it was on (see the top of attention.h).
+class CudnnSdpaOff {
+ public:
+  CudnnSdpaOff() : was_on_(at::globalContext().userEnabledCuDNNSDP()) {
+    if (was_on_) at::globalContext().setSDPUseCuDNN(false);
+  }
+  ~CudnnSdpaOff() {
+    if (was_on_) at::globalContext().setSDPUseCuDNN(true);
+  }
+  CudnnSdpaOff(const CudnnSdpaOff&) = delete;
+  CudnnSdpaOff& operator=(const CudnnSdpaOff&) = delete;
+
+ private:
+  bool was_on_;
+};
+
+}  // namespace
 
 SelfAttentionImpl::SelfAttentionImpl(const ModelConfig& c) : config(c) {
   const int64_t d = c.hidden_size;
@@ -60,6 +139,10 @@ at::Tensor SelfAttentionImpl::forward(const at::Tensor& x, const at::Tensor& bia
   at::Tensor ctx;  // (B, H, L, d_h)
   if (x.device().is_cpu() && is_training() && (p > 0.0 || (mask.defined() && mask.requires_grad()))) {
     ctx = explicit_attention(q, k, v, mask, p);
+  } else if (x.is_cuda() && avoid_cudnn_in_training && mask.defined() && at::GradMode::is_enabled() &&
+             (q.requires_grad() || mask.requires_grad())) {
+    const CudnnSdpaOff no_cudnn;
+    ctx = at::scaled_dot_product_attention(q, k, v, mask, p, /*is_causal=*/false, /*scale=*/config.attention_scale());
   } else {
     ctx = at::scaled_dot_product_attention(q, k, v, mask, p, /*is_causal=*/false, /*scale=*/config.attention_scale());
   }

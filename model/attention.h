@@ -15,9 +15,21 @@
 // the fused weight once (not three times each).
 //   logits = q k^T * scale + bias       scale = 1/sqrt(d_h) (BERT), 1/sqrt(2 d_h) (TUPE Eq. 10)
 //   out = (softmax(logits) v) W^O + b^O                          (B, L, d)
+//
+// Which SDPA kernel a CUDA training forward gets. TUPE's (B, H, L, L) bias needs a gradient,
+// which rules out cuDNN and flash attention: it runs the memory-efficient kernel. BERT-A's
+// (B, 1, 1, L) padding mask needs none, and torch 2.11+ would give it cuDNN attention on
+// H100/H200, whose backward returns NaN in dQ when L % 128 == 64 and a query row's
+// logsumexp is below about -88.7 (upstream bug pytorch/pytorch#196678, cuDNN with an
+// explicit mask). So a CUDA forward that needs gradients and has a mask runs with cuDNN
+// attention switched off (avoid_cudnn_in_training, default on): BERT-A then trains on the
+// memory-efficient kernel like TUPE-R, which also makes their step times comparable.
+// Inference and CPU are left to torch's own choice. tests/gpu/test_cuda_model.cpp checks
+// the NaN-prone lengths on the GPU.
 #pragma once
 #include <ATen/core/Tensor.h>
 #include <array>
+#include <string>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
@@ -30,6 +42,34 @@ namespace tupe::model {
 /// device: the autocast dtype when autocast is on for that device type and would cast `like`
 /// (floating, not float64: ATen's autocast::is_eligible), else like's own dtype.
 at::ScalarType attention_compute_dtype(const at::Tensor& like);
+
+/// torch's SDPA kernels that can be allowed or not (at::globalContext()'s SDP flags).
+enum class SdpaKernel { kMath, kFlash, kEfficient, kCudnn };
+/// "math", "flash", "efficient", "cudnn".
+std::string to_string(SdpaKernel k);
+/// Throws tupe::Error naming the word for anything but the four names above.
+SdpaKernel parse_sdpa_kernel(const std::string& text);
+
+/// RAII: allows only `kernel` among flash / memory-efficient / cuDNN / math SDPA (so a call
+/// it cannot serve fails loudly instead of falling back), restoring the previous flags at
+/// scope exit. The flags are process-wide: hold it around whole steps on the thread that
+/// runs the model, not while other threads run SDPA.
+class SdpaKernelPin {
+ public:
+  explicit SdpaKernelPin(SdpaKernel kernel);
+  ~SdpaKernelPin();
+  SdpaKernelPin(const SdpaKernelPin&) = delete;
+  SdpaKernelPin& operator=(const SdpaKernelPin&) = delete;
+
+ private:
+  bool flash_, efficient_, cudnn_, math_;
+};
+
+/// The kernel SDPA would run for these arguments under the current flags
+/// (at::_fused_sdp_choice): "math", "flash_attention", "efficient_attention",
+/// "cudnn_attention", "overrideable", or "none" when no kernel can serve them.
+std::string sdpa_choice(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask,
+                        double dropout_p, double scale);
 
 class SelfAttentionImpl : public torch::nn::Module {
  public:
@@ -46,6 +86,10 @@ class SelfAttentionImpl : public torch::nn::Module {
   at::Tensor logits(const at::Tensor& x, const at::Tensor& bias);
 
   ModelConfig config;
+  /// On (default): a CUDA forward that needs gradients and has a mask runs with cuDNN
+  /// attention switched off (see the top of this file). Off: torch's own choice (the
+  /// benchmarks' "default" figures).
+  bool avoid_cudnn_in_training = true;
   /// Each d -> d. query/key/value hold W^Q, W^K, W^V and their biases (checkpoint names);
   /// forward applies them fused (project_qkv), never through their own forward.
   torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr}, output{nullptr};

@@ -15,6 +15,9 @@ Usage: cluster_checks.py CHECK WORKDIR
   link_down   node2's link pulled mid-collective: the job ends within dist.timeout_s + 30 s
               naming rank, step and collective; pulled and plugged back within the timeout:
               the run completes or ends with that message, never hangs
+  power_cut   node2's link down, then its processes killed: peers hear nothing; the job
+              ends within 60 s naming node2, its ranks and the collective; the newest whole
+              checkpoint is intact
   requeue     3 nodes x 2 ranks -> checkpoint -> 2 nodes x 2 ranks resume == uninterrupted 2 x 2
   storage     a checkpoint on node-local scratch of rank 0's node: another rank 0 finds none
               and says so in one line, and ranks of other nodes cannot read it (one line); a
@@ -138,6 +141,37 @@ def check_node_kill(work):
     if d != 0.0 or state(ck, newest + 5)["data_position"] != state(twin, newest + 5)["data_position"]:
         fail(f"the resume on the surviving node is not exact ({d:.3e})")
     print("node_kill OK")
+
+
+def check_power_cut(work):
+    """Every process of node2 killed after its link went down (sim_cluster.sh kill --power):
+    its peers hear nothing (no connection reset) and the agent that started its daemon sees
+    nothing either, as after a power cut. The job ends within 60 s, its last line names
+    node2, its ranks and the collective that did not finish; the newest whole checkpoint holds."""
+    require_namespaces()
+    shards = shards_of(work)
+    ck = os.path.join(work, "ckpt")
+    shutil.rmtree(ck, ignore_errors=True)
+    with Cluster(work, "sim", 2) as c:
+        # The survivors wait in a collective until tupe's watchdog (dist.timeout_s) aborts the
+        # job; mpirun then waits for node2's daemon and is killed after the abort grace.
+        args = pretrain_args(shards, ck, **{"train.max_steps": 100000, "dist.timeout_s": 10}) + ["--resume", "none"]
+        host, cmd = c.tupe_mpirun(work, ["node1", "node2"], 2, args)
+        job = c.popen(host, ["env", "TUPE_MPIRUN_ABORT_GRACE_S=5"] + cmd)
+        wait_for(lambda: len(whole_checkpoints(ck)) >= 1, 240, "the first checkpoint", job)
+        time.sleep(0.5)  # mid-step
+        c.fault("kill", "node2", "--power")
+        took, out, err = ended_within(job, 120, "power cut")
+        line = last_line(err)
+        print(f"the job ended {took:.1f} s after the power cut (exit {job.returncode}); last line: {line}")
+        if took > 60 or job.returncode == 0:
+            fail(f"the job took {took:.1f} s to end (target 60 s) or exited 0")
+        if "node2" not in line or "ranks 2-3" not in line or "watchdog: rank" not in line:
+            fail(f"the last line does not name the lost ranks 2-3, host node2 and the collective:\n{err[-3000:]}")
+        newest = whole_checkpoints(ck)[-1]
+        files = verify_manifest(step_dir(ck, newest))
+        print(f"newest whole checkpoint step {newest} intact: {', '.join(files)}")
+    print("power_cut OK")
 
 
 def check_link_down(work):

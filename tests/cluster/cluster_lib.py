@@ -160,6 +160,8 @@ def pretrain_args(shards, ckpt, **overrides):
         "train.progress": "false", "dist.timeout_s": 30,
     }
     opts.update(overrides)
+    if "optimizer.total_steps" not in overrides:  # the LR schedule covers every step of a long run
+        opts["optimizer.total_steps"] = max(1000, int(opts.get("train.max_steps", 0)))
     args = ["pretrain", "--config", os.path.join(SRC, "configs", "tiny.ini")]
     for k, v in opts.items():
         args += [f"--{k}", str(v)]

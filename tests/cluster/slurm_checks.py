@@ -4,8 +4,10 @@ on the simulated cluster, with both launchers.
 Usage: slurm_checks.py CHECK WORKDIR
   launchers   `sbatch launch/tupe.sbatch` with TUPE_LAUNCHER=srun (srun --mpi=pmix) and
               TUPE_LAUNCHER=mpirun, 2 nodes x 2 ranks: both complete, equal to 1 rank
-  preempt     `scontrol requeue` mid-run: SIGTERM -> checkpoint -> the requeued job resumes
-              and completes; final weights equal an uninterrupted run's
+  preempt     `scontrol requeue` mid-run (srun): SIGTERM -> checkpoint -> the requeued job
+              resumes from it and completes; final weights equal an uninterrupted run's
+  preempt_mpirun  the same with TUPE_LAUNCHER=mpirun; mpirun and Open MPI's daemons run
+              with SIGTERM blocked, the ranks do not
   time_limit  --time=1 --signal=B:USR1@40: checkpoint, requeue, auto-resume, repeated until
               training completes; final weights equal an uninterrupted run's
               (TUPE_TIME_LIMIT_STEPS, default 600; TUPE_TIME_LIMIT_LAUNCHER srun or mpirun)
@@ -15,7 +17,9 @@ at once with `scontrol update JobId=J StartTime=now`, as an administrator could.
 Environment: TUPE_BIN, TUPE_SOURCE_DIR, TUPE_SHARED_DATA.
 """
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -142,7 +146,30 @@ def requeue_cycles(c, job, out, ck, steps, timeout):
     return int(info.get("Restarts", "0")), text
 
 
-def check_preempt(work):
+def term_blocked(c):
+    """{pid: (command name, SIGTERM blocked?)} of the cluster's mpirun, orted and tupe processes
+    (from /proc/PID/status SigBlk, seen from outside the cluster)."""
+    pidns = open(os.path.join(c.dir, "pidns")).read().strip()
+    found = {}
+    for p in os.listdir("/proc"):
+        try:
+            if not p.isdigit() or os.readlink(f"/proc/{p}/ns/pid") != pidns:
+                continue
+            status = dict(line.split(":", 1) for line in open(f"/proc/{p}/status").read().splitlines() if ":" in line)
+        except OSError:
+            continue
+        name = status["Name"].strip()
+        if name in ("mpirun", "orted", "tupe"):
+            found[p] = (name, bool(int(status["SigBlk"], 16) & (1 << (signal.SIGTERM - 1))))
+    return found
+
+
+def check_preempt_launcher(work, launcher):
+    """`scontrol requeue` after the first steps: SLURM sends SIGTERM to every process of the
+    job. Every rank checkpoints at the step it reached, the launcher ends normally (the
+    script's stop line, no failed attempt), the requeued job resumes from exactly that
+    checkpoint and completes; the final weights equal an uninterrupted 4-rank run's. Under
+    mpirun, mpirun and the daemons run with SIGTERM blocked and the ranks without."""
     require_namespaces()
     shards = shards_of(work)
     steps = 120
@@ -150,27 +177,82 @@ def check_preempt(work):
     ck = os.path.join(work, "preempted")
     shutil.rmtree(ck, ignore_errors=True)
     with Cluster(work, "sim", 2, slurm=True) as c:
-        job, out = submit(c, work, "preempt", "srun",
+        job, out = submit(c, work, f"preempt_{launcher}", launcher,
                           pretrain_args(shards, ck, **{"train.max_steps": steps, "checkpoint.every_steps": 50}))
         wait_for(lambda: os.path.exists(os.path.join(ck, "metrics", "rank_0.jsonl")), 120, "the first step")
         time.sleep(2)
+        if launcher == "mpirun":
+            procs = term_blocked(c)
+            names = sorted(name for name, _ in procs.values())
+            print(f"SIGTERM blocked: {sorted(f'{n} {b}' for n, b in procs.values())}")
+            if names.count("tupe") != 4 or "mpirun" not in names or "orted" not in names:
+                fail(f"expected mpirun, orted and 4 ranks in the cluster, found {names}")
+            wrong = [f"{n} (pid {p})" for p, (n, b) in procs.items() if b != (n != "tupe")]
+            if wrong:
+                fail(f"SIGTERM should be blocked in mpirun and orted and not in the ranks: wrong in {wrong}")
         c.run("head", ["scontrol", "requeue", job])
         print(f"scontrol requeue {job}")
         restarts, text = requeue_cycles(c, job, out, ck, steps, 400)
-    stopped = [line for line in text.splitlines() if "stopped by signal" in line or "resumed from" in line]
-    print("\n".join(stopped))
-    if restarts < 1 or not any("stopped by signal" in line for line in stopped) or \
-            not any("resumed from" in line for line in stopped):
-        fail(f"no checkpoint on SIGTERM and resume (restarts {restarts}):\n{text[-4000:]}")
-    compare(ck, ref, steps, "preempted and requeued")
-    print("preempt OK")
+    lines = text.splitlines()
+    shown = [line for line in lines if "stopped by signal" in line or "resumed from" in line or
+             line.startswith("tupe.sbatch: job") and "(restart" not in line or "tupe-mpirun: SIGTERM" in line]
+    print("\n".join(shown))
+    stop = [line for line in lines if line.startswith("pre-training stopped by signal at step ")]
+    if restarts < 1 or len(stop) != 1:
+        fail(f"no checkpoint on SIGTERM (restarts {restarts}):\n{text[-4000:]}")
+    at = int(re.match(r"pre-training stopped by signal at step (\d+)", stop[0]).group(1))
+    if not any(re.match(rf"resumed from \S+/step_{at:08d} at step {at} ", line) for line in lines):
+        fail(f"the requeued job did not resume from the SIGTERM checkpoint at step {at}:\n{text[-4000:]}")
+    if not any(line.startswith(f"tupe.sbatch: job {job} stopped at a checkpoint on SIGTERM") for line in lines):
+        fail(f"tupe.sbatch did not see the launcher stop at a checkpoint on SIGTERM:\n{text[-4000:]}")
+    failed = [line for line in lines if line.startswith("tupe.sbatch:") and "ended with exit" in line]
+    if failed:
+        fail(f"an attempt failed: {failed[0]}")
+    compare(ck, ref, steps, f"preempted and requeued ({launcher})")
+    print(f"preempt ({launcher}) OK")
+
+
+def check_preempt(work):
+    check_preempt_launcher(work, "srun")
+
+
+def check_preempt_mpirun(work):
+    check_preempt_launcher(work, "mpirun")
+
+
+def time_limit_steps(work, shards, target_s=75):
+    """The step count of the time-limited job, and its uninterrupted 4-rank reference.
+
+    The job must still be training when Slurm's USR1 arrives: --time=1 --signal=B:USR1@40
+    sends it 20 s after the start at the latest (Slurm may send it up to a minute early), and
+    the job is killed at 60 s. A fixed step count is only long enough on a slow machine (300
+    steps took 18 s on a quiet one), so the count is TUPE_TIME_LIMIT_STEPS (default 600) or
+    more: scaled until the reference itself ran at least `target_s` seconds. The choice is
+    kept in WORKDIR so that a rerun reuses its reference."""
+    chosen = os.path.join(work, "time_limit_steps.txt")
+    if os.path.exists(chosen):
+        steps = int(open(chosen).read())
+        return steps, reference(work, shards, steps, ranks=4)
+    steps = int(os.environ.get("TUPE_TIME_LIMIT_STEPS", "600"))
+    for _ in range(3):
+        t0 = time.time()
+        ref = reference(work, shards, steps, ranks=4)
+        took = time.time() - t0
+        print(f"time limit: the uninterrupted reference of {steps} steps took {took:.1f} s")
+        if took >= target_s:
+            break
+        steps = int(-(-steps * target_s * 1.2 // max(took, 1.0) // 50) * 50)
+    else:
+        fail(f"time limit: could not size a run that lasts {target_s} s (last: {steps} steps)")
+    with open(chosen, "w") as f:
+        f.write(str(steps))
+    return steps, ref
 
 
 def check_time_limit(work):
     require_namespaces()
     shards = shards_of(work)
-    steps = int(os.environ.get("TUPE_TIME_LIMIT_STEPS", "600"))
-    ref = reference(work, shards, steps, ranks=4)
+    steps, ref = time_limit_steps(work, shards)
     launcher = os.environ.get("TUPE_TIME_LIMIT_LAUNCHER", "srun")
     ck = os.path.join(work, "time_limited")
     shutil.rmtree(ck, ignore_errors=True)

@@ -7,7 +7,10 @@
   shard_files.py nvidia_big OUT N      one int32 NVIDIA shard of N rows (same formula), gzip in
                                        chunks of 256 rows: many blocks for the on-demand reader
   shard_files.py version1 SRC DST      a copy of our shard as format version 1 wrote it (no
-                                       'ordinary_counts' dataset)
+                                       'ordinary_counts' or 'sample_checksums' dataset)
+  shard_files.py checksums SHARD       recomputes every sample's CRC-32C (shard_format.h) with
+                                       its own bitwise CRC and prints JSON: samples, matching,
+                                       and the first mismatching sample indexes
 
 The NVIDIA contents follow a formula that tests/data/test_shards.cpp re-derives:
 row r (of N = 12, L = 24, P = 5): n = 10 + 2 * (r % 7) real tokens; ids[0] = 101 ([CLS]),
@@ -119,7 +122,46 @@ def version1(src, dst):
     shutil.copyfile(src, dst)
     with h5py.File(dst, "r+") as f:
         del f["ordinary_counts"]
+        if "sample_checksums" in f:
+            del f["sample_checksums"]
         f.attrs["format_version"] = np.int64(1)
+
+
+def crc32c_table():
+    """The byte table of CRC-32C (reflected polynomial 0x82F63B78), bit by bit."""
+    table = []
+    for b in range(256):
+        c = b
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+def crc32c(data, table=crc32c_table()):
+    c = 0xFFFFFFFF
+    for byte in data:
+        c = (c >> 8) ^ table[(c ^ byte) & 0xFF]
+    return c ^ 0xFFFFFFFF
+
+
+def checksums(path):
+    with h5py.File(path, "r") as f:
+        tokens = f["token_ids"][...]
+        lengths = f["sequence_lengths"][...]
+        ordinary = f["ordinary_counts"][...]
+        stored = f["sample_checksums"][...]
+    # The stored width, little-endian, as the file holds it.
+    tokens = tokens.astype(tokens.dtype.newbyteorder("<"))
+    starts = np.concatenate([[0], np.cumsum(lengths.astype(np.int64))])
+    bad = []
+    for i, n in enumerate(lengths):
+        record = (np.int32(n).astype("<i4").tobytes() + np.uint16(ordinary[i]).astype("<u2").tobytes()
+                  + tokens[starts[i]:starts[i] + n].tobytes())
+        if crc32c(record) != int(stored[i]):
+            bad.append(i)
+    print(json.dumps({"samples": len(lengths), "matching": len(lengths) - len(bad), "bad": bad[:10],
+                      "check_vector": crc32c(b"123456789")}))
 
 
 def inspect(path):
@@ -145,6 +187,8 @@ if __name__ == "__main__":
         nvidia_big(sys.argv[2], int(sys.argv[3]))
     elif cmd == "version1":
         version1(sys.argv[2], sys.argv[3])
+    elif cmd == "checksums":
+        checksums(sys.argv[2])
     elif cmd == "inspect":
         inspect(sys.argv[2])
     else:

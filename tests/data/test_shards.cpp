@@ -85,7 +85,7 @@ TEST(DataShards, RoundTripAndLayoutSeenByH5py) {
   // The layout as h5py sees it.
   const auto j = inspect(dir / "train-00000-of-00002.h5");
   EXPECT_EQ(j["attrs"]["format"], "tupe-pretrain-shard");
-  EXPECT_EQ(j["attrs"]["format_version"], 2);
+  EXPECT_EQ(j["attrs"]["format_version"], 3);
   EXPECT_EQ(j["attrs"]["num_sequences"], 700);
   EXPECT_EQ(j["attrs"]["vocab_sha256"], kSha);
   for (const char* key : {"tokenizer_kind", "vocab_size", "lower_case", "pad_id", "unk_id", "cls_id", "sep_id",
@@ -107,6 +107,8 @@ TEST(DataShards, RoundTripAndLayoutSeenByH5py) {
   // Every generated sequence is [CLS] ordinary... [SEP]: tokens - 2 per sequence are candidates.
   EXPECT_EQ(j["datasets"]["ordinary_counts"]["dtype"], "uint16");
   EXPECT_EQ(j["datasets"]["ordinary_counts"]["sum"], tokens - 2 * 700);
+  EXPECT_EQ(j["datasets"]["sample_checksums"]["dtype"], "uint32");
+  EXPECT_EQ(j["datasets"]["sample_checksums"]["shape"][0], 700);
 }
 
 TEST(DataShards, SmallestIdDtypeForTheVocabulary) {

@@ -9,12 +9,17 @@ Usage: hf_checks.py CHECK WORKDIR [PRETRAINED_WORKDIR]   with CHECK one of
               forward): at most 1e-5 abs in fp32. Also: config.json states the constants; the
               T5 buckets of modeling_tupe equal TUPE.md's table; a wrong [CLS] bucket or word-term
               scale in config.json moves the logits (the comparison has power); BERT-A also
-              through --format hf-tupe.
+              through --format hf-tupe. HF's standard calls on WikiText-2 for every variant
+              (hf_standard_calls.py): model(**tokenizer(...)) on sentences and pairs (with
+              token_type_ids), AutoModel, feature-extraction, against tupe's forward on the
+              same ids (1e-5); TUPE-R and BERT-A: resize_token_embeddings (+ pad_to_multiple_of)
+              + forward + save + reload.
   finetuned   TUPE-R and BERT-A (the checkpoints of `pretrained` in PRETRAINED_WORKDIR when given, else
               pre-trained here): `tupe finetune` on SST-2 (tiny), `tupe evaluate`, export; the
               sequence-classification logits against tupe's forward (1e-5); transformers'
               predictions on SST-2 dev/test (tokenised by AutoTokenizer) against evaluate's
-              accuracy and submission file; three AdamW steps of
+              accuracy and submission file, by model(**tokenizer(...)) and by the
+              text-classification pipeline; three AdamW steps of
               AutoModelForSequenceClassification on the exported pre-trained TUPE-R reduce the loss.
   tokenizers  AutoTokenizer of exported folders against tupe's tokenizers on WikiText-2 lines:
               WordPiece (lower-cased and not), SentencePiece unigram and BPE (`tupe vocab`).
@@ -26,45 +31,14 @@ import json
 import math
 import os
 import shutil
-import subprocess
 import sys
 import time
 
 import torch
 from safetensors.torch import load_file
-from transformers.utils import logging as hf_logging
 
-TUPE = os.environ["TUPE_BIN"]
-FIXTURE = os.environ["TUPE_TOOLS_FIXTURE"]
-DATA = os.environ["TUPE_SHARED_DATA"]
-SOURCE = os.environ["TUPE_SOURCE_DIR"]
-VOCAB = os.path.join(DATA, "vocab", "bert-base-uncased-vocab.txt")
-WIKI = os.path.join(DATA, "text", "wikitext-2", "wiki.test.raw")
-TOL = 1e-5
-torch.manual_seed(0)
-torch.set_num_threads(1)
-hf_logging.set_verbosity_error()  # the load reports of heads left out on purpose; loading_info is checked
-hf_logging.disable_progress_bar()
-
-
-def run(*args, ok=True):
-    t = time.time()
-    p = subprocess.run([str(a) for a in args], capture_output=True, text=True)
-    tail = "\n".join((p.stdout + p.stderr).strip().splitlines()[-3:])
-    print(f"$ {' '.join(str(a) for a in args)} -> {p.returncode} ({time.time() - t:.1f} s)\n{tail}")
-    if ok and p.returncode != 0:
-        sys.exit(f"FAIL: command failed with {p.returncode}:\n{p.stdout}{p.stderr}")
-    return p
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        sys.exit(1)
-
-
-def maxdiff(a, b):
-    return (a.double() - b.double()).abs().max().item()
+from hf_common import DATA, FIXTURE, SOURCE, TOL, TUPE, VOCAB, WIKI, check, maxdiff, run
+from hf_standard_calls import resize_and_reload, standard_calls
 
 
 def wiki_subset(work, lines=1200):
@@ -157,7 +131,7 @@ CASES = [  # name, position_encoding, untie_cls, extra pretrain overrides
 def pretrained(work):  # its checkpoints stay for `finetuned` (CTest fixture HfCheckpoints)
     from transformers import AutoModel, AutoModelForMaskedLM, AutoModelForSequenceClassification
     shard_dir = shards(work)
-    results = []
+    results, calls = [], []
     for name, variant, untie, extra in CASES:
         print(f"\n=== {name}")
         ckpt = pretrain(work, shard_dir, name, "--model.position_encoding", variant, "--model.untie_cls", untie, *extra)
@@ -189,6 +163,10 @@ def pretrained(work):  # its checkpoints stay for `finetuned` (CTest fixture HfC
                                      f"(logit scale {ref['mlm_logits'].abs().max().item():.3g})")
             hidden_diff = compare_encoder(o, ref, f"{name} [{fmt}]")
             results.append((name, fmt, cfg["architectures"][0], logit_diff, hidden_diff))
+            if fmt == "auto":
+                calls.append((name, *standard_calls(out, ckpt, work, name, remote)))
+                if name == "bert-a":
+                    resize_and_reload(out, work, name, remote)
             if remote:
                 base = AutoModel.from_pretrained(out, trust_remote_code=True).eval()
                 check(type(base).__name__ == "TupeModel", "AutoModel -> TupeModel")
@@ -198,6 +176,7 @@ def pretrained(work):  # its checkpoints stay for `finetuned` (CTest fixture HfC
                 check(type(cls).__name__ == "TupeForSequenceClassification" and hf_forward(cls, ref).logits.shape == (2, 3),
                       "AutoModelForSequenceClassification -> TupeForSequenceClassification, (2, 3) logits")
                 if name == "tupe-r":
+                    resize_and_reload(out, work, name, remote)
                     negative_controls(out, work, ref)
                     check_buckets(model)
                     check(open(os.path.join(out, "modeling_tupe.py")).read() ==
@@ -207,6 +186,10 @@ def pretrained(work):  # its checkpoints stay for `finetuned` (CTest fixture HfC
     print("\nvariant | format | class | max |logit diff| | max |hidden diff|")
     for name, fmt, arch, ld, hd in results:
         print(f"{name} | {fmt} | {arch} | {ld:.2e} | {hd:.2e}")
+    print("\nmodel(**tokenizer(...)) on WikiText-2 vs tupe's forward: variant | single sentences | pairs (token_type_ids given) "
+          "| feature-extraction")
+    for name, single, pair, feat in calls:
+        print(f"{name} | {single:.2e} | {pair:.2e} | {feat:.2e}")
 
 
 def lower_case_unknown(work, shard_dir):
@@ -271,7 +254,6 @@ def classify(model, tok, sentences, max_length):
     with torch.no_grad():
         for i in range(0, len(sentences), 256):
             enc = tok(sentences[i:i + 256], truncation=True, max_length=max_length, padding=True, return_tensors="pt")
-            enc.pop("token_type_ids", None)  # tiny models have no segment embedding
             preds += model(**enc).logits.argmax(-1).tolist()
     return preds
 
@@ -326,6 +308,16 @@ def finetuned(work, pretrained_work=None):
         preds = classify(model, tok, [r["sentence"] for r in test], 64)
         same = sum(int(p == int(s["prediction"])) for p, s in zip(preds, submitted))
         check(len(submitted) == len(test) and same == len(test), f"SST-2 test predictions: {same} of {len(test)} equal evaluate's submission")
+        # The same through the text-classification pipeline (labels by the config's id2label).
+        from transformers import pipeline
+        clf = pipeline("text-classification", model=out, tokenizer=out, device="cpu", trust_remote_code=remote)
+        kw = {"truncation": True, "max_length": 64, "batch_size": 64}
+        piped = [model.config.label2id[r["label"]] for r in clf([r["sentence"] for r in test], **kw)]
+        same = sum(int(p == int(s["prediction"])) for p, s in zip(piped, submitted))
+        check(same == len(test), f"text-classification pipeline: {same} of {len(test)} SST-2 test predictions equal evaluate's submission")
+        piped = [model.config.label2id[r["label"]] for r in clf([r["sentence"] for r in dev], **kw)]
+        acc = sum(int(p == int(r["label"])) for p, r in zip(piped, dev)) / len(dev)
+        check(abs(acc - want_acc) < 1e-12, f"text-classification pipeline: SST-2 dev accuracy {acc:.6f} == tupe evaluate's {want_acc:.6f}")
         ones = sum(preds) / len(preds)
         check(0.1 < ones < 0.9, f"the fine-tuned model's predictions vary ({ones:.2f} of the test rows positive)")
         if remote:
@@ -339,8 +331,8 @@ def three_steps(out, ckpt, tok):
     torch.manual_seed(0)
     model = AutoModelForSequenceClassification.from_pretrained(out, trust_remote_code=True, num_labels=2)
     rows = read_tsv(os.path.join(GLUE, "SST-2", "train.tsv"))[:32]
-    enc = tok([r["sentence"] for r in rows], truncation=True, max_length=64, padding=True, return_tensors="pt")
-    enc.pop("token_type_ids", None)
+    enc = tok([r["sentence"] for r in rows], truncation=True, max_length=64, padding=True, return_tensors="pt",
+              return_token_type_ids=True)  # given to a model without a segment embedding: ignored
     labels = torch.tensor([int(r["label"]) for r in rows])
 
     def loss_eval():

@@ -21,6 +21,11 @@ expect_error() {
 }
 root_flag=""
 [ "$(id -u)" -eq 0 ] && root_flag=" --allow-run-as-root"
+# mpirun and its daemons run with SIGTERM blocked (coreutils' env --block-signal), as printed
+# by --dry-run (shell-quoted).
+shield="env --block-signal=TERM"
+agent='--mca orte_launch_agent env\ --block-signal=TERM\ orted'
+
 tupe_bin="$repo/build/cli/tupe"
 run() { env -i PATH="/usr/bin:/bin" HOME="$HOME" "$@" 2>/dev/null; }
 
@@ -28,21 +33,21 @@ case "$mode" in
 mpirun)
   w="$repo/launch/tupe-mpirun"
   expect "2 nodes x 8 GPUs, NCCL vars forwarded" \
-    "mpirun -np 16 --map-by ppr:8:node --bind-to none --mca btl_vader_single_copy_mechanism none$root_flag -x NCCL_DEBUG -x NCCL_SOCKET_IFNAME -x TUPE_GPUS_PER_NODE -x OMP_NUM_THREADS -x PATH $tupe_bin pretrain --config configs/tupe-r-base.ini --resume auto" \
+    "$shield mpirun -np 16 --map-by ppr:8:node --bind-to none --mca btl_vader_single_copy_mechanism none $agent$root_flag -x NCCL_DEBUG -x NCCL_SOCKET_IFNAME -x TUPE_GPUS_PER_NODE -x OMP_NUM_THREADS -x PATH $tupe_bin pretrain --config configs/tupe-r-base.ini --resume auto" \
     "$(run TUPE_GPUS_PER_NODE=8 NCCL_DEBUG=WARN NCCL_SOCKET_IFNAME=eth0 "$w" --nodes 2 --dry-run -- pretrain --config configs/tupe-r-base.ini --resume auto)"
   printf '# two nodes\nnode-a slots=4\nnode-b slots=4\n\nnode-c slots=4\n' > "$work/hosts"
   expect "hostfile: 3 nodes x 4 GPUs, socket binding, explicit binary" \
-    "mpirun -np 12 --map-by ppr:4:node --bind-to socket --mca btl_vader_single_copy_mechanism none --hostfile $work/hosts$root_flag -x TUPE_GPUS_PER_NODE -x OMP_NUM_THREADS -x PATH /bin/echo pretrain" \
+    "$shield mpirun -np 12 --map-by ppr:4:node --bind-to socket --mca btl_vader_single_copy_mechanism none $agent --hostfile $work/hosts$root_flag -x TUPE_GPUS_PER_NODE -x OMP_NUM_THREADS -x PATH /bin/echo pretrain" \
     "$(run TUPE_GPUS_PER_NODE=4 "$w" --hostfile "$work/hosts" --bind-to socket --dry-run -- /bin/echo pretrain)"
   expect "no GPU: --cpu-ranks per node, OMP_NUM_THREADS kept" \
-    "mpirun -np 6 --map-by ppr:3:node --bind-to none --mca btl_vader_single_copy_mechanism none$root_flag -x TUPE_GPUS_PER_NODE -x OMP_NUM_THREADS -x PATH $tupe_bin info" \
+    "$shield mpirun -np 6 --map-by ppr:3:node --bind-to none --mca btl_vader_single_copy_mechanism none $agent$root_flag -x TUPE_GPUS_PER_NODE -x OMP_NUM_THREADS -x PATH $tupe_bin info" \
     "$(run TUPE_GPUS_PER_NODE=0 OMP_NUM_THREADS=2 "$w" --nodes 2 --cpu-ranks 3 --dry-run -- info)"
   # GPU count from a fake nvidia-smi on PATH (3 GPUs listed).
   mkdir -p "$work/bin"
   printf '#!/bin/sh\necho "GPU 0: NVIDIA H100 (UUID: a)"\necho "GPU 1: NVIDIA H100 (UUID: b)"\necho "GPU 2: NVIDIA H100 (UUID: c)"\n' > "$work/bin/nvidia-smi"
   chmod +x "$work/bin/nvidia-smi"
   expect "GPU count from nvidia-smi -L" \
-    "mpirun -np 3 --map-by ppr:3:node --bind-to none --mca btl_vader_single_copy_mechanism none$root_flag -x OMP_NUM_THREADS -x PATH $tupe_bin info" \
+    "$shield mpirun -np 3 --map-by ppr:3:node --bind-to none --mca btl_vader_single_copy_mechanism none $agent$root_flag -x OMP_NUM_THREADS -x PATH $tupe_bin info" \
     "$(env -i PATH="$work/bin:/usr/bin:/bin" HOME="$HOME" "$w" --dry-run -- info 2>/dev/null)"
   expect_error "unknown binding refused" "--bind-to: 'core' is not one of none, socket" "$w" --bind-to core --dry-run -- info
   expect_error "more nodes than the hostfile refused" "lists only 3 host" "$w" --hostfile "$work/hosts" --nodes 4 --dry-run -- info

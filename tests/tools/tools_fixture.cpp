@@ -10,10 +10,12 @@
 //       loads CKPT with tupe's loader and writes "input_ids" (2, 40) int64, "attention_mask"
 //       (2, 40) int64 (row 1 padded from 30) and "logits" (80, V) float32: MLM logits at every
 //       position, from TupeBert::mlm_logits.
-//   tools_fixture forward CKPT OUT.safetensors
+//   tools_fixture forward CKPT OUT.safetensors [IN.safetensors]
 //       tupe's own forward pass of a checkpoint of `tupe pretrain` or a model of `tupe finetune`
 //       (checkpoint::read_model_checkpoint + build_model, eval mode, float32) on 2 rows of L = max_positions
-//       random ids in [5, V), row 1 padded from L/2 + 3: "input_ids", "attention_mask" (2, L)
+//       random ids in [5, V), row 1 padded from L/2 + 3, or on IN's "input_ids" and
+//       "attention_mask" (B, L) int64 (e.g. a transformers tokenizer's; its segment ids are
+//       not read: tupe's paper models have none): "input_ids", "attention_mask" (B, L)
 //       int64, "hidden_<i>" (2, L, d) the input of layer i, "last_hidden" (2, L, d) the encoder
 //       output, "mlm_logits" (2 L, V) at every position (with an MLM head), "sentence_logits"
 //       (2, C) (with a sentence head).
@@ -120,14 +122,25 @@ int logits(const std::string& ckpt_dir, const std::string& out) {
   return 0;
 }
 
-int forward(const std::string& ckpt_dir, const std::string& out) {
+int forward(const std::string& ckpt_dir, const std::string& out, const std::string& in = "") {
   const auto ckpt = checkpoint::read_model_checkpoint(ckpt_dir);
   model::TupeBert net = checkpoint::build_model(ckpt);
-  const int64_t B = 2, L = ckpt.config.max_positions;
+  int64_t B = 2, L = ckpt.config.max_positions;
   at::manual_seed(5);
   at::Tensor ids = at::randint(5, ckpt.config.vocab_size, {B, L}, at::kLong);
   at::Tensor mask = at::ones({B, L}, at::kLong);
   mask.select(0, 1).narrow(0, L / 2 + 3, L - L / 2 - 3).zero_();
+  if (!in.empty()) {
+    ids = mask = at::Tensor();
+    for (const auto& [name, t] : checkpoint::read_safetensors(in).tensors) {
+      if (name == "input_ids") ids = t.to(at::kLong);
+      if (name == "attention_mask") mask = t.to(at::kLong);
+    }
+    if (!ids.defined() || !mask.defined() || ids.dim() != 2 || !ids.sizes().equals(mask.sizes()))
+      throw Error(in + ": expected input_ids and attention_mask of one shape (B, L)");
+    B = ids.size(0);
+    L = ids.size(1);
+  }
   at::NoGradGuard no_grad;
   const model::EncoderOutput enc = net->encoder->forward(ids, mask, {}, /*record_layers=*/true);
   checkpoint::NamedTensors tensors = {{"input_ids", ids}, {"attention_mask", mask}, {"last_hidden", enc.hidden}};
@@ -178,11 +191,11 @@ int main(int argc, char** argv) {
     const std::string mode = argc > 1 ? argv[1] : "";
     if (mode == "make" && argc == 6) return make(argv[2], argv[3], argv[4], argv[5]);
     if (mode == "logits" && argc == 4) return logits(argv[2], argv[3]);
-    if (mode == "forward" && argc == 4) return forward(argv[2], argv[3]);
+    if (mode == "forward" && (argc == 4 || argc == 5)) return forward(argv[2], argv[3], argc == 5 ? argv[4] : "");
     if (mode == "tokenize" && argc == 7) return tokenize(argv[2], argv[3], argv[4], argv[5], argv[6]);
     std::fprintf(stderr,
                  "usage: tools_fixture make DIR VARIANT TABLE VOCAB | logits CKPT OUT.safetensors | forward CKPT "
-                 "OUT.safetensors | tokenize KIND VOCAB LOWER_CASE TEXT OUT.json\n");
+                 "OUT.safetensors [IN.safetensors] | tokenize KIND VOCAB LOWER_CASE TEXT OUT.json\n");
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tools_fixture: %s\n", e.what());

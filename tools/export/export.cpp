@@ -155,7 +155,8 @@ ExportResult export_checkpoint(const ExportOptions& options) {
       write_tupe_layout(tmp, ckpt, result, refusal);
       result.note = "tupe layout: model.safetensors under tupe's names, config.json naming every tensor";
     }
-    if (hf && !result.vocab.empty()) write_hf_tokenizer(tmp, result.vocab, lower_case, ckpt.config.max_positions);
+    if (hf && !result.vocab.empty())
+      write_hf_tokenizer(tmp, result.vocab, lower_case, ckpt.config.max_positions, ckpt.config.type_vocab_size > 0);
     fs::rename(tmp, options.output);
   } catch (...) {
     std::error_code ec;

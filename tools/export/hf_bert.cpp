@@ -29,8 +29,9 @@ checkpoint::NamedTensors to_hf_bert_tensors(const checkpoint::NamedTensors& tupe
   if (classifier) required.emplace_back("sentence_head.dense.weight");
   for (const auto& name : required) TUPE_CHECK(seen.count(name), where << ": tensor '" << name << "' is missing");
   if (!seen.count("encoder.embeddings.segment.weight")) {
-    // BertModel always adds a token-type embedding; one zero row adds nothing.
-    out.emplace_back("bert.embeddings.token_type_embeddings.weight", at::zeros({1, config.hidden_size}, at::kFloat));
+    // BertModel always adds a token-type embedding: two zero rows add nothing to either
+    // sentence of a pair, so the token_type_ids a BERT tokenizer gives are ignored.
+    out.emplace_back("bert.embeddings.token_type_embeddings.weight", at::zeros({2, config.hidden_size}, at::kFloat));
   }
   return out;
 }
@@ -48,7 +49,7 @@ nlohmann::json hf_bert_config(const model::ModelConfig& c, int64_t num_labels, c
       {"hidden_dropout_prob", c.hidden_dropout},
       {"attention_probs_dropout_prob", c.attention_dropout},
       {"max_position_embeddings", c.max_positions},
-      {"type_vocab_size", c.type_vocab_size > 0 ? c.type_vocab_size : 1},
+      {"type_vocab_size", c.type_vocab_size > 0 ? c.type_vocab_size : 2},
       {"initializer_range", c.init_std},
       {"layer_norm_eps", c.layer_norm_eps},
       {"pad_token_id", 0},

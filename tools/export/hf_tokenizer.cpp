@@ -255,8 +255,9 @@ nlohmann::json sentencepiece_tokenizer_json(const SentencePieceModel& m, const s
 }
 
 std::vector<std::string> write_hf_tokenizer(const fs::path& dir, const fs::path& vocab, bool lower_case,
-                                            int64_t model_max_length) {
+                                            int64_t model_max_length, bool token_type_ids) {
   nlohmann::json config = {{"model_max_length", model_max_length}, {"clean_up_tokenization_spaces", false}};
+  if (!token_type_ids) config["model_input_names"] = {"input_ids", "attention_mask"};
   for (const auto& [key, token] : special_token_keys()) config[key] = token;
   if (tokenizer_kind_of(vocab) == data_pipeline::TokenizerKind::kWordPiece) {
     fs::copy_file(vocab, dir / "vocab.txt");

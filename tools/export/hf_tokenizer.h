@@ -60,8 +60,10 @@ nlohmann::json sentencepiece_tokenizer_json(const SentencePieceModel& model, con
 
 /// Writes the tokenizer files for `vocab` into `dir` (which exists) and returns their names.
 /// `lower_case` matters only for WordPiece (SentencePiece's case folding is in its map).
+/// Without `token_type_ids` (a model with no segment embedding) tokenizer_config.json sets
+/// model_input_names to input_ids and attention_mask, so the tokenizer returns no segment ids.
 /// Throws ONE-line tupe::Error naming the vocabulary and the cause.
 std::vector<std::string> write_hf_tokenizer(const std::filesystem::path& dir, const std::filesystem::path& vocab,
-                                            bool lower_case, int64_t model_max_length);
+                                            bool lower_case, int64_t model_max_length, bool token_type_ids = true);
 
 }  // namespace tupe::exporting

@@ -43,6 +43,8 @@ nlohmann::json hf_tupe_config(const model::ModelConfig& c, const HeadInfo& heads
       {"attention_probs_dropout_prob", c.attention_dropout},
       {"max_position_embeddings", c.max_positions},
       {"type_vocab_size", c.type_vocab_size},
+      // Without a segment embedding token_type_ids are accepted and ignored (as RoBERTa's one row of zeros does).
+      {"ignores_token_type_ids", c.type_vocab_size == 0},
       {"initializer_range", c.init_std},
       {"layer_norm_eps", c.layer_norm_eps},
       {"position_encoding", model::to_string(c.position_encoding)},

@@ -3,7 +3,7 @@
 # TUPE (Ke, He, Liu, "Rethinking Positional Encoding in Language Pre-training", ICLR 2021)
 # unties the positional term from the word term in the attention logits. This file, and
 # modeling_tupe.py beside it, are tupe's own re-statement of the model it trains (the math is
-# in tupe's ../shared/TUPE.md and model/positional.h); every constant of that math is a field
+# in tupe's model/positional.h); every constant of that math is a field
 # here, so a reader of config.json needs no other source:
 #   alpha_ij = (x_i W^Q)(x_j W^K)^T * word_term_scale + reset_theta(P + B)_ij
 #   P_h[i, j] = (LN(p_i) U^Q_h + b^Q_h) . (LN(p_j) U^K_h + b^K_h) * positional_term_scale
@@ -38,6 +38,9 @@ class TupeConfig(PretrainedConfig):
     cls_row_bucket, cls_column_bucket: relative_buckets / 2 and relative_buckets (None without
       the untie or without a relative bias).
     classifier_dropout: dropout of the sequence-classification head (None = hidden_dropout_prob).
+    ignores_token_type_ids: with type_vocab_size = 0, token_type_ids (which BERT tokenizers return,
+      1 for a pair's second sentence) are accepted and ignored, as by RoBERTa's one zero row
+      (default: type_vocab_size == 0); False makes them an error there.
     """
 
     model_type = "tupe"
@@ -69,6 +72,7 @@ class TupeConfig(PretrainedConfig):
         cls_row_bucket=None,
         cls_column_bucket=None,
         classifier_dropout=None,
+        ignores_token_type_ids=None,
         pad_token_id=0,
         tie_word_embeddings=True,
         **kwargs,
@@ -119,6 +123,7 @@ class TupeConfig(PretrainedConfig):
         self.cls_column_bucket = cls_column_bucket if cls_column_bucket is not None else (
             relative_buckets if with_cls_buckets else None)
         self.classifier_dropout = classifier_dropout
+        self.ignores_token_type_ids = bool(type_vocab_size == 0 if ignores_token_type_ids is None else ignores_token_type_ids)
         super().__init__(pad_token_id=pad_token_id, tie_word_embeddings=tie_word_embeddings, **kwargs)
 
     @property

@@ -2,7 +2,7 @@
 # AutoModel / AutoModelForMaskedLM / AutoModelForSequenceClassification.from_pretrained(
 # path, trust_remote_code=True)).
 #
-# tupe's own re-statement of the model it trains (../shared/TUPE.md, tupe's model/*.h), in
+# tupe's own re-statement of the model it trains (tupe's model/*.h), in
 # the names of tupe's checkpoints with "encoder." -> "tupe.", "mlm_head." -> "lm_head.",
 # "sentence_head." -> "classifier.". Every constant comes from TupeConfig (config.json).
 # Shape legend: B batch, L sequence length, d width, H heads, d_h = d / H, V vocabulary.
@@ -62,6 +62,7 @@ class TupeEmbeddings(nn.Module):
         self.word = nn.Embedding(config.vocab_size, d)
         self.position = nn.Embedding(config.max_position_embeddings, d) if config.has_absolute_input_positions else None
         self.segment = nn.Embedding(config.type_vocab_size, d) if config.type_vocab_size > 0 else None
+        self.ignores_token_type_ids = self.segment is None and config.ignores_token_type_ids
         self.norm = nn.LayerNorm(d, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
@@ -70,9 +71,11 @@ class TupeEmbeddings(nn.Module):
         L = e.shape[1]
         if self.position is not None:
             e = e + self.position.weight[:L].unsqueeze(0)
-        if token_type_ids is not None:
-            if self.segment is None:
-                raise ValueError("TupeModel: token_type_ids given but the model has no segment embedding (type_vocab_size = 0)")
+        if token_type_ids is not None and self.segment is None:
+            if not self.ignores_token_type_ids:
+                raise ValueError("TupeModel: token_type_ids given but the model has no segment embedding "
+                                 "(type_vocab_size = 0, ignores_token_type_ids = false)")
+        elif token_type_ids is not None:
             e = e + self.segment(token_type_ids)
         elif self.segment is not None:
             e = e + self.segment.weight[0]  # all-zero segment ids
@@ -246,19 +249,25 @@ class TupeModel(TupePreTrainedModel):
 
 
 class TupeLMHead(nn.Module):
+    """LN(GELU(h W_t + b_t)) E^T + b_V. The decoder's weight is tied to the word embedding E and
+    its bias IS `bias` (b_V, one parameter under two names, as BERT's head), so
+    resize_token_embeddings, which replaces the decoder by a resized Linear, resizes b_V too."""
+
     def __init__(self, config):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.decoder = nn.Linear(config.hidden_size, config.vocab_size, bias=False)  # weight tied to E
+        self.decoder = nn.Linear(config.hidden_size, config.vocab_size)  # weight tied to E
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+        self.decoder.bias = self.bias
 
     def forward(self, h):
-        return self.decoder(self.norm(F.gelu(self.dense(h)))) + self.bias
+        return self.decoder(self.norm(F.gelu(self.dense(h))))  # (B, L, V), + b_V
 
 
 class TupeForMaskedLM(TupePreTrainedModel):
-    _tied_weights_keys = {"lm_head.decoder.weight": "tupe.embeddings.word.weight"}
+    _tied_weights_keys = {"lm_head.decoder.weight": "tupe.embeddings.word.weight",
+                          "lm_head.decoder.bias": "lm_head.bias"}
 
     def __init__(self, config):
         super().__init__(config)
@@ -270,7 +279,9 @@ class TupeForMaskedLM(TupePreTrainedModel):
         return self.lm_head.decoder
 
     def set_output_embeddings(self, value):
+        """`value`: the resized decoder (resize_token_embeddings); b_V becomes its bias."""
         self.lm_head.decoder = value
+        self.lm_head.bias = value.bias
 
     def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, inputs_embeds=None, labels=None,
                 output_attentions=None, output_hidden_states=None, return_dict=None, **kwargs):
