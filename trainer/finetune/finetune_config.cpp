@@ -46,74 +46,95 @@ void FinetuneConfig::validate() const {
   seed_list();
 }
 
+namespace {
+
+using C = FinetuneConfig;
+
+/// The job's fields: what to fine-tune, from where, to where, and the grid.
+void add_job_fields(FieldTable<C>& t) {
+  t.text("tasks", &C::tasks, "all",
+         "comma-separated GLUE tasks (CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE, WNLI), all, or the [task] "
+         "section's name")
+      .path("data_dir", &C::data_dir, "", "GLUE folder holding <TASK>/{train,dev,test}.tsv and diagnostic/")
+      .path("checkpoint", &C::checkpoint, "",
+            "pre-training checkpoint: a step_<N> folder, or a checkpoint.dir (its newest whole one)")
+      .path("output_dir", &C::output_dir, "glue_results", "folder of results.json, results.md, submission/, models/")
+      .not_empty()
+      .text("learning_rates", &C::learning_rates, "2e-5,3e-5,4e-5,5e-5",
+            "peak learning-rate grid, comma-separated (positive, distinct)")
+      .text("seeds", &C::seeds, "1,2,3,4,5",
+            "seeds per learning rate, comma-separated (>= 0, distinct): sentence-head init, data order, dropout")
+      .integer("batch_size", &C::batch_size, 32, "examples", "global batch: per optimizer step over all ranks")
+      .positive()
+      .integer("micro_batch_size", &C::micro_batch_size, 0, "examples",
+               "per rank per forward/backward; 0 = the rank's whole share")
+      .at_least(0)
+      .integer("epochs", &C::epochs, 0, "", "training epochs; 0 = the paper's (10; 5 for MNLI, QNLI, QQP)")
+      .at_least(0);
+}
+
+/// The optimizer's and the dropout's fields.
+void add_optimizer_fields(FieldTable<C>& t) {
+  t.real("warmup_ratio", &C::warmup_ratio, 0.06, "fraction",
+         "of the optimizer steps: linear warm-up, then linear decay to 0")
+      .at_least(0)
+      .at_most(1)
+      .real("beta1", &C::beta1, 0.9, "", "Adam first-moment decay")
+      .at_least(0)
+      .below(1)
+      .real("beta2", &C::beta2, 0.999, "", "Adam second-moment decay")
+      .at_least(0)
+      .below(1)
+      .real("eps", &C::eps, 1e-6, "", "Adam epsilon")
+      .positive()
+      .real("weight_decay", &C::weight_decay, 0.01, "", "decoupled weight decay (not on biases, LayerNorm)")
+      .at_least(0)
+      .real("clip_grad_norm", &C::clip_grad_norm, 1.0, "", "max global gradient L2 norm; 0 = no clipping")
+      .at_least(0)
+      .real("hidden_dropout", &C::hidden_dropout, 0.1, "probability",
+            "dropout on embeddings, sublayer outputs and the sentence head")
+      .at_least(0)
+      .below(1)
+      .real("attention_dropout", &C::attention_dropout, 0.1, "probability", "dropout on attention probabilities")
+      .at_least(0)
+      .below(1);
+}
+
+/// Lengths, evaluation, device and outputs.
+void add_run_fields(FieldTable<C>& t) {
+  t.integer("max_length", &C::max_length, 0, "tokens",
+            "per example incl. [CLS]/[SEP]; 0 = model.max_positions (the paper: 512)")
+      .at_least(3)
+      .or_zero()
+      .integer("train_rows", &C::train_rows, 0, "rows", "train on a random subset of this many; 0 = all")
+      .at_least(0)
+      .integer("data_seed", &C::data_seed, 1, "", "seed of the train_rows subset")
+      .at_least(0)
+      .integer("eval_batch_size", &C::eval_batch_size, 64, "examples", "per rank per forward in evaluation")
+      .positive()
+      .choice("select_epoch", &C::select_epoch, kSelectEpochWords, SelectEpoch::kBest,
+              "the epoch whose dev metric a run reports: the best (the earliest of equals) or the last")
+      .choice("precision", &C::precision, kFinetunePrecisionWords, FinetunePrecision::kAuto,
+              "autocast dtype: fp32, bf16, or auto (bf16 on a GPU, fp32 on the CPU)")
+      .choice("device", &C::device, dist::kDeviceRequestWords, dist::DeviceRequest::kAuto,
+              "cuda:<local rank> when a GPU is visible (auto), the CPU, or a GPU")
+      .integer("threads", &C::threads, 0, "", "intra-op CPU threads per rank; 0 = LibTorch's default")
+      .at_least(0)
+      .boolean("skip_bad_rows", &C::skip_bad_rows, false, "skip (and count) malformed rows instead of failing")
+      .boolean("predict_test", &C::predict_test, true, "write the benchmark's submission files for the test sets")
+      .boolean("save_model", &C::save_model, true, "save the fine-tuned weights of each task's reported run")
+      .text("model_name", &C::model_name, "",
+            "row name in the results table; \"\" = the variant (TUPE-R, BERT-A, ...)");
+}
+
+}  // namespace
+
 const FieldTable<FinetuneConfig>& FinetuneConfig::fields() {
-  using C = FinetuneConfig;
   static const FieldTable<C> table = [] {
     FieldTable<C> t("finetune");
-    t.text("tasks", &C::tasks, "all",
-           "comma-separated GLUE tasks (CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE, WNLI), all, or the [task] "
-           "section's name")
-        .path("data_dir", &C::data_dir, "", "GLUE folder holding <TASK>/{train,dev,test}.tsv and diagnostic/")
-        .path("checkpoint", &C::checkpoint, "",
-              "pre-training checkpoint: a step_<N> folder, or a checkpoint.dir (its newest whole one)")
-        .path("output_dir", &C::output_dir, "glue_results", "folder of results.json, results.md, submission/, models/")
-        .not_empty()
-        .text("learning_rates", &C::learning_rates, "2e-5,3e-5,4e-5,5e-5",
-              "peak learning-rate grid, comma-separated (positive, distinct)")
-        .text("seeds", &C::seeds, "1,2,3,4,5",
-              "seeds per learning rate, comma-separated (>= 0, distinct): sentence-head init, data order, dropout")
-        .integer("batch_size", &C::batch_size, 32, "examples", "global batch: per optimizer step over all ranks")
-        .positive()
-        .integer("micro_batch_size", &C::micro_batch_size, 0, "examples",
-                 "per rank per forward/backward; 0 = the rank's whole share")
-        .at_least(0)
-        .integer("epochs", &C::epochs, 0, "", "training epochs; 0 = the paper's (10; 5 for MNLI, QNLI, QQP)")
-        .at_least(0)
-        .real("warmup_ratio", &C::warmup_ratio, 0.06, "fraction",
-              "of the optimizer steps: linear warm-up, then linear decay to 0")
-        .at_least(0)
-        .at_most(1)
-        .real("beta1", &C::beta1, 0.9, "", "Adam first-moment decay")
-        .at_least(0)
-        .below(1)
-        .real("beta2", &C::beta2, 0.999, "", "Adam second-moment decay")
-        .at_least(0)
-        .below(1)
-        .real("eps", &C::eps, 1e-6, "", "Adam epsilon")
-        .positive()
-        .real("weight_decay", &C::weight_decay, 0.01, "", "decoupled weight decay (not on biases, LayerNorm)")
-        .at_least(0)
-        .real("clip_grad_norm", &C::clip_grad_norm, 1.0, "", "max global gradient L2 norm; 0 = no clipping")
-        .at_least(0)
-        .real("hidden_dropout", &C::hidden_dropout, 0.1, "probability",
-              "dropout on embeddings, sublayer outputs and the sentence head")
-        .at_least(0)
-        .below(1)
-        .real("attention_dropout", &C::attention_dropout, 0.1, "probability", "dropout on attention probabilities")
-        .at_least(0)
-        .below(1)
-        .integer("max_length", &C::max_length, 0, "tokens",
-                 "per example incl. [CLS]/[SEP]; 0 = model.max_positions (the paper: 512)")
-        .at_least(3)
-        .or_zero()
-        .integer("train_rows", &C::train_rows, 0, "rows", "train on a random subset of this many; 0 = all")
-        .at_least(0)
-        .integer("data_seed", &C::data_seed, 1, "", "seed of the train_rows subset")
-        .at_least(0)
-        .integer("eval_batch_size", &C::eval_batch_size, 64, "examples", "per rank per forward in evaluation")
-        .positive()
-        .choice("select_epoch", &C::select_epoch, kSelectEpochWords, SelectEpoch::kBest,
-                "the epoch whose dev metric a run reports: the best (the earliest of equals) or the last")
-        .choice("precision", &C::precision, kFinetunePrecisionWords, FinetunePrecision::kAuto,
-                "autocast dtype: fp32, bf16, or auto (bf16 on a GPU, fp32 on the CPU)")
-        .choice("device", &C::device, dist::kDeviceRequestWords, dist::DeviceRequest::kAuto,
-                "cuda:<local rank> when a GPU is visible (auto), the CPU, or a GPU")
-        .integer("threads", &C::threads, 0, "", "intra-op CPU threads per rank; 0 = LibTorch's default")
-        .at_least(0)
-        .boolean("skip_bad_rows", &C::skip_bad_rows, false, "skip (and count) malformed rows instead of failing")
-        .boolean("predict_test", &C::predict_test, true, "write the benchmark's submission files for the test sets")
-        .boolean("save_model", &C::save_model, true, "save the fine-tuned weights of each task's reported run")
-        .text("model_name", &C::model_name, "", "row name in the results table; \"\" = the variant (TUPE-R, BERT-A, ...)");
+    add_job_fields(t);
+    add_optimizer_fields(t);
+    add_run_fields(t);
     return t;
   }();
   return table;

@@ -66,6 +66,71 @@ std::string variant_name(const model::ModelConfig& c) {
   return name;
 }
 
+namespace {
+
+/// One run of a task: its settings, steps, every epoch's dev metrics and the selected one.
+json run_json(const TaskSpec& task, const RunRecord& run) {
+  json j;
+  j["lr"] = run.lr;
+  j["seed"] = run.seed;
+  j["steps_per_epoch"] = run.steps_per_epoch;
+  j["total_steps"] = run.total_steps;
+  j["warmup_steps"] = run.warmup_steps;
+  j["skipped_steps"] = run.skipped_steps;
+  j["seconds"] = run.seconds;
+  j["selected_epoch"] = run.selected_epoch;
+  j["score"] = run.score;
+  j["dev"] = dev_json(task, run.selected);
+  j["epochs"] = json::array();
+  for (const auto& e : run.history)
+    j["epochs"].push_back({{"epoch", e.epoch},
+                           {"step", e.step},
+                           {"train_loss", e.train_loss},
+                           {"learning_rate", e.learning_rate},
+                           {"dev", dev_json(task, e.dev)}});
+  return j;
+}
+
+/// One task: what was read, every run, the medians per LR and what was reported.
+json task_json(const TaskResult& r) {
+  const TaskSpec& task = *r.task;
+  json t;
+  t["task"] = task.name;
+  t["kind"] = to_string(task.kind);
+  t["labels"] = task.labels;
+  t["primary_metric"] = task.primary_metric;
+  t["epochs"] = r.epochs;
+  t["max_length"] = r.max_length;
+  t["train_rows"] = r.train_rows;
+  t["train_rows_in_file"] = r.train_rows_in_file;
+  t["skipped_rows"] = r.skipped_rows;
+  t["skipped_examples"] = r.skipped_messages;
+  t["truncated_examples"] = r.truncated;
+  t["runs"] = json::array();
+  for (const auto& run : r.runs) {
+    t["runs"].push_back(run_json(task, run));
+  }
+  t["by_lr"] = json::array();
+  for (const auto& s : r.by_lr) {
+    json seeds = json::array();
+    for (size_t i : s.runs) seeds.push_back(r.runs[i].seed);
+    t["by_lr"].push_back(
+        {{"lr", s.lr}, {"seeds", seeds}, {"median_score", s.median_score}, {"median", dev_json(task, s.median)}});
+  }
+  const LrSummary& best = r.by_lr.at(r.best_lr);
+  t["best_lr"] = best.lr;
+  t["reported"] = dev_json(task, best.median);
+  t["submission_run"] = {{"lr", r.runs.at(r.submission_run).lr}, {"seed", r.runs.at(r.submission_run).seed}};
+  json subs = json::array();
+  for (const auto* spec : r.test_specs)
+    subs.push_back({{"split", spec->name}, {"file", "submission/" + spec->submission}});
+  t["submission_files"] = subs;
+  t["model_dir"] = r.model_dir.string();
+  return t;
+}
+
+}  // namespace
+
 json results_json(const ReportHeader& header, const std::vector<TaskResult>& results) {
   json doc;
   doc["format"] = "tupe-glue-results";
@@ -78,59 +143,7 @@ json results_json(const ReportHeader& header, const std::vector<TaskResult>& res
   doc["precision"] = header.precision;
   doc["config"] = header.config;
   doc["tasks"] = json::array();
-  for (const auto& r : results) {
-    const TaskSpec& task = *r.task;
-    json t;
-    t["task"] = task.name;
-    t["kind"] = to_string(task.kind);
-    t["labels"] = task.labels;
-    t["primary_metric"] = task.primary_metric;
-    t["epochs"] = r.epochs;
-    t["max_length"] = r.max_length;
-    t["train_rows"] = r.train_rows;
-    t["train_rows_in_file"] = r.train_rows_in_file;
-    t["skipped_rows"] = r.skipped_rows;
-    t["skipped_examples"] = r.skipped_messages;
-    t["truncated_examples"] = r.truncated;
-    t["runs"] = json::array();
-    for (const auto& run : r.runs) {
-      json j;
-      j["lr"] = run.lr;
-      j["seed"] = run.seed;
-      j["steps_per_epoch"] = run.steps_per_epoch;
-      j["total_steps"] = run.total_steps;
-      j["warmup_steps"] = run.warmup_steps;
-      j["skipped_steps"] = run.skipped_steps;
-      j["seconds"] = run.seconds;
-      j["selected_epoch"] = run.selected_epoch;
-      j["score"] = run.score;
-      j["dev"] = dev_json(task, run.selected);
-      j["epochs"] = json::array();
-      for (const auto& e : run.history)
-        j["epochs"].push_back({{"epoch", e.epoch},
-                               {"step", e.step},
-                               {"train_loss", e.train_loss},
-                               {"learning_rate", e.learning_rate},
-                               {"dev", dev_json(task, e.dev)}});
-      t["runs"].push_back(j);
-    }
-    t["by_lr"] = json::array();
-    for (const auto& s : r.by_lr) {
-      json seeds = json::array();
-      for (size_t i : s.runs) seeds.push_back(r.runs[i].seed);
-      t["by_lr"].push_back({{"lr", s.lr}, {"seeds", seeds}, {"median_score", s.median_score},
-                            {"median", dev_json(task, s.median)}});
-    }
-    const LrSummary& best = r.by_lr.at(r.best_lr);
-    t["best_lr"] = best.lr;
-    t["reported"] = dev_json(task, best.median);
-    t["submission_run"] = {{"lr", r.runs.at(r.submission_run).lr}, {"seed", r.runs.at(r.submission_run).seed}};
-    json subs = json::array();
-    for (const auto* spec : r.test_specs) subs.push_back({{"split", spec->name}, {"file", "submission/" + spec->submission}});
-    t["submission_files"] = subs;
-    t["model_dir"] = r.model_dir.string();
-    doc["tasks"].push_back(t);
-  }
+  for (const auto& r : results) doc["tasks"].push_back(task_json(r));
   return doc;
 }
 
@@ -156,8 +169,10 @@ std::string results_markdown(const ReportHeader& header, const std::vector<TaskR
   md << (m == "-" && mm == "-" ? std::string("-") : m + "/" + mm);
   for (const char* c : kColumns) md << " | " << cell(c);
   char avg[64];
-  if (count == 9) std::snprintf(avg, sizeof avg, "%.2f", sum / 9.0);
-  else std::snprintf(avg, sizeof avg, "- (%d of 9)", count);
+  if (count == 9)
+    std::snprintf(avg, sizeof avg, "%.2f", sum / 9.0);
+  else
+    std::snprintf(avg, sizeof avg, "- (%d of 9)", count);
   md << " | " << avg << " |\n\n";
 
   md << "## Per task\n\n"
@@ -174,9 +189,9 @@ std::string results_markdown(const ReportHeader& header, const std::vector<TaskR
     for (const auto& s : r.by_lr) per_lr << (per_lr.tellp() > 0 ? ", " : "") << s.lr << ": " << percent(s.median_score);
     int64_t skipped_total = 0;
     for (const auto& [split, n] : r.skipped_rows) skipped_total += n;
-    md << "| " << task.name << " | " << reported.str() << " | " << best.lr << " | " << per_lr.str() << " | "
-       << r.epochs << " | " << r.train_rows << " of " << r.train_rows_in_file << " | " << r.runs.size() << " | "
-       << skipped_total << " |\n";
+    md << "| " << task.name << " | " << reported.str() << " | " << best.lr << " | " << per_lr.str() << " | " << r.epochs
+       << " | " << r.train_rows << " of " << r.train_rows_in_file << " | " << r.runs.size() << " | " << skipped_total
+       << " |\n";
   }
   return md.str();
 }
@@ -208,7 +223,8 @@ std::vector<fs::path> write_outputs(const fs::path& output_dir, const ReportHead
   for (const auto& r : results) {
     for (size_t s = 0; s < r.test_specs.size(); ++s) {
       const fs::path file = output_dir / "submission" / r.test_specs[s]->submission;
-      checkpoint::write_file_atomic(file, submission_text(*r.task, r.test_index.at(s), r.runs.at(r.submission_run).test.at(s)));
+      checkpoint::write_file_atomic(
+          file, submission_text(*r.task, r.test_index.at(s), r.runs.at(r.submission_run).test.at(s)));
       written.push_back(file);
     }
   }

@@ -64,6 +64,53 @@ std::string split_path(const SplitSpec& split, const std::string& glue_dir) {
   return (std::filesystem::path(glue_dir) / split.file).string();
 }
 
+namespace {
+
+/// The columns of a split's fields (std::string::npos: absent).
+struct SplitColumns {
+  size_t count, a, b, label, index;
+};
+
+/// Row `row` (the `ordinal`-th data row) as an example in `ex`; "" when it is usable, else
+/// what is wrong with it.
+std::string read_row(const TaskSpec& task, const SplitSpec& split, const SplitColumns& c, const TsvRow& row,
+                     int64_t ordinal, Example& ex) {
+  ex.line = row.line;
+  if (!row.problem.empty()) return row.problem;
+  if (row.fields.size() != c.count) {
+    std::ostringstream os;
+    os << "expected " << c.count << " columns" << (split.header ? " (as the header)" : "") << ", got "
+       << row.fields.size() << (row.fields.size() == 1 && row.fields[0].empty() ? " (empty line)" : "");
+    return os.str();
+  }
+  ex.text_a = row.fields[c.a];
+  if (c.b != std::string::npos) ex.text_b = row.fields[c.b];
+  if (blank(ex.text_a))
+    return "empty text in column '" + (split.text_a.name.empty() ? std::to_string(c.a + 1) : split.text_a.name) + "'";
+  if (c.b != std::string::npos && blank(ex.text_b))
+    return "empty text in column '" + (split.text_b.name.empty() ? std::to_string(c.b + 1) : split.text_b.name) + "'";
+  if (c.label != std::string::npos) {
+    const std::string& text = row.fields[c.label];
+    if (task.kind == TaskKind::kRegression) {
+      const auto score = parse_score(text, task.score_min, task.score_max);
+      if (!score) return "score '" + text + "' is not " + score_range(task);
+      ex.score = *score;
+    } else {
+      ex.label = label_id(task, text);
+      if (ex.label < 0) return "unknown label '" + text + "' (expected " + label_list(task) + ")";
+    }
+  }
+  if (c.index != std::string::npos) {
+    ex.index = row.fields[c.index];
+    if (blank(ex.index)) return "empty index";
+  } else if (!split.submission.empty()) {
+    ex.index = std::to_string(ordinal);
+  }
+  return "";
+}
+
+}  // namespace
+
 SplitData read_split(const TaskSpec& task, const SplitSpec& split, const std::string& glue_dir,
                      const ReadOptions& options) {
   SplitData out;
@@ -74,50 +121,13 @@ SplitData read_split(const TaskSpec& task, const SplitSpec& split, const std::st
   TUPE_CHECK(std::filesystem::is_regular_file(out.path),
              out.path << ": no such file (" << task.name << " " << split.name << " split)");
   const TsvTable table = read_table(out.path, split.format, split.header, jsonl_keys(split));
-  const size_t columns = split.header ? table.header.size() : static_cast<size_t>(split.num_columns);
-  const size_t a = resolve(table, split.text_a), b = resolve(table, split.text_b);
-  const size_t label = resolve(table, split.label), index = resolve(table, split.index);
-
+  const SplitColumns columns{split.header ? table.header.size() : static_cast<size_t>(split.num_columns),
+                             resolve(table, split.text_a), resolve(table, split.text_b), resolve(table, split.label),
+                             resolve(table, split.index)};
   int64_t ordinal = -1;  // 0-based data row: the submission id of a test file without an index column
   for (const TsvRow& row : table.rows) {
-    ++ordinal;
-    std::string problem;
     Example ex;
-    ex.line = row.line;
-    if (!row.problem.empty()) {
-      problem = row.problem;
-    } else if (row.fields.size() != columns) {
-      std::ostringstream os;
-      os << "expected " << columns << " columns" << (split.header ? " (as the header)" : "") << ", got "
-         << row.fields.size() << (row.fields.size() == 1 && row.fields[0].empty() ? " (empty line)" : "");
-      problem = os.str();
-    } else {
-      ex.text_a = row.fields[a];
-      if (b != std::string::npos) ex.text_b = row.fields[b];
-      if (blank(ex.text_a)) {
-        problem = "empty text in column '" + (split.text_a.name.empty() ? std::to_string(a + 1) : split.text_a.name) +
-                  "'";
-      } else if (b != std::string::npos && blank(ex.text_b)) {
-        problem = "empty text in column '" + (split.text_b.name.empty() ? std::to_string(b + 1) : split.text_b.name) +
-                  "'";
-      } else if (label != std::string::npos) {
-        const std::string& text = row.fields[label];
-        if (task.kind == TaskKind::kRegression) {
-          const auto score = parse_score(text, task.score_min, task.score_max);
-          if (!score) problem = "score '" + text + "' is not " + score_range(task);
-          else ex.score = *score;
-        } else {
-          ex.label = label_id(task, text);
-          if (ex.label < 0) problem = "unknown label '" + text + "' (expected " + label_list(task) + ")";
-        }
-      }
-      if (problem.empty() && index != std::string::npos) {
-        ex.index = row.fields[index];
-        if (blank(ex.index)) problem = "empty index";
-      } else if (problem.empty() && !split.submission.empty()) {
-        ex.index = std::to_string(ordinal);
-      }
-    }
+    const std::string problem = read_row(task, split, columns, row, ++ordinal, ex);
     if (problem.empty()) {
       out.examples.push_back(std::move(ex));
       continue;
@@ -128,8 +138,8 @@ SplitData read_split(const TaskSpec& task, const SplitSpec& split, const std::st
     ++out.skipped_rows;
     if (out.skipped.size() < kMaxSkippedMessages) out.skipped.push_back(msg.str());
   }
-  TUPE_CHECK(!out.examples.empty(), out.path << ": no usable rows (" << table.rows.size() << " rows, "
-                                             << out.skipped_rows << " skipped)");
+  TUPE_CHECK(!out.examples.empty(),
+             out.path << ": no usable rows (" << table.rows.size() << " rows, " << out.skipped_rows << " skipped)");
   return out;
 }
 

@@ -2,7 +2,6 @@
 
 #include <fstream>
 #include <iterator>
-
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
@@ -29,6 +28,51 @@ TableFormat parse_table_format(const std::string& key, const std::string& text) 
   return parse_choice(key, text, kTableFormatWords);
 }
 
+namespace {
+
+/// The quoted CSV field starting at text[pos] == '"' (RFC 4180: "" is a quote; the field may
+/// span lines); moves `pos` past its closing quote and `line` past its line ends.
+std::string read_quoted_field(const std::string& text, size_t& pos, int64_t& line, const std::string& path) {
+  std::string field;
+  const int64_t opened = line;
+  ++pos;
+  while (true) {
+    TUPE_CHECK(pos < text.size(), path << ":" << opened << ": a quoted field opened on this line is never closed");
+    const char c = text[pos++];
+    TUPE_CHECK(c != '\0', path << ":" << line << ": NUL byte");
+    if (c == '"') {
+      if (pos < text.size() && text[pos] == '"') {
+        field += '"';
+        ++pos;
+        continue;
+      }
+      break;
+    }
+    if (c == '\n') ++line;
+    field += c;
+  }
+  const bool end_ok = pos == text.size() || text[pos] == ',' || text[pos] == '\n' ||
+                      (text[pos] == '\r' && pos + 1 < text.size() && text[pos + 1] == '\n') ||
+                      (text[pos] == '\r' && pos + 1 == text.size());
+  TUPE_CHECK(end_ok, path << ":" << line << ": '" << text[pos]
+                          << "' after a closing quote (a quoted field ends with '\"' followed by ',' or the line end; "
+                             "write a quote inside as \"\")");
+  return field;
+}
+
+/// The unquoted CSV field at text[pos]: up to ',' or the record's end; moves `pos` there.
+std::string read_plain_field(const std::string& text, size_t& pos, int64_t line, const std::string& path) {
+  std::string field;
+  while (pos < text.size() && text[pos] != ',' && text[pos] != '\n' &&
+         !(text[pos] == '\r' && (pos + 1 == text.size() || text[pos + 1] == '\n'))) {
+    TUPE_CHECK(text[pos] != '\0', path << ":" << line << ": NUL byte");
+    field += text[pos++];
+  }
+  return field;
+}
+
+}  // namespace
+
 TsvTable parse_csv(const std::string& text, const std::string& path) {
   TsvTable table;
   table.path = path;
@@ -38,42 +82,11 @@ TsvTable parse_csv(const std::string& text, const std::string& path) {
   while (pos < text.size()) {
     TsvRow row;
     row.line = line;
-    std::string field;
     bool done = false;
     while (!done) {
-      if (pos < text.size() && text[pos] == '"') {  // quoted field
-        const int64_t opened = line;
-        ++pos;
-        while (true) {
-          TUPE_CHECK(pos < text.size(), path << ":" << opened << ": a quoted field opened on this line is never closed");
-          const char c = text[pos++];
-          TUPE_CHECK(c != '\0', path << ":" << line << ": NUL byte");
-          if (c == '"') {
-            if (pos < text.size() && text[pos] == '"') {
-              field += '"';
-              ++pos;
-              continue;
-            }
-            break;
-          }
-          if (c == '\n') ++line;
-          field += c;
-        }
-        const bool end_ok = pos == text.size() || text[pos] == ',' || text[pos] == '\n' ||
-                            (text[pos] == '\r' && pos + 1 < text.size() && text[pos + 1] == '\n') ||
-                            (text[pos] == '\r' && pos + 1 == text.size());
-        TUPE_CHECK(end_ok, path << ":" << line << ": '" << text[pos]
-                                << "' after a closing quote (a quoted field ends with '\"' followed by ',' or the line end; "
-                                   "write a quote inside as \"\")");
-      } else {  // unquoted field: up to ',' or the record end
-        while (pos < text.size() && text[pos] != ',' && text[pos] != '\n' &&
-               !(text[pos] == '\r' && (pos + 1 == text.size() || text[pos + 1] == '\n'))) {
-          TUPE_CHECK(text[pos] != '\0', path << ":" << line << ": NUL byte");
-          field += text[pos++];
-        }
-      }
+      std::string field = pos < text.size() && text[pos] == '"' ? read_quoted_field(text, pos, line, path)
+                                                                : read_plain_field(text, pos, line, path);
       row.fields.push_back(std::move(field));
-      field.clear();
       if (pos < text.size() && text[pos] == ',') {
         ++pos;
         continue;

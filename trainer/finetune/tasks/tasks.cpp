@@ -57,10 +57,8 @@ TaskSpec pair_task(const std::string& name, std::vector<std::string> labels, int
   return t;
 }
 
-std::vector<TaskSpec> build_tasks() {
-  std::vector<TaskSpec> tasks;
-
-  // CoLA: train/dev without a header: source, label, original-label mark, sentence.
+/// CoLA: train/dev without a header: source, label, original-label mark, sentence.
+TaskSpec cola_task() {
   TaskSpec cola;
   cola.name = "CoLA";
   cola.labels = {"0", "1"};
@@ -79,7 +77,31 @@ std::vector<TaskSpec> build_tasks() {
   cola_dev.table_column = "CoLA";
   cola.dev = {cola_dev};
   cola.test = {test_split("test", "CoLA/test.tsv", "index", "sentence", "", "CoLA.tsv")};
-  tasks.push_back(cola);
+  return cola;
+}
+
+/// MNLI: two dev and two test splits (matched, mismatched) and the diagnostic set.
+TaskSpec mnli_task() {
+  TaskSpec mnli;
+  mnli.name = "MNLI";
+  mnli.labels = {"entailment", "neutral", "contradiction"};
+  mnli.paper_epochs = 5;
+  mnli.primary_metric = "accuracy";
+  mnli.train = named_split("train", "MNLI/train.tsv", "sentence1", "sentence2", "gold_label");
+  mnli.dev = {
+      dev_split("dev_matched", "MNLI/dev_matched.tsv", "sentence1", "sentence2", "gold_label", "MNLI-m"),
+      dev_split("dev_mismatched", "MNLI/dev_mismatched.tsv", "sentence1", "sentence2", "gold_label", "MNLI-mm")};
+  mnli.test = {
+      test_split("test_matched", "MNLI/test_matched.tsv", "index", "sentence1", "sentence2", "MNLI-m.tsv"),
+      test_split("test_mismatched", "MNLI/test_mismatched.tsv", "index", "sentence1", "sentence2", "MNLI-mm.tsv"),
+      test_split("diagnostic", "diagnostic/diagnostic.tsv", "index", "sentence1", "sentence2", "AX.tsv")};
+  return mnli;
+}
+
+std::vector<TaskSpec> build_tasks() {
+  std::vector<TaskSpec> tasks;
+
+  tasks.push_back(cola_task());
 
   TaskSpec sst;
   sst.name = "SST-2";
@@ -99,25 +121,10 @@ std::vector<TaskSpec> build_tasks() {
 
   tasks.push_back(pair_task("QQP", {"0", "1"}, 5, "question1", "question2", "is_duplicate", "QQP", "id"));
 
-  TaskSpec mnli;
-  mnli.name = "MNLI";
-  mnli.labels = {"entailment", "neutral", "contradiction"};
-  mnli.paper_epochs = 5;
-  mnli.primary_metric = "accuracy";
-  mnli.train = named_split("train", "MNLI/train.tsv", "sentence1", "sentence2", "gold_label");
-  mnli.dev = {dev_split("dev_matched", "MNLI/dev_matched.tsv", "sentence1", "sentence2", "gold_label", "MNLI-m"),
-              dev_split("dev_mismatched", "MNLI/dev_mismatched.tsv", "sentence1", "sentence2", "gold_label",
-                        "MNLI-mm")};
-  mnli.test = {test_split("test_matched", "MNLI/test_matched.tsv", "index", "sentence1", "sentence2", "MNLI-m.tsv"),
-               test_split("test_mismatched", "MNLI/test_mismatched.tsv", "index", "sentence1", "sentence2",
-                          "MNLI-mm.tsv"),
-               test_split("diagnostic", "diagnostic/diagnostic.tsv", "index", "sentence1", "sentence2", "AX.tsv")};
-  tasks.push_back(mnli);
+  tasks.push_back(mnli_task());
 
-  tasks.push_back(
-      pair_task("QNLI", {"entailment", "not_entailment"}, 5, "question", "sentence", "label", "QNLI"));
-  tasks.push_back(
-      pair_task("RTE", {"entailment", "not_entailment"}, 10, "sentence1", "sentence2", "label", "RTE"));
+  tasks.push_back(pair_task("QNLI", {"entailment", "not_entailment"}, 5, "question", "sentence", "label", "QNLI"));
+  tasks.push_back(pair_task("RTE", {"entailment", "not_entailment"}, 10, "sentence1", "sentence2", "label", "RTE"));
   tasks.push_back(pair_task("WNLI", {"0", "1"}, 10, "sentence1", "sentence2", "label", "WNLI"));
   return tasks;
 }
