@@ -1,10 +1,10 @@
-// The checkpoint store (FORMATS.md section 4; ARCHITECTURE.md "a checkpoint on disk is
-// either whole or absent").
+// The checkpoint store (docs/formats.md "Checkpoints"; docs/architecture.md "Invariants":
+// a checkpoint on disk is either whole or absent).
 //
 // Layout: <dir>/step_<8 digits>/ holding
 //   model.safetensors      the weights (readable by Python's safetensors)
 //   optimizer.safetensors  the optimizer state (optimizer.h), its kind in the metadata
-//   trainer_state.json     steps, loss scaler, RNG states, data position, config, vocab hash
+//   trainer_state.json     steps, loss scaler, data position, config, vocab hash (no RNG state)
 //   manifest.json          written last: {"format": "tupe-checkpoint", "format_version": 2,
 //                          "step": N, "files": {"model.safetensors": {"bytes": <count>,
 //                          "sha256": "<hex>"}, ...}} (version 1, sizes only, is still read)

@@ -1,4 +1,4 @@
-// safetensors files (FORMATS.md section 4; the format of Hugging Face's `safetensors`):
+// safetensors files (docs/formats.md "Checkpoints"; the format of Hugging Face's `safetensors`):
 //   [8 bytes: N, little-endian uint64 header length]
 //   [N bytes: UTF-8 JSON object, padded with spaces to a multiple of 8:
 //      name -> {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]},

@@ -1,9 +1,9 @@
 // trainer_state.json of a checkpoint: everything besides the tensors that an exact resume
-// needs (FORMATS.md section 4): steps, loss-scaler state, data position, the full effective
+// needs (docs/formats.md "Checkpoints"): steps, loss-scaler state, data position, the full effective
 // config, the vocabulary hash, world size and the format version. No random-number
 // generator state: every step reseeds from (seed, step, rank) and masks are a pure function
-// of (seed, epoch, sample), so resume needs none (trainer/pretrain/resume.cpp). The "rng" entry
-// that builds before 2026-11-30 wrote is accepted and ignored.
+// of (seed, epoch, sample), so resume needs none (trainer/pretrain/resume.cpp). An "rng" entry
+// of trainer-state version 1 files is accepted and ignored (docs/formats.md "Version notes").
 //
 //   {"format": "tupe-trainer-state", "format_version": 1, "step": 1200,
 //    "scheduler_step": 1200, "world_size": 8, "vocab_sha256": "ab12...",
@@ -31,7 +31,7 @@ struct LossScalerState {
 inline constexpr int64_t kCheckpointFormatVersion = 1;
 
 /// Where the data stream stands (the sample order is a pure function of seed, epoch and
-/// consumed samples; ARCHITECTURE.md "Invariants").
+/// consumed samples; docs/architecture.md "Invariants").
 struct DataPosition {
   int64_t epoch = 0;             ///< epoch of the next sample
   int64_t consumed_samples = 0;  ///< samples (sequences) consumed in that epoch, all ranks together

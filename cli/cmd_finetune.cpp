@@ -1,5 +1,5 @@
 // tupe finetune: GLUE fine-tuning of a pre-trained TUPE-BERT with the paper's protocol
-// (trainer/finetune/; ../shared/TUPE.md "GLUE fine-tuning setting"), data-parallel under mpirun.
+// (trainer/finetune/; docs/model.md "The paper's settings"), data-parallel under mpirun.
 // Usage:
 //   [mpirun -np W] tupe finetune --finetune.checkpoint CKPT --finetune.data_dir GLUE
 //       --tokenizer.vocab vocab.txt [--finetune.tasks SST-2,RTE] [--config configs/glue/paper.ini]

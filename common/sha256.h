@@ -1,5 +1,5 @@
 // SHA-256 (FIPS 180-4) of bytes and files, through OpenSSL's EVP interface. The hex digest of
-// a vocabulary file is the identity of a token-id space (FORMATS.md: shards and checkpoints
+// a vocabulary file is the identity of a token-id space (docs/formats.md: shards and checkpoints
 // record it; a mismatch is refused); checkpoint manifests record one per file so that a
 // damaged file is found before it is trained on (trainer/checkpoint_store.h).
 #pragma once

@@ -1,5 +1,5 @@
 // The pre-training dataset interface: N samples, get(i). One interface over the project's
-// own shards (shard_format.h) and NVIDIA DeepLearningExamples BERT shards (FORMATS.md
+// own shards (shard_format.h) and NVIDIA DeepLearningExamples BERT shards (docs/formats.md
 // section 1); tests and benchmarks also use the in-memory MemoryDataset.
 //
 // Implementations are immutable after construction: get() and length() may be called from

@@ -1,4 +1,4 @@
-// Reader of NVIDIA DeepLearningExamples BERT shards (FORMATS.md section 1), whole or by rows.
+// Reader of NVIDIA DeepLearningExamples BERT shards (docs/formats.md "NVIDIA DeepLearningExamples BERT shards"), whole or by rows.
 #include <sstream>
 
 #include "common/error.h"

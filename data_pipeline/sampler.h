@@ -1,4 +1,4 @@
-// The global sample order (ARCHITECTURE.md "Invariants").
+// The global sample order (docs/architecture.md "Invariants").
 //
 // Epoch e visits the N samples in the order of a pseudo-random permutation that is a pure
 // function of (seed, e): never of world size, thread count or resume point. Optimizer step t

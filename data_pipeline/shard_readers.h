@@ -45,7 +45,7 @@ NvidiaShardFile open_nvidia_shard(const std::string& path, int64_t vocab_size);
 /// read_nvidia_shard; messages name the file's row numbers). Caller holds h5::Lock.
 ShardContents read_nvidia_rows(const NvidiaShardFile& f, int64_t row_begin, int64_t rows);
 
-/// Reads one NVIDIA BERT shard (FORMATS.md section 1; any integer dtypes). Checks: all six
+/// Reads one NVIDIA BERT shard (docs/formats.md "NVIDIA DeepLearningExamples BERT shards"; any integer dtypes). Checks: all six
 /// datasets present with integer dtypes; [N, L] / [N, P] / [N] shapes agree; input_mask is
 /// ones then zeros; masked positions ascending inside the real tokens (the first 0 ends the
 /// list); ids < options.vocab_size. `max_seq_len` receives L.

@@ -1,5 +1,5 @@
 // The Transformer encoder of TUPE-BERT: embeddings, the shared positional term (computed
-// once per forward, TUPE.md), and num_layers encoder layers.
+// once per forward, docs/model.md), and num_layers encoder layers.
 // Shape legend: B batch, L sequence length, d model width, H heads, F FFN width.
 //   post-LN (BERT, default):  x = LN(x + Attn(x));  x = LN(x + FFN(x))
 //   pre-LN (option):          x = x + Attn(LN(x));  x = x + FFN(LN(x));  final LN at the end

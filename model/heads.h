@@ -1,4 +1,4 @@
-// Output heads (TUPE.md "The rest of the network").
+// Output heads (docs/model.md "The rest of the network").
 // Shape legend: B batch, L sequence length, d model width, V vocabulary, M masked positions,
 // C classes (1 for regression).
 //   MLM head:       logits = LN(GELU(h W_t + b_t)) E^T + b_V     E: the word embedding (tied)

@@ -1,5 +1,5 @@
 // The positional term of the attention logits, computed ONCE per forward pass and added to
-// the logits of every layer (TUPE Eq. 7-11; ../shared/TUPE.md).
+// the logits of every layer (TUPE Eq. 7-11; docs/model.md).
 //
 // Shape legend: L sequence length, d model width, H heads, d_h = d / H.
 //   TUPE-A:  out = reset_theta(P)        TUPE-R: out = reset_theta(P + B)

@@ -102,7 +102,7 @@ CheckpointOptions options_for(const fs::path& dir, int64_t keep_last = 0, int64_
 }
 
 TEST(CheckpointStore, TrainerStateOfEarlierBuildsWithRngStatesStillReads) {
-  // Builds before 2026-11-30 wrote the generator states; they are accepted and ignored.
+  // Older trainer states hold the generator states; they are accepted and ignored.
   const CheckpointContents c = make_contents(10);
   auto j = nlohmann::ordered_json::parse(trainer_state_to_json(c.state));
   EXPECT_FALSE(j.contains("rng"));

@@ -1,6 +1,6 @@
 """Writes and inspects HDF5 shard files with h5py, independently of the C++ code under test.
 
-  shard_files.py nvidia OUT_DIR        NVIDIA-layout shards (FORMATS.md section 1), int32 and
+  shard_files.py nvidia OUT_DIR        NVIDIA-layout shards (docs/formats.md "NVIDIA DeepLearningExamples BERT shards"), int32 and
                                        int64 variants, plus broken ones
   shard_files.py corrupt SHARD OUT_DIR broken copies of one of our own shards
   shard_files.py inspect SHARD         prints our shard's layout as JSON

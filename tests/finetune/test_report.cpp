@@ -1,6 +1,6 @@
 // The protocol's bookkeeping and the outputs: medians over seeds per LR and the best LR
 // (hand-worked), the submission file layout, and the Table 1 layout whose average is checked
-// on the paper's own BERT-A row (TUPE.md: 82.96).
+// on the paper's own BERT-A row (docs/model.md: 82.96).
 #include <gtest/gtest.h>
 
 #include "tests/finetune/glue_test_util.h"
@@ -54,7 +54,7 @@ TEST(GlueReport, SubmissionFileLayout) {
 }
 
 TEST(GlueReport, TableOneLayoutAndAverage) {
-  // One task result per column with the paper's BERT-A numbers (Table 1 / TUPE.md).
+  // One task result per column with the paper's BERT-A numbers (Table 1 / docs/model.md).
   const std::vector<std::pair<std::string, std::vector<double>>> numbers = {
       {"MNLI", {0.8493, 0.8491}}, {"QNLI", {0.9134}}, {"QQP", {0.9104}}, {"SST-2", {0.9288}}, {"CoLA", {0.5519}},
       {"MRPC", {0.8829}},         {"RTE", {0.6861}},  {"STS-B", {0.8943}}};

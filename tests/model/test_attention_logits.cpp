@@ -1,6 +1,6 @@
 // Attention logits of every positional variant, with and without the [CLS] untie, against
 // a naive float64 element-by-element implementation of TUPE Eq. 7-11 and Eq. 9 written
-// here from the paper (../shared/TUPE.md), with random weights and inputs fresh each run.
+// here from the paper (docs/model.md), with random weights and inputs fresh each run.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -49,7 +49,7 @@ std::vector<double> row_of(const at::Tensor& t2d, int64_t r) {
   return v;
 }
 
-// TUPE.md bucket table (r = j - i), independent of the model's implementation.
+// docs/model.md bucket table (r = j - i), independent of the model's implementation.
 int64_t table_bucket(int64_t r) {
   const int64_t n = r < 0 ? -r : r, offset = r > 0 ? 16 : 0;
   if (n < 8) return offset + n;

@@ -1,4 +1,4 @@
-// Properties of the whole model: parameter counts at BERT-Base sizes (TUPE.md "Sizes to
+// Properties of the whole model: parameter counts at BERT-Base sizes (docs/model.md "Sizes
 // check against"), padding invariance, bf16 autocast vs fp32, finite-difference gradients.
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
@@ -31,13 +31,13 @@ int64_t params_of(const ModelConfig& c) {
 TEST(ParameterCounts, TupeMinusBertAtBaseSizes) {
   const ModelConfig c = base(PositionEncoding::kBertAbsolute, false);
   const int64_t d = c.hidden_size, H = c.num_heads;
-  // TUPE.md: U^Q and U^K with biases, 2 (d^2 + d) = 1,181,184, plus the position LN (2 d = 1,536).
+  // docs/model.md: U^Q and U^K with biases, 2 (d^2 + d) = 1,181,184, plus the position LN (2 d = 1,536).
   const int64_t projections = 2 * (d * d + d), position_ln = 2 * d;
   EXPECT_EQ(projections, 1181184);
   EXPECT_EQ(position_ln, 1536);
   const int64_t bert_a = params_of(c);
   // With [CLS] tied, TUPE-A's table has as many rows as BERT-A's: the difference is exactly
-  // the figure of TUPE.md.
+  // the figure of docs/model.md.
   EXPECT_EQ(params_of(base(PositionEncoding::kTupeAbsolute, false)) - bert_a, projections + position_ln);
   // The [CLS] untie adds one table row (p_theta1 / p_theta2 take rows 0 and 1).
   EXPECT_EQ(params_of(base(PositionEncoding::kTupeAbsolute, true)) - bert_a, projections + position_ln + d);

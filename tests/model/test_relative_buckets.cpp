@@ -1,4 +1,4 @@
-// T5 relative buckets against the bucket table of ../shared/TUPE.md ("Relative bias"),
+// T5 relative buckets against the bucket table of docs/model.md ("The relative bias"),
 // written here as the table's ranges, for r in [-200, 200]; and the [CLS] buckets.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 
 namespace {
 
-// The table of TUPE.md, for r <= 0 (n = -r): 0 -> 0; 1..7 -> 1..7; [8,11] -> 8; [12,15] -> 9;
+// The table of docs/model.md, for r <= 0 (n = -r): 0 -> 0; 1..7 -> 1..7; [8,11] -> 8; [12,15] -> 9;
 // [16,22] -> 10; [23,31] -> 11; [32,45] -> 12; [46,63] -> 13; [64,90] -> 14; >= 91 -> 15.
 // r > 0 uses the same bins offset by 16 (17..23, 24..31); 16 is never produced.
 int64_t table_bucket(int64_t r) {

@@ -73,7 +73,7 @@ TEST(BatchPlan, PaperPresetsStartAtEveryClusterSize) {
     TrainOptions train;
     data_pipeline::LoaderConfig::fields().apply(data, ini_section(kv, "data"), path + " [data]");
     TrainOptions::fields().apply(train, ini_section(kv, "train"), path + " [train]");
-    ASSERT_EQ(data.global_batch_size, 256) << path;  // the paper's batch (../shared/TUPE.md)
+    ASSERT_EQ(data.global_batch_size, 256) << path;  // the paper's batch (docs/model.md)
     for (int64_t W : {1, 2, 4, 8, 16, 32, 64, 128, 256}) {
       BatchPlan p;
       ASSERT_NO_THROW(p = plan_batches(data.global_batch_size, W, train.micro_batch_size, train.max_micro_batch_size))

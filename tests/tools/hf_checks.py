@@ -7,7 +7,7 @@ Usage: hf_checks.py CHECK WORKDIR [PRETRAINED_WORKDIR]   with CHECK one of
               AutoModelForMaskedLM / AutoModel / AutoModelForSequenceClassification and compare
               MLM logits and every layer's hidden states with tupe's forward (tools_fixture
               forward): at most 1e-5 abs in fp32. Also: config.json states the constants; the
-              T5 buckets of modeling_tupe equal TUPE.md's table; a wrong [CLS] bucket or word-term
+              T5 buckets of modeling_tupe equal docs/model.md's table; a wrong [CLS] bucket or word-term
               scale in config.json moves the logits (the comparison has power); BERT-A also
               through --format hf-tupe. HF's standard calls on WikiText-2 for every variant
               (hf_standard_calls.py): model(**tokenizer(...)) on sentences and pairs (with
@@ -98,7 +98,7 @@ def compare_encoder(out, ref, label):
     return max(diffs + [last])
 
 
-T5_TABLE = {0: [0]}  # TUPE.md "Relative bias": bucket -> relative positions r = j - i (|r| <= 200)
+T5_TABLE = {0: [0]}  # docs/model.md "The relative bias": bucket -> relative positions r = j - i (|r| <= 200)
 for b in range(1, 8):
     T5_TABLE[b], T5_TABLE[16 + b] = [-b], [b]
 for b, (lo, hi) in enumerate([(8, 11), (12, 15), (16, 22), (23, 31), (32, 45), (46, 63), (64, 90), (91, 200)], 8):
@@ -107,14 +107,14 @@ for b, (lo, hi) in enumerate([(8, 11), (12, 15), (16, 22), (23, 31), (32, 45), (
 
 
 def check_buckets(model):
-    """The T5 buckets of the loaded modeling_tupe against TUPE.md's table, for |r| <= 200."""
+    """The T5 buckets of the loaded modeling_tupe against docs/model.md's table, for |r| <= 200."""
     relative_buckets = sys.modules[type(model).__module__].relative_buckets
     r = torch.arange(-200, 201)
     want = torch.empty_like(r)
     for bucket, rs in T5_TABLE.items():
         for x in rs:
             want[x + 200] = bucket
-    check(torch.equal(relative_buckets(r, 32, 128), want), "modeling_tupe's T5 buckets (32, 128) equal TUPE.md's table")
+    check(torch.equal(relative_buckets(r, 32, 128), want), "modeling_tupe's T5 buckets (32, 128) equal docs/model.md's table")
 
 
 CASES = [  # name, position_encoding, untie_cls, extra pretrain overrides

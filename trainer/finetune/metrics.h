@@ -1,4 +1,4 @@
-// GLUE metrics (FORMATS.md section 3; the GLUE benchmark's definitions, which are those of
+// GLUE metrics (docs/model.md "The paper's settings"; the GLUE benchmark's definitions, which are those of
 // scikit-learn and scipy): accuracy; F1 of the positive class (label id 1; MRPC, QQP);
 // Matthews correlation (CoLA; scikit-learn's multi-class form, which is the usual phi
 // coefficient for two classes); Pearson and Spearman correlation (STS-B; Spearman is the

@@ -1,4 +1,4 @@
-// The paper's protocol over one task (TUPE.md "GLUE fine-tuning setting"): every peak LR of
+// The paper's protocol over one task (docs/model.md "The paper's settings"): every peak LR of
 // the grid with every seed; per LR the MEDIAN over seeds of each dev metric (at each run's
 // selected epoch); the LR with the best median primary metric is reported. The submission
 // predictions (and the saved model) come from the best run (highest primary metric) of the

@@ -1,10 +1,10 @@
-// Outputs of `tupe finetune` (issue 5):
+// Outputs of `tupe finetune` (docs/formats.md "`results.json`"):
 //   results.json       every run: task, LR, seed, the dev metrics of every epoch, the selected
 //                      epoch; per LR the medians; the reported LR; rows read / skipped
 //   results.md         a Markdown table laid out like the paper's Table 1 (MNLI-m/mm, QNLI,
 //                      QQP, SST, CoLA, MRPC, RTE, STS, and the average of those 9 numbers), in
 //                      percent, followed by a per-task detail table
-//   submission/<X>.tsv the benchmark's submission files (FORMATS.md section 3): header
+//   submission/<X>.tsv the benchmark's submission files (docs/formats.md "`results.json`"): header
 //                      "index<TAB>prediction", one row per test example, label names (STS-B:
 //                      the score clipped to [0, 5], 3 decimals)
 // Every file is written to a temporary sibling and renamed into place.

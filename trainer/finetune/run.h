@@ -1,5 +1,5 @@
-// One fine-tuning run: a task, a peak learning rate and a seed (docs/model.md "GLUE
-// fine-tuning"), data-parallel over the ranks of a DistContext.
+// One fine-tuning run: a task, a peak learning rate and a seed (docs/model.md "The
+// paper's settings"), data-parallel over the ranks of a DistContext.
 //
 // Per run: the sentence head is initialised from the seed (rank 0's copy broadcast), the
 // encoder is the pre-training checkpoint's (strict copy); AdamW (paper betas, eps, weight

@@ -7,7 +7,7 @@
 //      train.micro_batch_size; for each: forward under autocast, loss
 //        L_m = sum over its masked tokens of CE / (masked tokens of the GLOBAL batch)
 //      (so the summed gradient equals the gradient of the global mean, whatever W and the
-//      accumulation split: ARCHITECTURE.md "Data parallel is exact"), backward of L_m * S
+//      accumulation split: docs/architecture.md "Invariants"), backward of L_m * S
 //      (S = fp16 loss scale); the buckets all-reduce (SUM) during the last micro-step's
 //      backward only;
 //   3. one pass over the grads: their global norm (inf/NaN iff some grad is; the step's

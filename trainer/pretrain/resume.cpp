@@ -6,7 +6,7 @@
 // samples). Random-number generator states are not saved or restored: every step reseeds
 // dropout from (train.seed, step, rank) and masks are a pure function of (data.seed, epoch,
 // sample), so a resumed run draws exactly what the straight run drew without them
-// (checkpoints of builds before 2026-11-30 hold an "rng" entry, which is ignored).
+// (an "rng" entry of older checkpoints is ignored: docs/formats.md "Version notes").
 #include <sstream>
 
 #include "common/error.h"

@@ -183,7 +183,7 @@ class TupePreTrainedModel(PreTrainedModel):
     supports_gradient_checkpointing = False
 
     def _init_weights(self, module):
-        """tupe's init (TUPE.md): N(0, initializer_range) weights and tables, zero biases, LN 1/0."""
+        """tupe's init (docs/model.md): N(0, initializer_range) weights and tables, zero biases, LN 1/0."""
         std = self.config.initializer_range
         if isinstance(module, nn.Linear):
             _init.normal_(module.weight, mean=0.0, std=std)

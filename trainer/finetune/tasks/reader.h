@@ -1,4 +1,4 @@
-// Readers of the GLUE task files (FORMATS.md section 3) into examples: the sentence(s), the
+// Readers of the GLUE task files (docs/formats.md "GLUE task files") into examples: the sentence(s), the
 // gold label (id into TaskSpec::labels) or score (STS-B), and the index a test file gives
 // for the submission. Every row is checked: the column count (as the header, or the fixed
 // count of a header-less file), non-empty text, a known label / a score in [0, 5], a

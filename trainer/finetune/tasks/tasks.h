@@ -1,6 +1,6 @@
 // The nine GLUE tasks and the diagnostic set, as the GLUE download script lays out their
-// files (FORMATS.md section 3) and as the paper fine-tunes them (TUPE.md "GLUE fine-tuning
-// setting"): columns by header name where there is a header (CoLA train/dev have none),
+// files (docs/formats.md "GLUE task files") and as the paper fine-tunes them (docs/model.md "The paper's
+// settings"): columns by header name where there is a header (CoLA train/dev have none),
 // the label names in id order, the dev splits and their metrics, the test splits with the
 // benchmark's submission file names, and the paper's epochs per task.
 #pragma once
@@ -54,7 +54,7 @@ struct TaskSpec {
   std::string name;                ///< "CoLA", "SST-2", "MRPC", "STS-B", "QQP", "MNLI", "QNLI", "RTE", "WNLI"
   TaskKind kind = TaskKind::kClassification;
   std::vector<std::string> labels; ///< label text in id order (classification); empty for regression
-  int64_t paper_epochs = 10;       ///< TUPE.md: 10 epochs, 5 for MNLI, QNLI and QQP
+  int64_t paper_epochs = 10;       ///< docs/model.md: 10 epochs, 5 for MNLI, QNLI and QQP
   /// Metric that picks the epoch and the learning rate: "mcc" (CoLA), "pearson" (STS-B),
   /// "accuracy" (the others; MNLI: of the first dev split, matched).
   std::string primary_metric;

@@ -1,4 +1,4 @@
-// Tab-separated files as the GLUE distribution lays them out (FORMATS.md section 3): fields
+// Tab-separated files as the GLUE distribution lays them out (docs/formats.md "GLUE task files"): fields
 // split on TAB only, NO quote processing (sentences hold bare " characters), an optional
 // UTF-8 BOM at the start (MRPC), LF or CRLF line ends, the last line with or without its
 // line end. Line numbers count from 1 (the header, when there is one, is line 1).
