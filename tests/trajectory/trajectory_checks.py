@@ -15,19 +15,23 @@ peak (T - k) / (T - W)); the loss is transformers' MLM cross-entropy, the mean o
 masked tokens of the batch. The token-type embedding (tupe's BERT-A has none; BERT's one
 row is zero) is frozen.
 
-Assertions: every step's loss and the final weights agree within the tolerances below; and
-each mutation of the reference fails the same comparison:
-  schedule  transformers' get_linear_schedule_with_warmup (update k uses lr(k - 1), so the
-            first update has LR 0): one step off from tupe's schedule
-  decay     weight decay on every parameter (biases and LayerNorm weights too)
-  clip      no gradient clipping
+tupe runs twice: precision=fp64 (the training step's parts in float64: trainer::TrainStep
+itself refuses float64, see trajectory_fixture.cpp) and precision=fp32 (the job's own step,
+pretrain::run_mlm_step on trainer::TrainStep). Both start from the same weights and see the
+same batches (checked), so one float64 run of transformers is the reference for both.
 
-Usage: trajectory_checks.py test WORKDIR
-           preprocess, run the fixture, the reference and every mutation; assert
-       trajectory_checks.py measure WORKDIR [--norm-fp32] [--clip C]
-           (after a test run, or fresh) every variant over all steps, figures only
-       trajectory_checks.py reference WORKDIR [--mutate NAME] [--norm-fp32]
-           one reference run against WORKDIR/tupe, figures only
+Assertions:
+  float64: every step's loss within LOSS_TOL, the final weights within WEIGHT_TOL;
+  float32: the same within FP32_FACTOR x the drift of transformers' own float32 run from its
+           float64 run on the same batches (measured here, each time);
+  each mutation of the reference fails both comparisons:
+    schedule  transformers' get_linear_schedule_with_warmup (update k uses lr(k - 1), so the
+              first update has LR 0): one step off from tupe's schedule
+    decay     weight decay on every parameter (biases and LayerNorm weights too)
+    clip      no gradient clipping
+
+Usage: trajectory_checks.py test WORKDIR      preprocess, both fixture runs, reference, mutations
+       trajectory_checks.py measure WORKDIR   (after test) every variant over all steps: figures
 Environment: TUPE_BIN, TUPE_SOURCE_DIR, TUPE_SHARED_DATA, TUPE_TRAJECTORY_FIXTURE.
 """
 import argparse
@@ -48,8 +52,9 @@ DATA = os.environ.get("TUPE_SHARED_DATA", os.path.join(SRC, "..", "shared", "dat
 MUTATIONS = ("schedule", "decay", "clip")
 
 # Tolerances (float64; derivation in bench/RESULTS.md "Trajectory parity with Hugging Face").
-LOSS_TOL = 1e-9     # |loss_tupe - loss_hf| / loss_hf, every step
-WEIGHT_TOL = 1e-7   # per tensor: max |w_tupe - w_hf| / max(max |w_hf|, 1e-2), final weights
+LOSS_TOL = 1e-10    # float64: |loss_tupe - loss_hf| / loss_hf, every step
+WEIGHT_TOL = 1e-8   # float64, per tensor: max |w_tupe - w_hf| / max(max |w_hf|, 1e-2), final weights
+FP32_FACTOR = 10    # float32: 10x the measured drift of transformers' fp32 run from its fp64 run
 
 
 def fail(msg):
@@ -73,11 +78,11 @@ def make_shards(work):
     return out
 
 
-def run_fixture(work, shards, extra=()):
-    out = os.path.join(work, "tupe")
+def run_fixture(work, shards, precision):
+    out = os.path.join(work, f"tupe_{precision}")
     t0 = time.time()
-    print(run([os.environ["TUPE_TRAJECTORY_FIXTURE"], shards, out, *extra]).strip())
-    print(f"tupe side: {time.time() - t0:.1f} s")
+    print(run([os.environ["TUPE_TRAJECTORY_FIXTURE"], shards, out, f"precision={precision}"]).strip())
+    print(f"tupe side ({precision}): {time.time() - t0:.1f} s")
     return out
 
 
@@ -131,23 +136,14 @@ def hf_loss_full(model, ids, mask, positions, labels):
                  labels=full.view_as(ids)).loss
 
 
-def clip_fp32_norm(params, max_norm):
-    """tupe's clip (trainer/optimizer_step.cpp): the norm accumulated in float32."""
-    g = torch.cat([p.grad.reshape(-1) for p in params])
-    n = torch.linalg.vector_norm(g, 2, dtype=torch.float32)
-    c = torch.where(n > max_norm, torch.clamp(max_norm / (n + 1e-6), max=1.0), torch.ones_like(n))
-    for p in params:
-        p.grad.mul_(c)
-
-
-def reference(tupe_dir, mutate=None, norm_fp32=False, stop_early=False):
-    """Trains BertForMaskedLM on tupe's batches; returns (per-step loss rel diffs, final weight
-    diff or None when stopped early, first failing step or None)."""
+def train_hf(tupe_dir, mutate=None, dtype=torch.float64, stop=None):
+    """Trains BertForMaskedLM on the batches tupe trained on (tupe_dir). Returns (per-step
+    losses, final state dict, steps clipped). stop(t, loss): True ends the run after step t."""
     traj = json.load(open(os.path.join(tupe_dir, "trajectory.json")))
     cfg, steps = traj["config"], traj["steps"]
     peak, warmup, total = float(cfg["lr"]), int(cfg["warmup"]), int(cfg["total"])
     clip, wd = float(cfg["clip"]), float(cfg["weight_decay"])
-    model = build_model(cfg, os.path.join(tupe_dir, "step0.safetensors"))
+    model = build_model(cfg, os.path.join(tupe_dir, "step0.safetensors")).to(dtype)
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     no_decay = lambda n: n.endswith("bias") or "LayerNorm" in n  # noqa: E731
     mine = {n: not no_decay(n) for n, _ in named}
@@ -166,7 +162,7 @@ def reference(tupe_dir, mutate=None, norm_fp32=False, stop_early=False):
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: tupe_lr(s + 1, peak, warmup, total) / peak)
     params = [p for _, p in named]
     batches = load_file(os.path.join(tupe_dir, "batches.safetensors"))
-    diffs, first_bad, clipped = [], None, 0
+    losses, clipped = [], 0
     for rec in steps:
         t = rec["step"]
         ids, mask = batches[f"{t}/input_ids"], batches[f"{t}/attention_mask"]
@@ -177,89 +173,143 @@ def reference(tupe_dir, mutate=None, norm_fp32=False, stop_early=False):
         loss = mlm_loss(model, ids, mask, pos, lab)
         if t == 1:  # the loss above is transformers' own MLM loss
             full = hf_loss_full(model, ids, mask, pos, lab).item()
-            if abs(full - loss.item()) > 1e-12 * abs(full):
+            if abs(full - loss.item()) > 1e-12 * abs(full) * (1 if dtype == torch.float64 else 1e8):
                 fail(f"step 1: BertForMaskedLM's loss {full!r} != the masked-position loss {loss.item()!r}")
         loss.backward()
         if mutate != "clip":
-            if norm_fp32:
-                clip_fp32_norm(params, clip)
-            else:
-                n = torch.nn.utils.clip_grad_norm_(params, clip)
-                clipped += int(n.item() > clip)
+            n = torch.nn.utils.clip_grad_norm_(params, clip)
+            clipped += int(n.item() > clip)
         opt.step()
         sched.step()
-        d = abs(rec["loss"] - loss.item()) / abs(loss.item())
-        diffs.append(d)
-        if d > LOSS_TOL and first_bad is None:
-            first_bad = t
-            if stop_early:
-                return diffs, None, first_bad, clipped
-    final = load_file(os.path.join(tupe_dir, "final.safetensors"))
+        losses.append(loss.item())
+        if stop is not None and stop(t, loss.item()):
+            break
+    return losses, {k: v.detach().to(torch.float64) for k, v in model.state_dict().items()}, clipped
+
+
+def loss_diffs(a, b):
+    """Per-step |a - b| / |b| over the steps both have."""
+    return [abs(x - y) / abs(y) for x, y in zip(a, b)]
+
+
+def weight_diff(a, b):
+    """(worst, name): per tensor max |a - b| / max(max |b|, 1e-2) over a's tensors; the floor
+    compares tensors that stay near 0 (LayerNorm biases early on) at that absolute scale."""
     worst, worst_name = 0.0, ""
-    for name, p in model.state_dict().items():
-        if name not in final:
-            continue
-        w = final[name]
-        r = float((p - w).abs().max() / max(float(w.abs().max()), 1e-2))
+    for name, x in a.items():
+        w = b[name]
+        r = float((x.to(torch.float64) - w.to(torch.float64)).abs().max() / max(float(w.abs().max()), 1e-2))
         if r > worst:
             worst, worst_name = r, name
-    return diffs, (worst, worst_name), first_bad, clipped
+    return worst, worst_name
 
 
-def report(label, diffs, weights, first_bad, clipped, seconds):
-    w = f"final weights {weights[0]:.3e} ({weights[1]})" if weights else "stopped early"
-    print(f"{label}: {len(diffs)} steps, max loss rel diff {max(diffs):.3e}, "
-          f"first step over {LOSS_TOL:g}: {first_bad}; {w}; {clipped} clipped steps; {seconds:.1f} s")
+def tupe_run(tupe_dir):
+    """tupe's per-step losses and final weights."""
+    steps = json.load(open(os.path.join(tupe_dir, "trajectory.json")))["steps"]
+    return [r["loss"] for r in steps], load_file(os.path.join(tupe_dir, "final.safetensors"))
+
+
+def same_inputs(dir_a, dir_b):
+    """Both fixture runs start from the same weights and train on the same batches."""
+    for f in ("step0.safetensors", "batches.safetensors"):
+        a, b = load_file(os.path.join(dir_a, f)), load_file(os.path.join(dir_b, f))
+        if a.keys() != b.keys() or any(not torch.equal(a[k], b[k]) for k in a):
+            fail(f"{f}: the fp64 and fp32 runs differ")
+
+
+def summary(label, diffs, weights):
+    first = f"{max(diffs):.3e} (step {diffs.index(max(diffs)) + 1} of {len(diffs)})"
+    w = f"final weights {weights[0]:.3e} ({weights[1]})" if weights else "final weights: stopped early"
+    print(f"{label}: max per-step loss rel diff {first}; {w}")
 
 
 def check_test(work):
     os.makedirs(work, exist_ok=True)
-    tupe_dir = run_fixture(work, make_shards(work))
-    steps = json.load(open(os.path.join(tupe_dir, "trajectory.json")))["steps"]
-    if len(steps) < 300:
-        fail(f"only {len(steps)} steps")
+    shards = make_shards(work)
+    t64, t32 = run_fixture(work, shards, "fp64"), run_fixture(work, shards, "fp32")
+    same_inputs(t64, t32)
+    loss64, final64 = tupe_run(t64)
+    loss32, final32 = tupe_run(t32)
+    if len(loss64) < 300:
+        fail(f"only {len(loss64)} steps")
+
+    # float64: tupe vs transformers.
     t0 = time.time()
-    diffs, weights, first_bad, clipped = reference(tupe_dir)
-    report("reference", diffs, weights, first_bad, clipped, time.time() - t0)
-    if first_bad is not None:
-        fail(f"step {first_bad}: loss differs by {diffs[first_bad - 1]:.3e} relative (> {LOSS_TOL:g})")
-    if weights[0] > WEIGHT_TOL:
-        fail(f"final weights differ: {weights[1]} by {weights[0]:.3e} relative (> {WEIGHT_TOL:g})")
+    hf_loss, hf_final, clipped = train_hf(t64)
+    print(f"HF float64 reference: {time.time() - t0:.1f} s, {clipped} of {len(hf_loss)} steps clipped")
+    d, w = loss_diffs(loss64, hf_loss), weight_diff(final64, hf_final)
+    summary("tupe fp64 vs HF fp64", d, w)
+    if max(d) > LOSS_TOL:
+        fail(f"step {d.index(max(d)) + 1}: loss differs by {max(d):.3e} relative (> {LOSS_TOL:g})")
+    if w[0] > WEIGHT_TOL:
+        fail(f"final weights differ: {w[1]} by {w[0]:.3e} relative (> {WEIGHT_TOL:g})")
     if clipped == 0:
         fail("no step was clipped: the clip mutation would test nothing")
+
+    # float32 (tupe's real TrainStep): the tolerance is 10x the drift of transformers' own
+    # float32 run from its float64 run on the same batches.
+    t0 = time.time()
+    hf32_loss, hf32_final, _ = train_hf(t64, dtype=torch.float32)
+    print(f"HF float32 run: {time.time() - t0:.1f} s")
+    drift_l, drift_w = max(loss_diffs(hf32_loss, hf_loss)), weight_diff(hf32_final, hf_final)
+    tol32_l, tol32_w = FP32_FACTOR * drift_l, FP32_FACTOR * drift_w[0]
+    print(f"HF fp32 vs HF fp64 (drift): loss {drift_l:.3e}, final weights {drift_w[0]:.3e} ({drift_w[1]}); "
+          f"fp32 tolerances {tol32_l:.3e}, {tol32_w:.3e}")
+    d32, w32 = loss_diffs(loss32, hf_loss), weight_diff(final32, hf_final)
+    summary("tupe fp32 (TrainStep) vs HF fp64", d32, w32)
+    if max(d32) > tol32_l:
+        fail(f"fp32: step {d32.index(max(d32)) + 1}: loss differs by {max(d32):.3e} (> {tol32_l:.3e})")
+    if w32[0] > tol32_w:
+        fail(f"fp32: final weights differ: {w32[1]} by {w32[0]:.3e} (> {tol32_w:.3e})")
+
+    # Mutations: each must fail both comparisons (run until it does).
     for m in MUTATIONS:
         t0 = time.time()
-        diffs, weights, first_bad, clipped = reference(tupe_dir, mutate=m, stop_early=True)
-        report(f"mutation {m}", diffs, weights, first_bad, clipped, time.time() - t0)
-        if first_bad is None and weights[0] <= WEIGHT_TOL:
-            fail(f"mutation {m} passes the comparison: the test cannot see it")
+        seen = {}
+
+        def stop(t, loss):
+            for key, ref, tol in (("fp64", loss64, LOSS_TOL), ("fp32", loss32, tol32_l)):
+                if key not in seen and abs(ref[t - 1] - loss) / abs(loss) > tol:
+                    seen[key] = t
+            return len(seen) == 2
+
+        mloss, mfinal, _ = train_hf(t64, mutate=m, stop=stop)
+        complete = len(mloss) == len(loss64)
+        wd64 = weight_diff(final64, mfinal)[0] if complete else None
+        wd32 = weight_diff(final32, mfinal)[0] if complete else None
+        print(f"mutation {m}: loss over tolerance from step {seen.get('fp64')} (fp64), {seen.get('fp32')} (fp32)"
+              + (f"; final weights {wd64:.3e} (fp64), {wd32:.3e} (fp32)" if complete else "") +
+              f"; {time.time() - t0:.1f} s")
+        if "fp64" not in seen and wd64 <= WEIGHT_TOL:
+            fail(f"mutation {m} passes the float64 comparison: the test cannot see it")
+        if "fp32" not in seen and wd32 <= tol32_w:
+            fail(f"mutation {m} passes the float32 comparison: the test cannot see it")
     print("trajectory parity OK; every mutation fails it")
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["test", "measure", "reference"])
+    ap.add_argument("mode", choices=["test", "measure"])
     ap.add_argument("work")
-    ap.add_argument("--mutate", choices=MUTATIONS)
-    ap.add_argument("--norm-fp32", action="store_true", help="clip with tupe's float32 norm (diagnostic)")
-    ap.add_argument("--fixture-arg", action="append", default=[], help="key=value for trajectory_fixture")
     a = ap.parse_args()
     torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
     if a.mode == "test":
         return check_test(a.work)
-    tupe_dir = os.path.join(a.work, "tupe")
-    if a.mode == "measure":
-        os.makedirs(a.work, exist_ok=True)
-        tupe_dir = run_fixture(a.work, make_shards(a.work), a.fixture_arg)
-        variants = [(None, False), (None, True)] + [(m, False) for m in MUTATIONS]
-    else:
-        variants = [(a.mutate, a.norm_fp32)]
-    for m, nf in variants:
-        t0 = time.time()
-        diffs, weights, first_bad, clipped = reference(tupe_dir, mutate=m, norm_fp32=nf)
-        report(f"{m or 'reference'}{' (fp32 norm)' if nf else ''}", diffs, weights, first_bad, clipped,
-               time.time() - t0)
+    # measure: after a test run in WORK, every variant over all steps.
+    t64, t32 = os.path.join(a.work, "tupe_fp64"), os.path.join(a.work, "tupe_fp32")
+    loss64, final64 = tupe_run(t64)
+    loss32, final32 = tupe_run(t32)
+    hf_loss, hf_final, clipped = train_hf(t64)
+    print(f"{clipped} of {len(hf_loss)} steps clipped")
+    summary("tupe fp64 vs HF fp64", loss_diffs(loss64, hf_loss), weight_diff(final64, hf_final))
+    summary("tupe fp32 vs HF fp64", loss_diffs(loss32, hf_loss), weight_diff(final32, hf_final))
+    hf32_loss, hf32_final, _ = train_hf(t64, dtype=torch.float32)
+    summary("HF fp32 vs HF fp64", loss_diffs(hf32_loss, hf_loss), weight_diff(hf32_final, hf_final))
+    for m in MUTATIONS:
+        mloss, mfinal, _ = train_hf(t64, mutate=m)
+        summary(f"mutation {m} vs tupe fp64", loss_diffs(loss64, mloss), weight_diff(final64, mfinal))
+        summary(f"mutation {m} vs tupe fp32", loss_diffs(loss32, mloss), weight_diff(final32, mfinal))
 
 
 if __name__ == "__main__":
