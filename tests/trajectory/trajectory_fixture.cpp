@@ -98,7 +98,6 @@ int run(int argc, char** argv) {
   const std::string shards = argv[1];
   const std::filesystem::path out = argv[2];
   const Settings s = parse_settings(argc, argv);
-  std::filesystem::create_directories(out);
 
   dist::MpiEnv env(&argc, &argv);
   TUPE_CHECK(env.world_size() == 1, "trajectory_fixture runs as one process, not " << env.world_size() << " ranks");
@@ -139,6 +138,7 @@ int run(int argc, char** argv) {
   model::TupeBert net(mc);
   if (fp64) net->to(at::kDouble);
   net->train();
+  std::filesystem::create_directories(out);  // after the inputs were checked
   checkpoint::write_safetensors(out / "step0.safetensors", hf_tensors(*net));
 
   trainer::TrainStepOptions so;
