@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/config_given.h"
 #include "common/ini.h"
 #include "common/log.h"
 

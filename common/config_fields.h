@@ -27,10 +27,6 @@ namespace tupe {
 /// Ordered key -> value strings (INI "section.key" or a struct's own field names).
 using KeyValues = std::map<std::string, std::string>;
 
-/// Where a config key the user set came from, as the CLI records it ("section.key" ->
-/// this text, or the path of the config file that set it).
-inline constexpr char kGivenOnCommandLine[] = "the command line";
-
 /// Parses a value of a field; throws tupe::Error naming `key` on bad text.
 int64_t parse_int(const std::string& key, const std::string& text);
 double parse_double(const std::string& key, const std::string& text);

@@ -13,6 +13,7 @@
 
 #include "checkpoint/model_checkpoint.h"
 #include "common/config_fields.h"
+#include "common/config_given.h"
 #include "data_pipeline/text/tokenizer_factory.h"
 
 namespace tupe::finetune {

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "checkpoint/durable_io.h"
+#include "common/config_given.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "common/sha256.h"
