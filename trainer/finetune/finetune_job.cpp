@@ -4,8 +4,6 @@
 // Each phase fills or uses fields of one FinetuneJob.
 #include "trainer/finetune/finetune_job.h"
 
-#include "trainer/finetune/model_tokenizer.h"
-
 #include <ATen/Parallel.h>
 
 #include <algorithm>
@@ -19,6 +17,7 @@
 #include "dist/agreement.h"
 #include "dist/context.h"
 #include "dist/device.h"
+#include "trainer/finetune/model_tokenizer.h"
 #include "trainer/finetune/protocol.h"
 #include "trainer/finetune/saved_model.h"
 #include "trainer/finetune/task_data.h"
