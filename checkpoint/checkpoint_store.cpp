@@ -57,6 +57,23 @@ struct Manifest {
 
 /// Parses <checkpoint>/manifest.json and checks it against the files' sizes (cheap: no file
 /// contents are read). Throws tupe::Error naming the file and the cause.
+/// A carried vocabulary: a plain name other than the checkpoint's own files, bytes whose
+/// SHA-256 is the state's vocab_sha256. Throws tupe::Error "<where>: ...".
+void check_carried_vocab(const CheckpointContents& c, const std::string& where) {
+  if (!c.state.tokenizer || c.state.tokenizer->vocab_file.empty()) {
+    TUPE_CHECK(c.vocab_bytes.empty(), where << ": vocabulary bytes given but no tokenizer.vocab_file names them");
+    return;
+  }
+  const std::string& name = c.state.tokenizer->vocab_file;
+  for (const char* reserved : {kModelFile, kOptimizerFile, kStateFile, kManifestFile})
+    TUPE_CHECK(name != reserved, where << ": tokenizer.vocab_file '" << name << "' is a name the checkpoint uses");
+  TUPE_CHECK(name.find('/') == std::string::npos && name != "." && name != "..",
+             where << ": tokenizer.vocab_file '" << name << "' is not a plain file name");
+  const std::string actual = sha256_hex(c.vocab_bytes);
+  TUPE_CHECK(actual == c.state.vocab_sha256, where << ": vocabulary SHA-256 " << actual << " differs from vocab_sha256 "
+                                                   << c.state.vocab_sha256);
+}
+
 Manifest validate_manifest(const fs::path& checkpoint) {
   const fs::path manifest_path = checkpoint / kManifestFile;
   const std::string where = manifest_path.string();
@@ -209,6 +226,8 @@ fs::path CheckpointStore::save(const CheckpointContents& contents) {
   const fs::path dir = options_.dir;
   // Refuse what load() would reject, before touching the disk.
   const std::string state_json = trainer_state_to_json(contents.state);
+  const std::string vocab_file = contents.state.tokenizer ? contents.state.tokenizer->vocab_file : std::string();
+  check_carried_vocab(contents, "checkpoint step " + std::to_string(step) + " (not saved)");
   trainer_state_from_json(state_json, "checkpoint step " + std::to_string(step) + " trainer state (not saved)");
   const fs::path final_path = checkpoint_path(dir, step);
   std::error_code ec;
@@ -235,6 +254,7 @@ fs::path CheckpointStore::save(const CheckpointContents& contents) {
     after_file_written(1);
     write_safetensors(temp / kOptimizerFile, contents.optimizer.tensors, contents.optimizer.metadata);
     after_file_written(2);
+    if (!vocab_file.empty()) write_file_atomic(temp / vocab_file, contents.vocab_bytes);
     write_file_atomic(temp / kStateFile, state_json);
     after_file_written(3);
     nlohmann::ordered_json manifest;
@@ -242,7 +262,9 @@ fs::path CheckpointStore::save(const CheckpointContents& contents) {
     manifest["format_version"] = kManifestFormatVersion;
     manifest["step"] = step;
     manifest["files"] = nlohmann::ordered_json::object();
-    for (const char* name : {kModelFile, kOptimizerFile, kStateFile}) {
+    std::vector<std::string> names = {kModelFile, kOptimizerFile, kStateFile};
+    if (!vocab_file.empty()) names.push_back(vocab_file);
+    for (const std::string& name : names) {
       const uint64_t size_bytes = fs::file_size(temp / name, ec);
       TUPE_CHECK(!ec, (temp / name).string() << ": cannot stat after writing: " << ec.message());
       // Read back from the page cache just after the fsync: the digest of what was written.
@@ -290,6 +312,15 @@ CheckpointContents CheckpointStore::load(const fs::path& checkpoint_dir, Hashes 
   out.state = trainer_state_from_json(read_file_bytes(state_path), state_path.string());
   TUPE_CHECK(out.state.step == step, state_path.string() << ": key 'step': " << out.state.step
                                                          << " disagrees with the manifest's " << step);
+  if (out.state.tokenizer && !out.state.tokenizer->vocab_file.empty()) {
+    const std::string& name = out.state.tokenizer->vocab_file;
+    const bool listed = std::any_of(manifest.files.begin(), manifest.files.end(),
+                                    [&](const ManifestFile& f) { return f.name == name; });
+    TUPE_CHECK(listed, state_path.string() << ": key 'tokenizer.vocab_file': '" << name
+                                           << "' is not listed in the manifest (damaged checkpoint)");
+    out.vocab_bytes = read_file_bytes(checkpoint_dir / name);
+    check_carried_vocab(out, (checkpoint_dir / name).string());
+  }
   return out;
 }
 

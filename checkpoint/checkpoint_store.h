@@ -4,7 +4,10 @@
 // Layout: <dir>/step_<8 digits>/ holding
 //   model.safetensors      the weights (readable by Python's safetensors)
 //   optimizer.safetensors  the optimizer state (optimizer.h), its kind in the metadata
-//   trainer_state.json     steps, loss scaler, data position, config, vocab hash (no RNG state)
+//   trainer_state.json     steps, loss scaler, data position, config, vocab hash, tokenizer
+//                          record (no RNG state)
+//   vocab.txt | spm.model  the vocabulary, when the tokenizer record carries one (its
+//                          "vocab_file" names it; listed in the manifest like the others)
 //   manifest.json          written last: {"format": "tupe-checkpoint", "format_version": 2,
 //                          "step": N, "files": {"model.safetensors": {"bytes": <count>,
 //                          "sha256": "<hex>"}, ...}} (version 1, sizes only, is still read)
@@ -34,6 +37,9 @@ struct CheckpointContents {
   NamedTensors model;       ///< weights by name (any dtype and device; read back on the CPU)
   OptimizerState optimizer; ///< Optimizer::state_dict()
   TrainerState state;       ///< state.step names the folder
+  /// Bytes of the vocabulary file named by state.tokenizer->vocab_file (its SHA-256 must be
+  /// state.vocab_sha256); empty when the checkpoint carries none.
+  std::string vocab_bytes;
 };
 
 /// A checkpoint read by load_latest().

@@ -68,6 +68,19 @@ void load_encoder(model::TupeBertImpl& model, const NamedTensors& saved, const s
   copy_named_tensors(targets, source, where);
 }
 
+std::optional<TokenizerRecord> recorded_tokenizer(const ModelCheckpoint& ckpt, std::string* source) {
+  const std::string state_file = (ckpt.dir / "trainer_state.json").string();
+  if (ckpt.contents.state.tokenizer) {
+    if (source) *source = state_file + " (tokenizer record)";
+    return ckpt.contents.state.tokenizer;
+  }
+  const std::string kind = saved_value(ckpt.saved_config(), "tokenizer.kind");
+  const std::string lower = saved_value(ckpt.saved_config(), "tokenizer.lower_case");
+  if ((kind != "wordpiece" && kind != "sentencepiece") || (lower != "true" && lower != "false")) return std::nullopt;
+  if (source) *source = state_file + " (config keys tokenizer.kind, tokenizer.lower_case)";
+  return TokenizerRecord{kind, lower == "true", ""};
+}
+
 void check_vocabulary(const std::string& checkpoint_sha256, const std::string& tokenizer_sha256,
                       const std::string& where) {
   TUPE_CHECK(!checkpoint_sha256.empty(), where << ": the checkpoint records no vocabulary sha256");

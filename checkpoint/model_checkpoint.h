@@ -11,6 +11,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,12 @@ struct ModelCheckpoint {
   const KeyValues& saved_config() const { return contents.state.config; }
   /// A model of `tupe finetune` (a sentence head and glue.task).
   bool fine_tuned() const { return num_labels > 0 && !task.empty(); }
+  /// <dir>/<tokenizer.vocab_file>: the vocabulary the checkpoint carries (its SHA-256 checked
+  /// at load), or "" when it carries none (format version 1, or saved without one).
+  std::filesystem::path carried_vocab() const {
+    const auto& t = contents.state.tokenizer;
+    return t && !t->vocab_file.empty() ? dir / t->vocab_file : std::filesystem::path();
+  }
   /// <dir>/model.safetensors, for error messages.
   std::string weights_file() const { return (dir / "model.safetensors").string(); }
 };
@@ -65,6 +72,12 @@ model::TupeBert build_model(const ModelCheckpoint& ckpt, const model::ModelConfi
 /// mismatch(es): missing: ...; unexpected: ..." (a sentence head in `saved` is unexpected:
 /// fine-tuning starts from a pre-training checkpoint).
 void load_encoder(model::TupeBertImpl& model, const NamedTensors& saved, const std::string& where);
+
+/// The tokenizer settings the checkpoint records: its trainer-state "tokenizer" record, else
+/// (checkpoints of format version 1) the tokenizer.kind and tokenizer.lower_case keys of its
+/// saved config when both are there (what `tupe finetune` saved), else nullopt. `source`
+/// (may be null) receives where they were read, for messages.
+std::optional<TokenizerRecord> recorded_tokenizer(const ModelCheckpoint& ckpt, std::string* source = nullptr);
 
 /// Refuses a vocabulary other than the checkpoint's: throws tupe::Error "<where>: the
 /// checkpoint was trained with vocabulary sha256 X, the tokenizer's (tokenizer.vocab) is Y".

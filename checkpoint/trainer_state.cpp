@@ -81,6 +81,10 @@ std::string trainer_state_to_json(const TrainerState& s) {
   Json config = Json::object();
   for (const auto& [k, v] : s.config) config[k] = v;
   j["config"] = config;
+  if (s.tokenizer)
+    j["tokenizer"] = {{"kind", s.tokenizer->kind},
+                      {"lower_case", s.tokenizer->lower_case},
+                      {"vocab_file", s.tokenizer->vocab_file}};
   return j.dump(2) + "\n";
 }
 
@@ -99,8 +103,8 @@ TrainerState trainer_state_from_json(const std::string& text, const std::string&
              where << ": key 'format': expected '" << kFormatName << "', got '" << r.text("format") << "'");
   TrainerState s;
   s.format_version = r.integer("format_version");
-  TUPE_CHECK(s.format_version == kCheckpointFormatVersion,
-             where << ": key 'format_version': " << s.format_version << " is not supported (this build reads "
+  TUPE_CHECK(s.format_version >= 1 && s.format_version <= kCheckpointFormatVersion,
+             where << ": key 'format_version': " << s.format_version << " is not supported (this build reads 1 to "
                    << kCheckpointFormatVersion << ")");
   s.step = r.non_negative("step");
   s.scheduler_step = r.non_negative("scheduler_step");
@@ -118,6 +122,21 @@ TrainerState trainer_state_from_json(const std::string& text, const std::string&
   for (const auto& [k, v] : config.items()) {
     TUPE_CHECK(v.is_string(), where << ": key 'config." << k << "': expected a string, got " << json_brief(v));
     s.config[k] = v.get<std::string>();
+  }
+  if (root.contains("tokenizer")) {
+    TUPE_CHECK(s.format_version >= 2, where << ": key 'tokenizer': not part of format version 1");
+    TokenizerRecord t;
+    t.kind = r.text("tokenizer.kind");
+    TUPE_CHECK(t.kind == "wordpiece" || t.kind == "sentencepiece",
+               where << ": key 'tokenizer.kind': expected wordpiece or sentencepiece, got '" << t.kind << "'");
+    const Json& lower = r.at("tokenizer.lower_case");
+    TUPE_CHECK(lower.is_boolean(), where << ": key 'tokenizer.lower_case': expected true or false, got "
+                                         << json_brief(lower));
+    t.lower_case = lower.get<bool>();
+    t.vocab_file = r.text("tokenizer.vocab_file");
+    TUPE_CHECK(t.vocab_file.find('/') == std::string::npos && t.vocab_file != "." && t.vocab_file != "..",
+               where << ": key 'tokenizer.vocab_file': '" << t.vocab_file << "' is not a plain file name");
+    s.tokenizer = t;
   }
   return s;
 }

@@ -10,9 +10,16 @@
 //    "loss_scaler": {"scale": 32768.0, "growth_tracker": 17, "consecutive_skips": 0,
 //                    "total_skips": 3},
 //    "data_position": {"epoch": 0, "consumed_samples": 307200},
-//    "config": {"model.hidden_size": "768", ...}}
+//    "config": {"model.hidden_size": "768", ...},
+//    "tokenizer": {"kind": "wordpiece", "lower_case": true, "vocab_file": "vocab.txt"}}
+//
+// "tokenizer" (format version 2, optional): how the model's text was tokenised, and the
+// name of the vocabulary file the checkpoint folder carries ("" when it carries none); that
+// file is listed in the manifest and its SHA-256 equals vocab_sha256. Version 1 files have
+// no record and are still read.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "common/config_fields.h"
@@ -28,7 +35,15 @@ struct LossScalerState {
 };
 
 /// Version of the checkpoint layout (folder, manifest, trainer_state.json); bump on change.
-inline constexpr int64_t kCheckpointFormatVersion = 1;
+/// 2: the tokenizer record and the carried vocabulary file. Version 1 is still read.
+inline constexpr int64_t kCheckpointFormatVersion = 2;
+
+/// How a checkpoint's model tokenises text (trainer_state.json "tokenizer").
+struct TokenizerRecord {
+  std::string kind;        ///< "wordpiece" | "sentencepiece"
+  bool lower_case = true;  ///< text lower-cased (wordpiece: and accents stripped) before tokenisation
+  std::string vocab_file;  ///< plain file name in the checkpoint folder ("" = no vocabulary carried)
+};
 
 /// Where the data stream stands (the sample order is a pure function of seed, epoch and
 /// consumed samples; docs/architecture.md "Invariants").
@@ -46,6 +61,7 @@ struct TrainerState {
   std::string vocab_sha256;  ///< SHA-256 (hex) of the vocabulary file the model was trained with
   int64_t world_size = 1;    ///< ranks of the run that saved it
   int64_t format_version = kCheckpointFormatVersion;
+  std::optional<TokenizerRecord> tokenizer;  ///< absent in version-1 files and when unknown
 
   /// `config` plus "vocab_sha256": the key -> value view for check_config_compatible().
   KeyValues compat_kv() const;

@@ -3,7 +3,8 @@
 // files. Data-parallel under mpirun (the result does not depend on the rank count).
 // Usage:
 //   [mpirun -np W] tupe evaluate --model OUT/models/SST-2 --finetune.data_dir GLUE
-//       --tokenizer.vocab vocab.txt [--finetune.output_dir DIR] [--skip-bad-rows]
+//       [--finetune.output_dir DIR] [--skip-bad-rows]   (the tokenizer: the model's record and
+//       carried vocabulary; --tokenizer.vocab for models that carry none)
 // Writes <finetune.output_dir>/evaluation_<TASK>.json and submission/<X>.tsv. The job is
 // trainer/finetune/evaluate_job.h; this file parses its options.
 #include <boost/program_options/options_description.hpp>
@@ -39,6 +40,7 @@ int evaluate_job(const dist::MpiEnv& env, int argc, char** argv) {
   if (!cli.parse(argc, argv)) return 0;
   if (cli.vm().count("skip-bad-rows")) config.finetune.skip_bad_rows = true;
   config.effective = cli.effective();
+  config.given = cli.given();
   finetune::run_evaluate_job(env, config);
   return 0;
 }

@@ -32,14 +32,15 @@ int run_export(int argc, char** argv) {
                               "checkpoint folder step_XXXXXXXX, or a checkpoint.dir (the newest whole one)")(
       "output", po::value<std::string>(&output), "folder to create (must not exist)")(
       "vocab", po::value<std::string>(&vocab),
-      "vocab.txt (WordPiece) or .model (SentencePiece) for the tokenizer files (default: the checkpoint's "
-      "tokenizer.vocab when readable); its SHA-256 must match the checkpoint's")(
+      "vocab.txt (WordPiece) or .model (SentencePiece) for the tokenizer files (default: the one the checkpoint "
+      "carries, else its tokenizer.vocab when readable); its SHA-256 must match the checkpoint's")(
       "format", po::value<std::string>(&format)->default_value("auto"),
       "auto = hf: transformers' BERT for BERT-A (post-LN), else tupe's modeling code; hf-bert (refused for "
       "other variants); hf-tupe (tupe's modeling code for any variant, BERT-A included); tupe (tupe's names)")(
       "lower-case", po::value<std::string>(&lower_case)->default_value("auto"),
-      "WordPiece lower-casing (do_lower_case): auto (the checkpoint's tokenizer.lower_case, else what its "
-      "training shards record), true, false");
+      "WordPiece lower-casing (do_lower_case): auto (the checkpoint's tokenizer record; older checkpoints: "
+      "its tokenizer.lower_case, else what its training shards record), true, false (refused when it "
+      "contradicts the record)");
   if (!cli.parse(argc, argv)) return 0;
   TUPE_CHECK(!checkpoint.empty(), "export: no checkpoint given (--checkpoint DIR)");
   TUPE_CHECK(!output.empty(), "export: no output folder given (--output OUT)");

@@ -35,6 +35,7 @@ int finetune_job(const dist::MpiEnv& env, int argc, char** argv) {
   if (!cli.parse(argc, argv)) return 0;
   if (cli.vm().count("skip-bad-rows")) config.finetune.skip_bad_rows = true;
   config.effective = cli.effective();
+  config.given = cli.given();
   // Once the checks passed, the whole effective config goes to the output folder and the
   // console gets one line.
   finetune::run_finetune_job(env, config,

@@ -38,10 +38,11 @@ int run_predict(int argc, char** argv) {
       "output", po::value<std::string>(&o.output)->default_value("-"),
       "fill-mask: file or - (stdout); embeddings: the .safetensors file to write")(
       "vocab", po::value<std::string>(&vocab),
-      "vocab.txt (WordPiece) or .model (SentencePiece) the checkpoint was trained with (default: its recorded "
-      "tokenizer.vocab when readable); its SHA-256 must match the checkpoint's")(
+      "vocab.txt (WordPiece) or .model (SentencePiece) the checkpoint was trained with (default: the one the "
+      "checkpoint carries, else its tokenizer.vocab when readable); its SHA-256 must match the checkpoint's")(
       "lower-case", po::value<std::string>(&lower_case)->default_value("auto"),
-      "lower-casing: auto (the checkpoint's tokenizer.lower_case, else its training shards'), true, false")(
+      "lower-casing: auto (the checkpoint's tokenizer record; older checkpoints: its tokenizer.lower_case, "
+      "else its training shards'), true, false (refused when it contradicts the record)")(
       "top-k", po::value<int64_t>(&o.top_k)->default_value(5), "fill-mask: predictions per [MASK]")(
       "format", po::value<std::string>(&format)->default_value("jsonl"), "fill-mask output: jsonl | tsv")(
       "pooling", po::value<std::string>(&pooling)->default_value("cls"),

@@ -31,8 +31,10 @@ int pretrain_job(const dist::MpiEnv& env, int argc, char** argv) {
   cli.section("checkpoint", checkpoint::CheckpointOptions::fields(), cfg.checkpoint);
   cli.section("dist", dist::DistOptions::fields(), cfg.dist);
   cli.section("train", pretrain::TrainOptions::fields(), cfg.train);
+  cli.section("tokenizer", data_pipeline::TokenizerOptions::fields(), cfg.tokenizer);
   if (!cli.parse(argc, argv)) return 0;
   cfg.effective = cli.effective();
+  cfg.given = cli.given();
   const std::string resume = cli.vm()["resume"].as<std::string>();
 
   {

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/config_given.h"
 #include "common/ini.h"
 #include "common/log.h"
 
@@ -93,11 +94,14 @@ bool ConfigCli::parse(int argc, char** argv) {
                file << ": unknown section [" << sec << "]: no subcommand reads it (sections: " << known_section_names()
                     << ")");
   for (const auto& s : sections_) {
-    s.apply(s.rebase_paths(ini_section(file_kv, s.name), base), file + " [" + s.name + "]");
+    const KeyValues from_file = ini_section(file_kv, s.name);
+    s.apply(s.rebase_paths(from_file, base), file + " [" + s.name + "]");
     KeyValues overrides;
     for (const auto& [k, v] : vm_)
       if (k.rfind(s.name + ".", 0) == 0) overrides[k.substr(s.name.size() + 1)] = v.as<std::string>();
     s.apply(overrides, "command line --" + s.name + ".*");
+    for (const auto& [k, v] : from_file) given_[s.name + "." + k] = file;
+    for (const auto& [k, v] : overrides) given_[s.name + "." + k] = kGivenOnCommandLine;
   }
   return true;
 }
@@ -128,17 +132,30 @@ std::string ConfigCli::write_effective(const std::string& file) const {
   fs::rename(temp, path, ec);
   if (ec) fs::remove(temp);
   TUPE_CHECK(!ec, file << ": cannot write the effective config: " << ec.message());
-  std::ostringstream line;
   int64_t set = 0;
   std::ostringstream listed;
   for (const auto& [k, v] : kv) {
     const auto d = defaults_.find(k);
     if (d != defaults_.end() && d->second == v) continue;
-    if (set < 12) listed << (set ? ", " : "") << k << "=" << v;
+    listed << (set ? ", " : "") << k << "=" << v;
     ++set;
   }
-  line << "# effective config: " << file << " (" << kv.size() << " keys; " << set << " set"
-       << (set ? ": " + listed.str() + (set > 12 ? ", ..." : "") : std::string()) << ")";
+  log::debug("effective config, " + std::to_string(set) + " key(s) set" + (set ? ": " + listed.str() : std::string()));
+  return effective_line(file, kv.size(), set);
+}
+
+std::string effective_line(const std::string& file, size_t keys, int64_t set) {
+  const std::string tail = " (" + std::to_string(keys) + " keys, " + std::to_string(set) +
+                           " set; --log-level debug lists them)";
+  const std::string head = "# effective config: ";
+  std::string shown = file;
+  const size_t room = kEffectiveLineMax - head.size() - tail.size();
+  if (shown.size() > room) {  // keep the start and the file name, drop the middle
+    const size_t keep_end = room / 2, keep_start = room - keep_end - 3;
+    shown = file.substr(0, keep_start) + "..." + file.substr(file.size() - keep_end);
+  }
+  std::ostringstream line;
+  line << head << shown << tail;
   return line.str();
 }
 

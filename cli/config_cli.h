@@ -29,6 +29,14 @@ bool check_other_section(const std::string& name, const KeyValues& kv, const std
 /// "model, data, ...": every section some subcommand reads.
 std::string known_section_names();
 
+/// Longest console line write_effective() returns (characters).
+inline constexpr size_t kEffectiveLineMax = 160;
+
+/// The console line of write_effective(): "# effective config: FILE (N keys, K set; --log-level
+/// debug lists them)", FILE shortened in its middle ("...") so that the line has at most
+/// kEffectiveLineMax characters.
+std::string effective_line(const std::string& file, size_t keys, int64_t set);
+
 class ConfigCli {
  public:
   ConfigCli(std::string command, std::string summary);
@@ -64,13 +72,18 @@ class ConfigCli {
   /// All registered sections' effective values as "section.key" -> value.
   KeyValues effective() const;
 
+  /// Every registered field the user set: "section.key" -> where, "the command line" or the
+  /// config file's path (the command line wins when both set it).
+  const KeyValues& given() const { return given_; }
+
   /// Prints the effective config as INI text.
   void print_effective(std::ostream& os) const;
 
   /// Writes the effective config as INI text to `file` (its folder created; written under a
-  /// temporary name and renamed) and returns the one console line that says so:
-  /// "# effective config: FILE (N keys; K set: section.key=value, ...)", the keys whose value
-  /// differs from the built-in default listed (the first 12). Throws tupe::Error
+  /// temporary name and renamed) and returns the one console line that says so, at most
+  /// kEffectiveLineMax characters (a long path is shortened in its middle):
+  /// "# effective config: FILE (N keys, K set; --log-level debug lists them)". The K keys whose
+  /// value differs from the built-in default go to log::debug, one line. Throws tupe::Error
   /// "<file>: cannot write the effective config: <cause>".
   std::string write_effective(const std::string& file) const;
 
@@ -89,6 +102,7 @@ class ConfigCli {
   boost::program_options::options_description config_options_;
   std::vector<Section> sections_;
   KeyValues defaults_;  ///< "section.key" -> built-in default, as registered
+  KeyValues given_;  ///< keys set by the file or the command line -> where
   boost::program_options::variables_map vm_;
 };
 

@@ -46,7 +46,7 @@ const KnownSection kKnownSections[] = {
     {"train", "pretrain", &check_fields<pretrain::TrainOptions>},
     {"finetune", "finetune, evaluate", &check_fields<finetune::FinetuneConfig>},
     {"task", "finetune, evaluate", &check_fields<finetune::CustomTaskConfig>},
-    {"tokenizer", "preprocess, finetune, evaluate", &check_fields<data_pipeline::TokenizerOptions>},
+    {"tokenizer", "preprocess, pretrain, finetune, evaluate", &check_fields<data_pipeline::TokenizerOptions>},
     {"preprocess", "preprocess", &check_fields<data_pipeline::PreprocessConfig>},
     {"vocab", "vocab", &check_fields<data_pipeline::SentencePieceTrainOptions>},
 };

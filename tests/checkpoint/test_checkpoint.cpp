@@ -84,6 +84,25 @@ void flip_byte(const fs::path& file, uint64_t from_end) {
   f.write(&c, 1);
 }
 
+/// SHA-256 of `bytes` by coreutils' sha256sum (written to a scratch file under `dir`).
+std::string sha256sum_of_bytes(const fs::path& dir, const std::string& bytes) {
+  const fs::path f = dir / "scratch-bytes";
+  write_file_atomic(f, bytes);
+  const std::string hex = sha256sum(f);
+  fs::remove(f);
+  return hex;
+}
+
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return std::string();
+}
+
 std::string load_error(const fs::path& p) {
   try {
     CheckpointStore::load(p);
@@ -110,6 +129,56 @@ TEST(CheckpointStore, TrainerStateOfEarlierBuildsWithRngStatesStillReads) {
   const TrainerState s = trainer_state_from_json(j.dump(), "old.json");
   EXPECT_EQ(s.step, 10);
   EXPECT_EQ(s.config, c.state.config);
+}
+
+TEST(CheckpointStore, TokenizerRecordAndCarriedVocabularyRoundTrip) {
+  TempDir dir;
+  CheckpointStore store(options_for(dir.path()));
+  CheckpointContents c = make_contents(7);
+  const std::string vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nParis\nparis\n";
+  c.vocab_bytes = vocab;
+  c.state.tokenizer = TokenizerRecord{"wordpiece", false, "vocab.txt"};
+  // The vocabulary must be the one vocab_sha256 names: nothing is written otherwise.
+  EXPECT_NE(error_of([&] { store.save(c); }).find("differs from vocab_sha256"), std::string::npos);
+  EXPECT_TRUE(CheckpointStore::whole_steps(dir.path()).empty());
+  c.state.vocab_sha256 = sha256sum_of_bytes(dir.path(), vocab);
+  const fs::path path = store.save(c);
+  EXPECT_EQ(read_file_bytes(path / "vocab.txt"), vocab);
+  const auto manifest = nlohmann::json::parse(read_file_bytes(path / "manifest.json"));
+  EXPECT_EQ(manifest["files"]["vocab.txt"]["sha256"], sha256sum(path / "vocab.txt"));
+  const CheckpointContents loaded = CheckpointStore::load(path);
+  ASSERT_TRUE(loaded.state.tokenizer.has_value());
+  EXPECT_EQ(loaded.state.tokenizer->kind, "wordpiece");
+  EXPECT_FALSE(loaded.state.tokenizer->lower_case);
+  EXPECT_EQ(loaded.state.tokenizer->vocab_file, "vocab.txt");
+  EXPECT_EQ(loaded.vocab_bytes, vocab);
+  EXPECT_EQ(loaded.state.format_version, 2);
+  // A changed vocabulary byte is damage.
+  flip_byte(path / "vocab.txt", 3);
+  EXPECT_NE(load_error(path).find("vocab.txt: SHA-256"), std::string::npos) << load_error(path);
+  // A record in a version-1 file, a reserved or non-plain file name, a bad kind: refused.
+  auto j = nlohmann::ordered_json::parse(trainer_state_to_json(c.state));
+  j["format_version"] = 1;
+  EXPECT_NE(error_of([&] { trainer_state_from_json(j.dump(), "s.json"); })
+                .find("s.json: key 'tokenizer': not part of format version 1"),
+            std::string::npos);
+  j["format_version"] = 2;
+  j["tokenizer"]["vocab_file"] = "../vocab.txt";
+  EXPECT_NE(error_of([&] { trainer_state_from_json(j.dump(), "s.json"); }).find("is not a plain file name"),
+            std::string::npos);
+  j["tokenizer"]["vocab_file"] = "vocab.txt";
+  j["tokenizer"]["kind"] = "bpe";
+  EXPECT_NE(error_of([&] { trainer_state_from_json(j.dump(), "s.json"); })
+                .find("key 'tokenizer.kind': expected wordpiece or sentencepiece, got 'bpe'"),
+            std::string::npos);
+  c.state.tokenizer->vocab_file = "manifest.json";
+  EXPECT_NE(error_of([&] { store.save(c); }).find("is a name the checkpoint uses"), std::string::npos);
+  // Version 1 (no record) still reads, with no record.
+  auto v1 = nlohmann::ordered_json::parse(trainer_state_to_json(make_contents(8).state));
+  v1["format_version"] = 1;
+  const TrainerState old = trainer_state_from_json(v1.dump(), "old.json");
+  EXPECT_FALSE(old.tokenizer.has_value());
+  EXPECT_EQ(old.format_version, 1);
 }
 
 TEST(CheckpointStore, SaveLoadRoundTripIsBitwise) {

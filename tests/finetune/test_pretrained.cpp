@@ -5,7 +5,9 @@
 // config without the model keys is ONE error naming everything that is wrong.
 #include <gtest/gtest.h>
 
+#include "checkpoint/durable_io.h"
 #include "checkpoint/model_checkpoint.h"
+#include "common/sha256.h"
 #include "tests/finetune/checkpoint_fixture.h"
 #include "tests/finetune/glue_test_util.h"
 #include "trainer/finetune/saved_model.h"
@@ -142,15 +144,31 @@ TEST(GluePretrained, FinetunedModelRoundTrip) {
   for (const auto& [k, v] : model::ModelConfig::fields().to_kv(tiny_config())) config["model." + k] = v;
   config["glue.task"] = "STS-B";
   config["glue.max_length"] = "96";
-  const auto path = save_finetuned_model(dir.path() / "models/STS-B", 42, weights, config, kSha);
+  // The model carries its vocabulary: a cased one, recorded as such.
+  const std::string vocab_text = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nThe\nthe\n";
+  checkpoint::write_file_atomic(dir.path() / "vocab.txt", vocab_text);
+  const std::string vocab_sha = sha256_hex(vocab_text);
+  EXPECT_NE(error_of([&] {
+              save_finetuned_model(dir.path() / "models/STS-B", 42, weights, config, kSha,
+                                   checkpoint::TokenizerRecord{"wordpiece", false, ""}, dir.path() / "vocab.txt");
+            }).find("differs from vocab_sha256 " + kSha),
+            std::string::npos);
+  const auto path = save_finetuned_model(dir.path() / "models/STS-B", 42, weights, config, vocab_sha,
+                                         checkpoint::TokenizerRecord{"wordpiece", false, ""}, dir.path() / "vocab.txt");
   EXPECT_EQ(path, dir.path() / "models/STS-B/step_00000042");
   const checkpoint::ModelCheckpoint loaded = read_model_checkpoint(dir.path() / "models/STS-B");
+  ASSERT_TRUE(loaded.contents.state.tokenizer.has_value());
+  EXPECT_EQ(loaded.contents.state.tokenizer->kind, "wordpiece");
+  EXPECT_FALSE(loaded.contents.state.tokenizer->lower_case);
+  EXPECT_EQ(loaded.carried_vocab(), path / "vocab.txt");
+  EXPECT_EQ(checkpoint::read_file_bytes(loaded.carried_vocab()), vocab_text);
+  EXPECT_EQ(loaded.contents.state.format_version, 2);
   EXPECT_NO_THROW(checkpoint::require_fine_tuned(loaded));
   EXPECT_TRUE(loaded.fine_tuned());
   EXPECT_EQ(loaded.task, "STS-B");
   EXPECT_EQ(loaded.max_length, 96);
   EXPECT_EQ(loaded.num_labels, 1);
-  EXPECT_EQ(loaded.vocab_sha256(), kSha);
+  EXPECT_EQ(loaded.vocab_sha256(), vocab_sha);
   model::TupeBert again(loaded.config, 1);
   checkpoint::copy_named_tensors(finetuned_parameters(*again), loaded.contents.model, "model");
   for (const auto& [name, t] : weights) EXPECT_TRUE(at::equal(param(*again, name), t)) << name;

@@ -182,7 +182,7 @@ def pretrained(work):  # its checkpoints stay for `finetuned` (CTest fixture HfC
                     check(open(os.path.join(out, "modeling_tupe.py")).read() ==
                           open(os.path.join(SOURCE, "tools", "export", "hf_tupe", "modeling_tupe.py")).read(),
                           "the exported modeling_tupe.py is the source tree's (compiled into tupe)")
-    lower_case_unknown(work, shard_dir)
+    lower_case_recorded(work, shard_dir)
     print("\nvariant | format | class | max |logit diff| | max |hidden diff|")
     for name, fmt, arch, ld, hd in results:
         print(f"{name} | {fmt} | {arch} | {ld:.2e} | {hd:.2e}")
@@ -192,18 +192,25 @@ def pretrained(work):  # its checkpoints stay for `finetuned` (CTest fixture HfC
         print(f"{name} | {single:.2e} | {pair:.2e} | {feat:.2e}")
 
 
-def lower_case_unknown(work, shard_dir):
-    """Without its training shards a pre-training checkpoint does not say how WordPiece cases text."""
+def lower_case_recorded(work, shard_dir):
+    """Without its training shards a pre-training checkpoint still says how WordPiece cases
+    text (its tokenizer record) and carries its vocabulary: export needs neither --vocab nor
+    --lower-case; a contradicting --lower-case is refused in one line, nothing left behind.
+    (Checkpoints without the record: tests/tools/travel_checks.py.)"""
     moved = shard_dir + "_moved"
     os.rename(shard_dir, moved)
     out = os.path.join(work, "hf_no_shards")
-    p = run(TUPE, "export", "--checkpoint", os.path.join(work, "ckpt_tupe-r"), "--output", out, "--vocab", VOCAB, ok=False)
+    ckpt = os.path.join(work, "ckpt_tupe-r")
+    shutil.rmtree(out, ignore_errors=True)
+    p = run(TUPE, "export", "--checkpoint", ckpt, "--output", out, "--lower-case", "false", ok=False)
     lines = p.stderr.strip().splitlines()
-    check(p.returncode == 1 and len(lines) == 1 and "step_00000005" in lines[0] and "give --lower-case true|false" in lines[0],
-          "one-line error asking for --lower-case")
+    check(p.returncode == 1 and len(lines) == 1 and "--lower-case false contradicts the checkpoint's tokenizer.lower_case true"
+          in lines[0], "one-line refusal of a contradicting --lower-case")
     check(not os.path.exists(out) and not any(".tmp-" in n for n in os.listdir(work)), "nothing left behind")
-    export(os.path.join(work, "ckpt_tupe-r"), out, "--lower-case", "false")
-    check(json.load(open(os.path.join(out, "tokenizer_config.json")))["do_lower_case"] is False, "--lower-case false")
+    run(TUPE, "export", "--checkpoint", ckpt, "--output", out)
+    check(json.load(open(os.path.join(out, "tokenizer_config.json")))["do_lower_case"] is True and
+          open(os.path.join(out, "vocab.txt"), "rb").read() == open(VOCAB, "rb").read(),
+          "no shards, no --vocab, no --lower-case: do_lower_case true and the vocabulary from the checkpoint")
     os.rename(moved, shard_dir)
 
 

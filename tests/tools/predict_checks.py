@@ -16,6 +16,7 @@ their exported folders hf_bert-a_auto (BertForMaskedLM) and hf_tupe-r_auto (remo
               the file (and line) and the cause, and no output file (nor a temporary) left.
 Environment: TUPE_BIN, TUPE_SHARED_DATA, TUPE_SOURCE_DIR.
 """
+import hashlib
 import json
 import os
 import shutil
@@ -175,6 +176,24 @@ def embeddings(work, pre):
             check(d <= TOL, f"{name} [{pooling}]: embeddings vs transformers' AutoModel last_hidden_state, max |diff| {d:.2e} <= {TOL}")
 
 
+def without_vocab(ckpt, dest):
+    """A copy of checkpoint `ckpt` at `dest` that carries no vocabulary (a valid checkpoint)."""
+    shutil.copytree(ckpt, dest)
+    os.remove(os.path.join(dest, "vocab.txt"))
+    state_path = os.path.join(dest, "trainer_state.json")
+    state = json.load(open(state_path))
+    state["tokenizer"]["vocab_file"] = ""
+    state["config"]["tokenizer.vocab"] = ""
+    open(state_path, "w").write(json.dumps(state, indent=2) + "\n")
+    manifest_path = os.path.join(dest, "manifest.json")
+    manifest = json.load(open(manifest_path))
+    del manifest["files"]["vocab.txt"]
+    manifest["files"]["trainer_state.json"] = {"bytes": os.path.getsize(state_path),
+                                               "sha256": hashlib.sha256(open(state_path, "rb").read()).hexdigest()}
+    open(manifest_path, "w").write(json.dumps(manifest, indent=2) + "\n")
+    return dest
+
+
 def errors(work, pre):
     ckpt = os.path.join(pre, "ckpt_bert-a", "step_00000005")
     good = "the cat sat on the [MASK] ."
@@ -196,7 +215,14 @@ def errors(work, pre):
     refused("lower_mask", "a [mask] written in lower case\n", ["SRC:1:", "no [MASK]"], *v)
     refused("too_long", good + " word" * 200 + "\n", ["SRC:1:", "more than the model's max_positions 128"], *v)
     refused("blank", f"{good}\n\n{good}\n", ["SRC:2:", "blank line"], *v)
+    # The checkpoint carries its vocabulary: no --vocab needed. A copy that carries none
+    # (record without vocab_file, file and manifest entry removed) asks for --vocab.
+    p = run(TUPE, "predict", "--checkpoint", ckpt, "--mode", "fill-mask", "--device", "cpu", stdin=good + "\n")
+    check(os.path.join(ckpt, "vocab.txt") in p.stderr, "no --vocab: the carried vocab.txt is used")
+    carried = ckpt
+    ckpt = without_vocab(carried, os.path.join(work, "bare", "step_00000005"))
     refused("no_vocab", good + "\n", ["step_00000005", "no vocabulary", "--vocab"])
+    ckpt = carried
     refused("missing_vocab", good + "\n", ["--vocab /nonexistent/vocab.txt: no such file"], "--vocab", "/nonexistent/vocab.txt")
     wrong = os.path.join(work, "wrong_vocab.txt")
     words = open(VOCAB, encoding="utf-8").read().splitlines()

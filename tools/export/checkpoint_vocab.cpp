@@ -38,6 +38,7 @@ fs::path pick_checkpoint_vocab(const fs::path& option, const checkpoint::ModelCh
     TUPE_CHECK(fs::is_regular_file(option), "--vocab " << option.string() << ": no such file");
     return option;
   }
+  if (const fs::path carried = ckpt.carried_vocab(); !carried.empty()) return carried;
   const std::string saved = saved_key(ckpt, "tokenizer.vocab");
   if (!saved.empty() && fs::is_regular_file(saved)) return saved;
   return {};
@@ -94,6 +95,14 @@ LowerCase parse_lower_case(const std::string& option, const std::string& text) {
 }
 
 bool resolve_lower_case(LowerCase option, const checkpoint::ModelCheckpoint& ckpt) {
+  std::string source;
+  if (const auto recorded = checkpoint::recorded_tokenizer(ckpt, &source)) {
+    TUPE_CHECK(option == LowerCase::kAuto || (option == LowerCase::kTrue) == recorded->lower_case,
+               "--lower-case " << to_string(option) << " contradicts the checkpoint's tokenizer.lower_case "
+                               << (recorded->lower_case ? "true" : "false") << " (" << source
+                               << "); leave --lower-case out");
+    return recorded->lower_case;
+  }
   if (option != LowerCase::kAuto) return option == LowerCase::kTrue;
   const std::string saved = saved_key(ckpt, "tokenizer.lower_case");
   if (saved == "true" || saved == "false") return saved == "true";

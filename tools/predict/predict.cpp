@@ -99,13 +99,19 @@ std::unique_ptr<data_pipeline::Tokenizer> checkpoint_tokenizer(const PredictOpti
   data_pipeline::TokenizerOptions t;
   t.kind = exporting::tokenizer_kind_of(*vocab);
   t.vocab = vocab->string();
-  if (t.kind == data_pipeline::TokenizerKind::kWordPiece) {
+  const auto recorded = checkpoint::recorded_tokenizer(ckpt);
+  if (recorded)
+    TUPE_CHECK(recorded->kind == data_pipeline::to_string(t.kind),
+               vocab->string() << ": a " << data_pipeline::to_string(t.kind) << " vocabulary, the checkpoint records tokenizer.kind "
+                               << recorded->kind);
+  if (t.kind == data_pipeline::TokenizerKind::kWordPiece || recorded) {
     t.lower_case = exporting::resolve_lower_case(o.lower_case, ckpt);
   } else if (o.lower_case != exporting::LowerCase::kAuto) {
     t.lower_case = o.lower_case == exporting::LowerCase::kTrue;
   }
   std::unique_ptr<data_pipeline::Tokenizer> tokenizer;
-  if (t.kind == data_pipeline::TokenizerKind::kSentencePiece && o.lower_case == exporting::LowerCase::kAuto) {
+  if (t.kind == data_pipeline::TokenizerKind::kSentencePiece && o.lower_case == exporting::LowerCase::kAuto &&
+      !recorded) {
     // SentencePiece keeps its case rule in the model: take the one it accepts.
     try {
       t.lower_case = true;

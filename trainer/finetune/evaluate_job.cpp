@@ -20,6 +20,7 @@
 #include "dist/context.h"
 #include "dist/device.h"
 #include "trainer/finetune/evaluation.h"
+#include "trainer/finetune/model_tokenizer.h"
 #include "trainer/finetune/report.h"
 #include "trainer/finetune/task_data.h"
 
@@ -54,11 +55,10 @@ struct EvaluateJob {
 
 void check_config(const EvaluateJob& job) {
   job.cfg.validate();
-  job.c.tokenizer.validate();
+  data_pipeline::TokenizerOptions::fields().check(job.c.tokenizer);  // the vocabulary may come from the model
   job.c.dist.validate();
   TUPE_CHECK(!job.c.model.empty(), "evaluate: no model given (--model DIR)");
   job.c.task.validate();
-  TUPE_CHECK(!job.c.tokenizer.vocab.empty(), "tokenizer.vocab: the model's vocabulary is required");
   // Every rank evaluates the same model with the same config (the first differing key named).
   KeyValues effective = job.c.effective;
   effective["evaluate.model"] = job.c.model;
@@ -69,10 +69,10 @@ void check_config(const EvaluateJob& job) {
 /// recorded or that [task] gives) and length.
 void load_model(EvaluateJob& job) {
   if (job.cfg.threads > 0) at::set_num_threads(static_cast<int>(job.cfg.threads));
-  job.tokenizer = data_pipeline::make_tokenizer(job.c.tokenizer);
   job.saved = checkpoint::read_model_checkpoint(job.c.model);
   const checkpoint::ModelCheckpoint& saved = *job.saved;
   checkpoint::require_fine_tuned(saved);
+  job.tokenizer = data_pipeline::make_tokenizer(checkpoint_tokenizer_options(job.c.tokenizer, job.c.given, saved));
   checkpoint::check_vocabulary(saved.vocab_sha256(), job.tokenizer->vocab_sha256(), saved.dir.string());
   job.task = &saved_model_task(saved.task, saved.saved_config(), job.c.task,
                                (saved.dir / "trainer_state.json").string(), &job.custom);

@@ -24,6 +24,7 @@ struct EvaluateJobConfig {
   data_pipeline::TokenizerOptions tokenizer;
   dist::DistOptions dist;
   std::string model;    ///< <finetune output_dir>/models/<TASK> or one of its step_<N> folders
+  KeyValues given;  ///< "section.key" the user set -> kGivenOnCommandLine or the config file (model_tokenizer.h)
   KeyValues effective;  ///< the whole effective config (the ranks compare it)
 };
 

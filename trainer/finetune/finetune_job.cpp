@@ -17,6 +17,7 @@
 #include "dist/agreement.h"
 #include "dist/context.h"
 #include "dist/device.h"
+#include "trainer/finetune/model_tokenizer.h"
 #include "trainer/finetune/protocol.h"
 #include "trainer/finetune/saved_model.h"
 #include "trainer/finetune/task_data.h"
@@ -36,6 +37,7 @@ struct FinetuneJob {
   std::vector<const TaskSpec*> tasks;
   // load_encoder_once_hashed, setup_job
   std::unique_ptr<data_pipeline::Tokenizer> tokenizer;
+  data_pipeline::TokenizerOptions tokenizer_options;   ///< as resolved against the checkpoint (model_tokenizer.h)
   std::optional<checkpoint::ModelCheckpoint> encoder;  ///< the pre-training checkpoint
   model::ModelConfig model_config;                     ///< its config with the fine-tuning dropout
   int64_t max_length = 0;
@@ -52,10 +54,9 @@ void check_config(FinetuneJob& job) {
   cfg.validate();
   c.task.validate();
   if (c.task.enabled()) job.custom = custom_task_spec(c.task);
-  c.tokenizer.validate();
+  data_pipeline::TokenizerOptions::fields().check(c.tokenizer);  // the vocabulary may come from the checkpoint
   c.dist.validate();
   TUPE_CHECK(!cfg.checkpoint.empty(), "finetune.checkpoint: no pre-training checkpoint given");
-  TUPE_CHECK(!c.tokenizer.vocab.empty(), "tokenizer.vocab: the pre-training vocabulary is required");
   job.tasks = parse_task_list(cfg.tasks, "finetune.tasks", c.task.enabled() ? &job.custom : nullptr);
   const bool glue = std::any_of(job.tasks.begin(), job.tasks.end(), [](const TaskSpec* t) { return !t->custom; });
   TUPE_CHECK(!glue || !cfg.data_dir.empty(), "finetune.data_dir: no GLUE folder given");
@@ -87,9 +88,10 @@ void load_encoder_once_hashed(FinetuneJob& job) {
 void setup_job(FinetuneJob& job) {
   const FinetuneConfig& cfg = job.cfg;
   if (cfg.threads > 0) at::set_num_threads(static_cast<int>(cfg.threads));
-  job.tokenizer = data_pipeline::make_tokenizer(job.c.tokenizer);
   load_encoder_once_hashed(job);
   const checkpoint::ModelCheckpoint& enc = *job.encoder;
+  job.tokenizer_options = checkpoint_tokenizer_options(job.c.tokenizer, job.c.given, enc);
+  job.tokenizer = data_pipeline::make_tokenizer(job.tokenizer_options);
   checkpoint::check_vocabulary(enc.vocab_sha256(), job.tokenizer->vocab_sha256(), enc.dir.string());
   job.model_config = enc.config;
   job.model_config.hidden_dropout = cfg.hidden_dropout;
@@ -141,8 +143,14 @@ std::filesystem::path save_reported_model(const FinetuneJob& job, const TaskSpec
   saved["glue.seed"] = std::to_string(run.seed);
   saved["glue.selected_epoch"] = std::to_string(run.selected_epoch);
   saved["glue.pretrain_checkpoint"] = job.encoder->dir.string();
+  const data_pipeline::TokenizerOptions& t = job.tokenizer_options;
+  saved["tokenizer.kind"] = data_pipeline::to_string(t.kind);  // what was used, not what was typed
+  saved["tokenizer.lower_case"] = t.lower_case ? "true" : "false";
+  saved["tokenizer.vocab"] = t.vocab;
   return save_finetuned_model(std::filesystem::path(job.cfg.output_dir) / "models" / task.name, run.total_steps,
-                              reported, saved, job.encoder->vocab_sha256());
+                              reported, saved, job.encoder->vocab_sha256(),
+                              checkpoint::TokenizerRecord{data_pipeline::to_string(t.kind), t.lower_case, ""},
+                              t.vocab);
 }
 
 /// One task: its data, the protocol's runs, the reported model, the results files so far

@@ -21,9 +21,10 @@ namespace tupe::finetune {
 struct FinetuneJobConfig {
   FinetuneConfig finetune;          ///< [finetune]
   CustomTaskConfig task;            ///< [task]: a custom task (custom_task.h), run when finetune.tasks names it
-  data_pipeline::TokenizerOptions tokenizer;  ///< [tokenizer]: the pre-training vocabulary
+  data_pipeline::TokenizerOptions tokenizer;  ///< [tokenizer]: the pre-training vocabulary (model_tokenizer.h)
   dist::DistOptions dist;           ///< [dist]
   KeyValues effective;              ///< the whole effective config (reports, saved models)
+  KeyValues given;                  ///< "section.key" the user set -> kGivenOnCommandLine or the config file (model_tokenizer.h)
 };
 
 /// Runs fine-tuning on every task of config.finetune.tasks (GLUE tasks, and the [task]

@@ -1,6 +1,7 @@
 #include "trainer/finetune/saved_model.h"
 
 #include "checkpoint/checkpoint_store.h"
+#include "checkpoint/durable_io.h"
 
 namespace tupe::finetune {
 
@@ -14,7 +15,8 @@ checkpoint::NamedTensors finetuned_parameters(model::TupeBertImpl& model) {
 }
 
 fs::path save_finetuned_model(const fs::path& dir, int64_t steps, const checkpoint::NamedTensors& weights,
-                              const KeyValues& config, const std::string& vocab_sha256) {
+                              const KeyValues& config, const std::string& vocab_sha256,
+                              checkpoint::TokenizerRecord tokenizer, const fs::path& vocab) {
   checkpoint::CheckpointOptions options;
   options.dir = dir.string();
   options.every_steps = 0;
@@ -28,6 +30,9 @@ fs::path save_finetuned_model(const fs::path& dir, int64_t steps, const checkpoi
   contents.state.scheduler_step = steps;
   contents.state.config = config;
   contents.state.vocab_sha256 = vocab_sha256;
+  tokenizer.vocab_file = tokenizer.kind == "sentencepiece" ? "spm.model" : "vocab.txt";
+  contents.state.tokenizer = tokenizer;
+  contents.vocab_bytes = checkpoint::read_file_bytes(vocab);
   return store.save(contents);
 }
 

@@ -2,8 +2,6 @@
 
 #include <ATen/ATen.h>
 
-#include <chrono>
-
 #include "common/error.h"
 
 namespace tupe::pretrain {
@@ -42,22 +40,6 @@ double table_peak_tflops(const std::string& name, trainer::Precision precision, 
     return tf32 ? r.tf32 : r.fp32;
   }
   return 0.0;
-}
-
-double measure_cpu_peak_tflops() {
-  const int64_t n = 1024;
-  const at::Tensor a = at::randn({n, n}), b = at::randn({n, n});
-  at::Tensor c = at::mm(a, b);  // warm-up (threads, caches)
-  using Clock = std::chrono::steady_clock;
-  const auto t0 = Clock::now();
-  int64_t products = 0;
-  double seconds = 0;
-  while (seconds < 0.2 || products < 2) {
-    at::mm_out(c, a, b);
-    ++products;
-    seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  }
-  return 2.0 * static_cast<double>(n * n * n) * static_cast<double>(products) / seconds / 1e12;
 }
 
 }  // namespace tupe::pretrain

@@ -34,8 +34,5 @@ double training_flops_per_token(const model::ModelConfig& config, int64_t seq_le
 /// 756 / 378 / 51. 0 for a GPU not in the table.
 double table_peak_tflops(const std::string& device_name, trainer::Precision precision, bool tf32);
 
-/// Measured fp32 matrix-multiply TFLOP/s of this process on the CPU (its intra-op threads;
-/// 1024^3 products for about 0.2 s): the CPU's "peak" for MFU.
-double measure_cpu_peak_tflops();
 
 }  // namespace tupe::pretrain

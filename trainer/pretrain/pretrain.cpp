@@ -11,6 +11,7 @@
 #include "dist/agreement.h"
 #include "dist/consistency.h"
 #include "dist/device.h"
+#include "trainer/pretrain/cpu_peak.h"
 #include "trainer/pretrain/flops.h"
 #include "trainer/pretrain/pretrain_job.h"
 
@@ -79,6 +80,7 @@ void open_data(PretrainJob& job) {
   job.loader_config = cfg.data;
   job.loader_config.pin_memory =
       cfg.data.pins(job.use_cuda) ? data_pipeline::PinMemory::kOn : data_pipeline::PinMemory::kOff;
+  record_tokenizer(job);
   job.plan =
       plan_batches(cfg.data.global_batch_size, job.world, cfg.train.micro_batch_size, cfg.train.max_micro_batch_size);
   log::debug("train data: " + std::to_string(job.train_data->size()) + " sequences in " +
@@ -121,6 +123,14 @@ checkpoint::TrainerState checkpoint_record(PretrainJob& job) {
   s.config = job.cfg.effective;
   s.vocab_sha256 = job.vocab_sha256;
   s.world_size = job.world;
+  s.tokenizer = job.tokenizer_record;
+  if (s.tokenizer) {  // the config's tokenizer.* keys say what the record says, not the defaults
+    s.config["tokenizer.kind"] = s.tokenizer->kind;
+    s.config["tokenizer.lower_case"] = s.tokenizer->lower_case ? "true" : "false";
+  } else {  // unknown: no default may pass for a record
+    s.config.erase("tokenizer.kind");
+    s.config.erase("tokenizer.lower_case");
+  }
   return s;
 }
 
@@ -166,18 +176,30 @@ std::string three_digits(double v) {
 
 void announce(PretrainJob& job) {
   const PretrainConfig& cfg = job.cfg;
-  // The MFU's peak: train.peak_tflops, else the GPU's datasheet figure, else measured (CPU).
+  // The MFU's peak: train.peak_tflops, else the GPU's datasheet figure, else the CPU's
+  // measured peak, cached per machine (cpu_peak.h); rank 0's figure on every rank.
   job.peak_tflops = cfg.train.peak_tflops;
-  std::string peak_source = "train.peak_tflops";
+  job.peak_source = "train.peak_tflops";
   if (job.peak_tflops <= 0 && job.use_cuda) {
     const std::string name = dist::cuda_device_name(job.device().index());
     job.peak_tflops = table_peak_tflops(name, cfg.precision.precision, cfg.train.tf32);
-    peak_source =
+    job.peak_source =
         job.peak_tflops > 0 ? name + " datasheet" : "unknown GPU '" + name + "': set train.peak_tflops for MFU";
   } else if (job.peak_tflops <= 0) {
-    job.peak_tflops = measure_cpu_peak_tflops();
-    peak_source = "measured fp32 matmul rate of this rank";
+    std::string text;
+    if (job.rank == 0) {
+      const std::string dtype = cfg.precision.precision == trainer::Precision::kBf16 ? "bf16" : "fp32";
+      const PeakFigure peak = cached_cpu_peak(tupe_cache_dir(), at::get_num_threads(), dtype);
+      char value[64];
+      std::snprintf(value, sizeof value, "%.17g", peak.tflops);
+      text = std::string(value) + "\n" + peak.source;
+    }
+    text = dist::broadcast_string(job.env, text);
+    const size_t newline = text.find('\n');
+    job.peak_tflops = std::stod(text.substr(0, newline));
+    job.peak_source = text.substr(newline + 1);
   }
+  const std::string& peak_source = job.peak_source;
   std::ostringstream msg;
   msg << "pre-training " << model::to_string(cfg.model.position_encoding) << " (" << model::count_parameters(*job.net)
       << " parameters) on " << job.world << " rank(s), " << job.device().str() << ", " << job.comm().backend_name()

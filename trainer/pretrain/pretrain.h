@@ -25,6 +25,7 @@
 #include "checkpoint/checkpoint_options.h"
 #include "common/config_fields.h"
 #include "data_pipeline/loader_config.h"
+#include "data_pipeline/text/tokenizer_factory.h"
 #include "dist/mpi_env.h"
 #include "dist/options.h"
 #include "model/config.h"
@@ -42,6 +43,10 @@ struct PretrainConfig {
   ::tupe::checkpoint::CheckpointOptions checkpoint;
   dist::DistOptions dist;
   TrainOptions train;
+  /// [tokenizer]: optional; checkpoints carry tokenizer.vocab, kind and lower-casing are the
+  /// shards' (given values must agree; record_tokenizer in pretrain_job.h).
+  data_pipeline::TokenizerOptions tokenizer;
+  KeyValues given;  ///< "section.key" the user set -> kGivenOnCommandLine or the config file
   KeyValues effective;  ///< the whole effective config ("section.key" -> value), saved in checkpoints
 };
 

@@ -45,6 +45,8 @@ struct PretrainJob {
   std::shared_ptr<const data_pipeline::PretrainDataset> train_data, validation_data;  ///< validation may be null
   data_pipeline::LoaderConfig loader_config;  ///< cfg.data with pin_memory resolved
   BatchPlan plan;                             ///< micro-batch and accumulation
+  std::optional<checkpoint::TokenizerRecord> tokenizer_record;  ///< what checkpoints record (record_tokenizer)
+  std::string vocab_bytes;                    ///< the vocabulary file checkpoints carry ("" = none)
   // build_model
   model::TupeBert net{nullptr};
   std::unique_ptr<trainer::TrainStep> step;  ///< optimizer, scaler, LR schedule, DDP, step counters
@@ -57,6 +59,7 @@ struct PretrainJob {
   std::unique_ptr<data_pipeline::Loader> loader;
   std::unique_ptr<MetricsLog> metrics;
   double peak_tflops = 0;  ///< MFU denominator per rank (TFLOP/s); <= 0: no MFU
+  std::string peak_source;  ///< where peak_tflops came from (announce; in every metrics record)
   PretrainResult result;
 
   dist::Communicator& comm() { return context->comm(); }
@@ -82,6 +85,13 @@ checkpoint::TrainerState checkpoint_record(PretrainJob& job);
 void start_loader(PretrainJob& job);
 /// Picks the MFU peak and prints the one-line run summary.
 void announce(PretrainJob& job);
+
+// tokenizer_record.cpp
+/// The tokenizer record of the job's checkpoints: kind and lower-casing as the shards
+/// record them (tokenizer.kind / tokenizer.lower_case, when set, must agree), and the
+/// tokenizer.vocab file's bytes when given (its SHA-256 must be the shards'). Throws ONE-line
+/// tupe::Error "tokenizer.<key>: ..." on a contradiction.
+void record_tokenizer(PretrainJob& job);
 
 // resume.cpp
 /// Applies `--resume` (auto | none | a checkpoint folder): finds the checkpoint, checks every

@@ -64,7 +64,8 @@ void save_checkpoint(PretrainJob& job) {
     try {
       checkpoint::NamedTensors weights;
       for (auto& [n, t] : job.step->parameters()) weights.emplace_back(n, t.detach());
-      job.store->save(checkpoint::CheckpointContents{weights, job.step->optimizer().state_dict(), state});
+      job.store->save(
+          checkpoint::CheckpointContents{weights, job.step->optimizer().state_dict(), state, job.vocab_bytes});
     } catch (const std::exception& e) {
       error = e.what();
     }
@@ -130,7 +131,9 @@ void log_step(PretrainJob& job, const data_pipeline::Batch& batch, const trainer
        {"step_time_s", dt / static_cast<double>(window.steps)},
        {"skipped_steps", p.skipped},
        {"flops_per_token", flops_per_token},
-       {"mfu", p.mfu >= 0 ? p.mfu : -1.0}});
+       {"mfu", p.mfu >= 0 ? p.mfu : -1.0},
+       {"mfu_peak_tflops", job.peak_tflops},
+       {"mfu_peak_source", job.peak_source}});
   job.result.last_loss = global_loss;
   job.result.last_logged_step = step;
   window = Window{};

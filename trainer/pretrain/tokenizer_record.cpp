@@ -1,0 +1,98 @@
+// record_tokenizer: what the job's checkpoints record about the tokenizer (docs/formats.md
+// "Checkpoints": the tokenizer record and the carried vocabulary; docs/config.md
+// "[tokenizer]": the shards' record wins over a config file's values, a contradicting
+// command-line value is refused).
+#include <filesystem>
+
+#include "checkpoint/durable_io.h"
+#include "common/config_given.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "common/sha256.h"
+#include "trainer/pretrain/pretrain_job.h"
+
+namespace tupe::pretrain {
+
+namespace {
+namespace fs = std::filesystem;
+
+/// Where the user set tokenizer.<key>: kGivenOnCommandLine, a config file, or "" (not set).
+std::string given_at(const PretrainJob& job, const std::string& key) {
+  const auto it = job.cfg.given.find("tokenizer." + key);
+  return it == job.cfg.given.end() ? "" : it->second;
+}
+
+/// A set value that differs from the shards': refused when typed on the command line,
+/// ignored with a warning (rank 0) when it comes from a config file.
+void differs(const PretrainJob& job, const std::string& key, const std::string& value, const std::string& shards,
+             const std::string& shard_file) {
+  const std::string where = given_at(job, key);
+  if (where.empty() || value == shards) return;
+  TUPE_CHECK(where != kGivenOnCommandLine, "tokenizer." << key << ": " << value << " contradicts the shards' " << shards
+                                                        << " (" << shard_file << ")");
+  if (job.rank == 0)
+    log::warn("tokenizer." + key + " = " + value + " of " + where + " ignored: the shards (" + shard_file + ") say " +
+              shards);
+}
+
+}  // namespace
+
+void record_tokenizer(PretrainJob& job) {
+  const data_pipeline::DatasetInfo& info = job.train_data->info();
+  const data_pipeline::TokenizerOptions& t = job.cfg.tokenizer;
+  data_pipeline::TokenizerOptions::fields().check(t);
+  const std::string shard = info.files.front();
+  // The shards say how their ids were made (NVIDIA shards record neither; then the config).
+  std::string kind = info.tokenizer_kind;
+  bool lower_case = info.lower_case;
+  bool lower_known = info.format == "tupe";
+  const std::string configured_kind = data_pipeline::to_string(t.kind);
+  if (kind.empty()) {
+    if (!given_at(job, "kind").empty()) kind = configured_kind;
+  } else {
+    differs(job, "kind", configured_kind, kind, shard);
+  }
+  if (!lower_known && !given_at(job, "lower_case").empty()) {
+    lower_case = t.lower_case;
+    lower_known = true;
+  } else if (lower_known) {
+    differs(job, "lower_case", t.lower_case ? "true" : "false", lower_case ? "true" : "false", shard);
+  }
+  // The vocabulary file, when it is the shards' (by SHA-256).
+  std::string bytes;
+  if (!t.vocab.empty() && !info.vocab_sha256.empty()) {
+    const bool typed = given_at(job, "vocab") == kGivenOnCommandLine;
+    std::string problem;
+    if (!fs::is_regular_file(t.vocab)) {
+      problem = "no such file";
+    } else {
+      bytes = checkpoint::read_file_bytes(t.vocab);
+      const std::string sha = sha256_hex(bytes);
+      if (sha != info.vocab_sha256)
+        problem = "SHA-256 " + sha + " differs from the shards' vocabulary " + info.vocab_sha256 + " (" + shard + ")";
+    }
+    TUPE_CHECK(problem.empty() || !typed, "tokenizer.vocab: " << t.vocab << ": " << problem);
+    if (!problem.empty()) {
+      bytes.clear();
+      if (job.rank == 0)
+        log::warn("tokenizer.vocab = " + t.vocab + " of " + given_at(job, "vocab") + " ignored: " + problem);
+    }
+  }
+  if (kind.empty() || !lower_known) {
+    if (job.rank == 0)
+      log::warn("checkpoints record no tokenizer: the shards (" + shard +
+                ") do not say how they were tokenised; set tokenizer.kind and tokenizer.lower_case");
+    return;
+  }
+  checkpoint::TokenizerRecord record{kind, lower_case, ""};
+  if (!bytes.empty()) {
+    record.vocab_file = kind == "sentencepiece" ? "spm.model" : "vocab.txt";
+    job.vocab_bytes = std::move(bytes);
+  } else if (job.rank == 0) {
+    log::info("checkpoints carry no vocabulary (no tokenizer.vocab of the shards' given): export and predict will "
+              "need --vocab");
+  }
+  job.tokenizer_record = record;
+}
+
+}  // namespace tupe::pretrain
