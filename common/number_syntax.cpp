@@ -90,8 +90,13 @@ std::optional<double> parse_finite_number(std::string_view text) {
   for (char c : exponent) exp_value = std::min<int64_t>(exp_value * 10 + (c - '0'), 1000000000);
   if (exp_negative) exp_value = -exp_value;
 
-  std::string plain = (negative ? "-" : "") + (integer.empty() ? "0" : integer) + "." + fraction + "e" +
-                      std::to_string(exp_value);
+  std::string plain;  // sign, digits, '.', digits, 'e', exponent: what from_chars reads
+  if (negative) plain.push_back('-');
+  plain.append(integer.empty() ? std::string("0") : integer);
+  plain.push_back('.');
+  plain.append(fraction);
+  plain.push_back('e');
+  plain.append(std::to_string(exp_value));
   double v = 0;
   const auto [ptr, ec] = std::from_chars(plain.data(), plain.data() + plain.size(), v);
   if (ec == std::errc::result_out_of_range) {

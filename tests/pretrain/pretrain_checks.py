@@ -322,7 +322,7 @@ def check_validation(work):
     ck = os.path.join(work, "validation")
     shutil.rmtree(ck, ignore_errors=True)
     # Micro-batches of 2 rows (2 accumulation steps a rank): evaluation takes whole batches.
-    mpirun(2, pretrain_args(work, ck, **{"train.max_steps": 4, "optimizer.total_steps": 4, "checkpoint.every_steps": 4,
+    mpirun(2, pretrain_args(work, ck, **{"train.max_steps": 4, "checkpoint.every_steps": 4,
                                           "train.micro_batch_size": 2, "data.validation_shards": f"{work}/../shards",
                                           "train.eval_every": 4, "train.eval_batches": 5}) + ["--resume", "none"])
     records = [json.loads(l) for l in open(os.path.join(ck, "metrics", "rank_0.jsonl"))]
