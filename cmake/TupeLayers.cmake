@@ -15,14 +15,15 @@ endif()
 
 set(TUPE_LAYERS
     "tupe_common|common|"
+    "tupe_metrics|metrics|tupe_common"
     "tupe_model|model|tupe_common"
     "tupe_text|data_pipeline/text|tupe_common"
     "tupe_data_pipeline|data_pipeline|tupe_text,tupe_common"
     "tupe_dist|dist|tupe_common"
     "tupe_checkpoint|checkpoint|tupe_model,tupe_common"
     "tupe_trainer|trainer|tupe_checkpoint,tupe_dist,tupe_common"
-    "tupe_pretrain|trainer/pretrain|tupe_trainer,tupe_checkpoint,tupe_model,tupe_data_pipeline,tupe_text,tupe_dist,tupe_common"
-    "tupe_finetune|trainer/finetune|tupe_trainer,tupe_checkpoint,tupe_model,tupe_text,tupe_dist,tupe_common"
+    "tupe_pretrain|trainer/pretrain|tupe_metrics,tupe_trainer,tupe_checkpoint,tupe_model,tupe_data_pipeline,tupe_text,tupe_dist,tupe_common"
+    "tupe_finetune|trainer/finetune|tupe_metrics,tupe_trainer,tupe_checkpoint,tupe_model,tupe_text,tupe_dist,tupe_common"
     "tupe_export|tools/export|tupe_checkpoint,tupe_model,tupe_data_pipeline,tupe_text,tupe_common"
     "tupe_analyze|tools/analyze|tupe_checkpoint,tupe_model,tupe_common"
     "tupe_predict|tools/predict|tupe_export,tupe_trainer,tupe_checkpoint,tupe_model,tupe_text,tupe_dist,tupe_common"

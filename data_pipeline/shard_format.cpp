@@ -4,7 +4,7 @@
 #include <cstdio>
 
 #include "common/error.h"
-#include "data_pipeline/crc32c.h"
+#include "common/crc32c.h"
 #include "data_pipeline/hdf5_util.h"
 
 namespace tupe::data_pipeline {

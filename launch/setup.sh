@@ -14,11 +14,12 @@ set -euo pipefail
 TORCH_VERSION=2.15.0
 # Python packages for the reference/parity tests and analysis, pinned.
 PY_PACKAGES=(transformers==5.24.0 safetensors==0.8.0 numpy==2.4.6 scipy==1.17.1
-             scikit-learn==1.9.1 h5py==3.16.0 tokenizers==0.23.3 matplotlib==3.11.2)
+             scikit-learn==1.9.1 h5py==3.16.0 tokenizers==0.23.3 matplotlib==3.11.2 tensorboard==2.21.0)
 APT_PACKAGES=(build-essential cmake ninja-build ccache pkg-config git
               libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools libboost-program-options-dev
               libgtest-dev libicu-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
-              libsentencepiece-dev libssl-dev zlib1g-dev libzstd-dev zstd python3-venv gnuplot-nox)
+              libsentencepiece-dev libssl-dev zlib1g-dev libzstd-dev zstd python3-venv gnuplot-nox
+              protobuf-compiler libprotobuf-dev)
 # The cluster tier (launch/sim_cluster.sh): namespaces and a bridge (iproute2, util-linux),
 # and a real Slurm with munge on the simulated nodes. Only installed; nothing is started.
 APT_PACKAGES+=(iproute2 util-linux slurmctld slurmd slurm-client munge)
@@ -73,6 +74,14 @@ else
     touch "$stamp"
   else
     log "venv present: $VENV"
+  fi
+  # The package list may have grown since the venv was made: install what a stamp of this
+  # list does not vouch for (pip skips what is already there).
+  packages_stamp="$VENV/.tupe-packages-$(printf '%s\n' "${PY_PACKAGES[@]}" | sha256sum | cut -c1-16)"
+  if [ ! -f "$packages_stamp" ]; then
+    log "pip install ${PY_PACKAGES[*]}"
+    "$VENV/bin/pip" install -q "${PY_PACKAGES[@]}"
+    touch "$packages_stamp"
   fi
   TORCH_PREFIX="$("$VENV/bin/python" -c 'import torch; print(torch.utils.cmake_prefix_path)')"
 fi

@@ -18,7 +18,9 @@ StepResult OptimizerStep::apply(const at::Tensor& flat_grads, int64_t step) {
   c10::NoGradGuard no_grad;
   StepResult out;
   out.lr = schedule_.lr(step);
-  const at::Tensor scaled_norm = at::linalg_vector_norm(flat_grads, 2, {}, false, at::kFloat);  // N_s
+  // The norm accumulates in float32 for half/bfloat16/float32 gradients, in float64 for float64 ones.
+  const at::ScalarType norm_dtype = flat_grads.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  const at::Tensor scaled_norm = at::linalg_vector_norm(flat_grads, 2, {}, false, norm_dtype);  // N_s
   out.found_inf = at::logical_not(at::isfinite(scaled_norm)).to(at::kFloat).reshape({1});
   const at::Tensor inv_scale = at::reciprocal(scaler_.scale_tensor().squeeze(0));  // 1 / S
   out.grad_norm = scaled_norm * inv_scale;                                        // N

@@ -69,7 +69,7 @@ struct StepTimes {
 using StepPhaseHook = std::function<void(const char* phase)>;
 
 /// The summed loss of micro-batch `m` (0-based) of this rank's share of the step: a 0-dim
-/// fp32 tensor on the step's device, differentiable, not yet divided by anything. The
+/// fp32 tensor (float64 for a float64 model) on the step's device, differentiable, not yet divided by anything. The
 /// callback runs the forward itself (under trainer::AutocastScope when it wants autocast).
 using MicroBatchLoss = std::function<at::Tensor(int64_t m)>;
 

@@ -18,7 +18,7 @@
 
 #include "common/log.h"
 #include "data_pipeline/counter_rng.h"
-#include "data_pipeline/crc32c.h"
+#include "common/crc32c.h"
 #include "data_pipeline/hdf5_util.h"
 #include "data_pipeline/shard_writer.h"
 #include "data_test_util.h"

@@ -15,11 +15,15 @@ Usage: pretrain_checks.py CHECK WORKDIR
               --resume auto, which refuses to start fresh over damaged checkpoints;
               --resume none refuses a folder holding checkpoints
   signal      SIGUSR1 checkpoints and stops; --resume auto continues
+  signal_setup  SIGTERM during setup (before the loop): a clean stop with a checkpoint at the
+              step reached (0 when still setting up), not a death by signal; resume continues
   watchdog    a stalled rank ends the whole job with the watchdog's message
   learns      tiny TUPE-R under mpirun -np 2 lowers its MLM loss clearly
   validation  the validation loss of a 2-rank job (its evaluation: device sums, one
               all-reduce) equals a float64 recomputation from its checkpoint on one process
               ($TUPE_VALIDATION_REFERENCE, validation_reference.cpp) to 1e-6 relative
+  tensorboard pretrain's and finetune's TensorBoard scalars (read by the tensorboard package)
+              equal their metrics JSONL / results.json; off when switched off
 Environment: TUPE_BIN (the tupe executable), TUPE_SOURCE_DIR, TUPE_SHARED_DATA.
 """
 import json
@@ -284,6 +288,34 @@ def check_signal(work):
     print(f"signal OK: stopped at step {stopped} with a checkpoint, resumed to {stopped + 3}")
 
 
+def check_signal_setup(work):
+    """SIGTERM while the job sets up (at its first output line, before the training loop):
+    the rank is not killed by the signal; the stop is taken at the first step boundary, with
+    a checkpoint at the step reached (step 0 when setup was still running), and --resume auto
+    continues from it."""
+    ck = os.path.join(work, "signal_setup")
+    shutil.rmtree(ck, ignore_errors=True)
+    cmd = [TUPE] + pretrain_args(work, ck, **{"train.max_steps": 100000, "optimizer.total_steps": 100000,
+                                             "checkpoint.every_steps": 0}) + ["--resume", "none"]
+    proc = subprocess.Popen(cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    first = proc.stdout.readline()
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=120)
+    out = first + out
+    stop = [line for line in out.splitlines() if "stopped by signal at step" in line]
+    if proc.returncode != 0 or not stop:
+        sys.exit(f"FAILED: SIGTERM during setup: exit {proc.returncode} (negative: killed by the signal):\n{out[-2000:]}")
+    stopped = int(stop[0].split("stopped by signal at step ")[1].split(";")[0].split()[0])
+    if not os.path.isdir(os.path.join(ck, f"step_{stopped:08d}")):
+        sys.exit(f"FAILED: no checkpoint at step {stopped} after the signal:\n{out[-2000:]}")
+    p = mpirun(1, pretrain_args(work, ck, **{"train.max_steps": stopped + 2, "optimizer.total_steps": 100000,
+                                              "checkpoint.every_steps": 0}) + ["--resume", "auto"])
+    if f"finished at step {stopped + 2}" not in p.stdout:
+        sys.exit(f"FAILED: resume after the signal in setup did not finish at {stopped + 2}:\n{p.stdout[-2000:]}")
+    print(f"signal_setup OK: SIGTERM at the first line ({first.strip()[:60]!r}) stopped at step {stopped} "
+          f"with a checkpoint; resumed to {stopped + 2}")
+
+
 def check_watchdog(work):
     ck = os.path.join(work, "watchdog")
     shutil.rmtree(ck, ignore_errors=True)
@@ -340,6 +372,86 @@ def check_validation(work):
     if not rel <= 1e-6:
         sys.exit(f"FAILED: the job's validation loss differs from the recomputation by {rel:.2e} (> 1e-6)")
     print("validation OK")
+
+
+def tensorboard_scalars(folder):
+    """{tag: [(step, value)]} of every event file under `folder`, read by TensorBoard's own
+    EventAccumulator (so the file's framing, CRCs and schema are TensorBoard's to judge)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    acc = EventAccumulator(folder, size_guidance={"scalars": 0})
+    acc.Reload()
+    return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+
+
+def expect_scalars(got, want, what):
+    """`want`: {tag: [(step, float64 value)]}; TensorBoard keeps float32, so each value must be
+    the float32 rounding of the JSON's, exactly."""
+    if set(got) != set(want):
+        sys.exit(f"FAILED: {what}: TensorBoard tags {sorted(got)} != expected {sorted(want)}")
+    for tag, points in want.items():
+        expected = [(step, float(np.float32(v))) for step, v in points]
+        if got[tag] != expected:
+            sys.exit(f"FAILED: {what}: {tag}: TensorBoard {got[tag][:5]}... != JSONL {expected[:5]}...")
+
+
+def check_tensorboard(work):
+    """pretrain and finetune write TensorBoard scalars equal to their JSONL / results.json;
+    train.tensorboard false and finetune.tensorboard false write none."""
+    ck = os.path.join(work, "tb")
+    shutil.rmtree(ck, ignore_errors=True)
+    mpirun(2, pretrain_args(work, ck, **{"train.max_steps": 20, "optimizer.total_steps": 20, "train.log_every": 5,
+                                          "data.validation_shards": f"{work}/../shards", "train.eval_every": 10,
+                                          "train.eval_batches": 2}) + ["--resume", "none"])
+    want = {}
+    for line in open(os.path.join(ck, "metrics", "rank_0.jsonl")):
+        r = json.loads(line)
+        for k, v in r.items():
+            if k in ("step", "epoch") or isinstance(v, bool) or not isinstance(v, (int, float)):
+                continue
+            tag = "validation/" + k[len("validation_"):] if k.startswith("validation_") else "train/" + k
+            want.setdefault(tag, []).append((r["step"], v))
+    got = tensorboard_scalars(os.path.join(ck, "tensorboard"))
+    expect_scalars(got, want, "pretrain")
+    for tag in ("train/loss", "train/lr", "train/grad_norm", "train/loss_scale", "train/skipped_steps",
+                "train/tokens_per_s", "validation/loss"):
+        if tag not in got:
+            sys.exit(f"FAILED: pretrain: no {tag} in TensorBoard ({sorted(got)})")
+    print(f"pretrain: {len(got)} TensorBoard tags, {sum(map(len, got.values()))} scalars equal to the JSONL")
+
+    off = os.path.join(work, "tb_off")
+    shutil.rmtree(off, ignore_errors=True)
+    mpirun(1, pretrain_args(work, off, **{"train.max_steps": 2, "optimizer.total_steps": 2, "optimizer.warmup_steps": 1,
+                                           "train.tensorboard": "false"}) + ["--resume", "none"])
+    if os.path.exists(os.path.join(off, "tensorboard")):
+        sys.exit("FAILED: train.tensorboard false still wrote " + os.path.join(off, "tensorboard"))
+
+    glue = os.path.join(work, "tb_glue")
+    shutil.rmtree(glue, ignore_errors=True)
+    vocab = os.path.join(DATA, "vocab", "bert-base-uncased-vocab.txt")
+    args = ["finetune", "--config", os.path.join(SRC, "configs", "glue", "tiny.ini"), "--finetune.tasks", "RTE",
+            "--finetune.checkpoint", os.path.join(ck, "step_00000020"), "--finetune.data_dir",
+            os.path.join(DATA, "glue"), "--tokenizer.vocab", vocab, "--finetune.output_dir", glue,
+            "--finetune.train_rows", "64", "--finetune.epochs", "2", "--finetune.predict_test", "false",
+            "--finetune.save_model", "false", "--finetune.threads", "1"]
+    mpirun(1, args)
+    results = json.load(open(os.path.join(glue, "results.json")))
+    runs = [(t["task"], run) for t in results["tasks"] for run in t["runs"]]
+    for task, run in runs:
+        want = {"train/loss": [], "train/learning_rate": []}
+        for e in run["epochs"]:
+            want["train/loss"].append((e["epoch"], e["train_loss"]))
+            want["train/learning_rate"].append((e["epoch"], e["learning_rate"]))
+            for split, metrics in e["dev"].items():
+                for metric, v in metrics.items():
+                    want.setdefault(f"dev/{split}/{metric}", []).append((e["epoch"], v))
+        folder = os.path.join(glue, "tensorboard", task, f"lr{run['lr']:g}_seed{run['seed']}")
+        expect_scalars(tensorboard_scalars(folder), want, f"finetune {task} lr {run['lr']:g} seed {run['seed']}")
+    print(f"finetune: {len(runs)} run(s), TensorBoard equal to results.json per epoch")
+    shutil.rmtree(glue)
+    mpirun(1, args + ["--finetune.tensorboard", "false"])
+    if os.path.exists(os.path.join(glue, "tensorboard")):
+        sys.exit("FAILED: finetune.tensorboard false still wrote " + os.path.join(glue, "tensorboard"))
+    print("tensorboard OK")
 
 
 if __name__ == "__main__":

@@ -15,9 +15,8 @@ peak (T - k) / (T - W)); the loss is transformers' MLM cross-entropy, the mean o
 masked tokens of the batch. The token-type embedding (tupe's BERT-A has none; BERT's one
 row is zero) is frozen.
 
-tupe runs twice: precision=fp64 (the training step's parts in float64: trainer::TrainStep
-itself refuses float64, see trajectory_fixture.cpp) and precision=fp32 (the job's own step,
-pretrain::run_mlm_step on trainer::TrainStep). Both start from the same weights and see the
+tupe runs twice, both times the job's own step (pretrain::run_mlm_step on trainer::TrainStep):
+precision=fp64 (the model cast to float64) and precision=fp32. Both start from the same weights and see the
 same batches (checked), so one float64 run of transformers is the reference for both.
 
 Assertions:

@@ -17,16 +17,10 @@
 // lr=1e-3 warmup=30 total=300 weight_decay=0.01 clip=1.0 eps=1e-6 beta1=0.9 beta2=0.999
 // seed=1 data_seed=1234. Single process: MPI is initialised as a singleton (world size 1).
 //
-// precision=fp32: the job's own step, pretrain::run_mlm_step on trainer::TrainStep, as
-// `tupe pretrain --precision.precision fp32` runs it.
-// precision=fp64: the model cast to float64. trainer::TrainStep cannot run it: the optimizer
-// step (trainer/optimizer_step.cpp) takes the gradient norm with linalg_vector_norm(...,
-// dtype=at::kFloat), which refuses float64 input, and pretrain::masked_lm_loss_sum casts the
-// logits to float32. So this path runs TrainStep::run's sequence with the same library parts
-// (dist::DistributedDataParallel's flat gradient buffer, trainer::make_optimizer's AdamW,
-// trainer::LrSchedule) and the documented clip rule of trainer/optimizer_step.h in float64
-// (N = ||g||_2; g <- g * max_norm / (N + 1e-6) when N > max_norm), with the MLM loss of
-// trainer/pretrain/step.cpp without its float32 cast.
+// Both precisions run the job's own step, pretrain::run_mlm_step on trainer::TrainStep, as
+// `tupe pretrain --precision.precision fp32` runs it; precision=fp64 casts the model to float64
+// first (TrainStep keeps the gradients' dtype: the flat buffer, the norm and the clip factor,
+// and the MLM loss sums float64 logits in float64).
 #include <ATen/ATen.h>
 #include <mpi.h>
 
@@ -157,23 +151,11 @@ int run(int argc, char** argv) {
   so.dist = dist_options;
   so.seed = s.i("seed");
   checkpoint::NamedTensors params;
-  std::vector<dist::NamedParameter> dist_params;
   for (auto& item : net->named_parameters()) {
     params.emplace_back(item.key(), item.value());
-    dist_params.push_back({item.key(), item.value()});
   }
-  // fp32: the job's step. fp64: its parts (see the file comment).
-  std::unique_ptr<trainer::TrainStep> step;
-  std::unique_ptr<dist::DistributedDataParallel> ddp;
-  std::unique_ptr<trainer::Optimizer> optimizer;
-  const trainer::LrSchedule schedule(so.optimizer);
-  if (fp64) {
-    optimizer = trainer::make_optimizer(params, so.optimizer);
-    ddp = std::make_unique<dist::DistributedDataParallel>(comm, dist_params, so.dist);
-  } else {
-    step = std::make_unique<trainer::TrainStep>(params, comm, c10::Device(c10::kCPU), so);
-  }
-  const trainer::Optimizer& opt = fp64 ? *optimizer : step->optimizer();
+  trainer::TrainStep step(params, comm, c10::Device(c10::kCPU), so);
+  const trainer::Optimizer& opt = step.optimizer();
   nlohmann::json decay = nlohmann::json::object();
   for (const auto& [name, t] : params) decay[model::hf_bert_name(name)] = opt.decays(name);
 
@@ -186,28 +168,11 @@ int run(int argc, char** argv) {
   for (int64_t t = 1; t <= n_steps; ++t) {
     const data_pipeline::Batch b = loader.next();
     const double count = static_cast<double>(b.global_masked_count);
-    double loss_sum = 0, grad_norm = 0, lr = 0;
-    if (fp64) {
-      ddp->zero_grad_buffer();
-      // pretrain::masked_lm_loss_sum without its float32 cast: the summed CE over the masked tokens.
-      const at::Tensor logits = net->mlm_logits(b.input_ids, b.attention_mask, b.segment_ids, b.masked_positions);
-      const at::Tensor l = at::cross_entropy_loss(logits, b.masked_labels, /*weight=*/{}, at::Reduction::Sum);
-      (l / count).backward();
-      ddp->finish_grad_sync();
-      const at::Tensor g = ddp->buffer().data();
-      at::NoGradGuard no_grad;
-      grad_norm = at::linalg_vector_norm(g, 2).item<double>();
-      if (max_norm > 0 && grad_norm > max_norm) g.mul_(max_norm / (grad_norm + 1e-6));
-      lr = schedule.lr(t);
-      optimizer->step(lr);
-      loss_sum = l.item<double>();
-    } else {
-      const trainer::StepResult r = pretrain::run_mlm_step(*step, *net, b, plan, at::kFloat);
-      TUPE_CHECK(r.found_inf.item<float>() == 0.0f, "step " << t << ": non-finite gradients");
-      loss_sum = r.loss_sum.item<double>();
-      grad_norm = r.grad_norm.item<double>();
-      lr = r.lr;
-    }
+    const trainer::StepResult r = pretrain::run_mlm_step(step, *net, b, plan, at::kFloat);
+    TUPE_CHECK(r.found_inf.item<float>() == 0.0f, "step " << t << ": non-finite gradients");
+    const double loss_sum = r.loss_sum.item<double>();
+    const double grad_norm = r.grad_norm.item<double>();
+    const double lr = r.lr;
     const std::string p = std::to_string(t) + "/";
     batches.emplace_back(p + "input_ids", b.input_ids);
     batches.emplace_back(p + "attention_mask", b.attention_mask);

@@ -123,6 +123,9 @@ void add_run_fields(FieldTable<C>& t) {
       .boolean("skip_bad_rows", &C::skip_bad_rows, false, "skip (and count) malformed rows instead of failing")
       .boolean("predict_test", &C::predict_test, true, "write the benchmark's submission files for the test sets")
       .boolean("save_model", &C::save_model, true, "save the fine-tuned weights of each task's reported run")
+      .boolean("tensorboard", &C::tensorboard, true,
+               "rank 0 writes each run's TensorBoard scalars (train loss, LR, dev metrics per epoch) under "
+               "<output_dir>/tensorboard/<task>/lr<LR>_seed<seed>")
       .text("model_name", &C::model_name, "",
             "row name in the results table; \"\" = the variant (TUPE-R, BERT-A, ...)");
 }

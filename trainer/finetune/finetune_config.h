@@ -65,6 +65,7 @@ struct FinetuneConfig {
   bool skip_bad_rows;
   bool predict_test;
   bool save_model;
+  bool tensorboard;
   std::string model_name;
 
   /// The field table's ranges, the task list's syntax, the LR grid and the seeds. Throws

@@ -14,6 +14,7 @@
 #include "common/mix64.h"
 #include "dist/consistency.h"
 #include "dist/gather.h"
+#include "metrics/event_file.h"
 #include "trainer/autocast.h"
 #include "trainer/finetune/saved_model.h"
 #include "trainer/train_step.h"
@@ -82,7 +83,15 @@ struct Run {
   // keep_if_selected
   checkpoint::NamedTensors selected_weights;  ///< the selected epoch's, when it is not the last
   double best_score = -INFINITY;
+  std::unique_ptr<metrics::EventFileWriter> tensorboard;  ///< rank 0's, when finetune.tensorboard
 };
+
+/// This run's TensorBoard folder, <output_dir>/tensorboard/<task>/lr<LR>_seed<seed>.
+std::string tensorboard_dir(const Run& r) {
+  char run[64];
+  std::snprintf(run, sizeof run, "lr%g_seed%lld", r.rec.lr, static_cast<long long>(r.rec.seed));
+  return r.cfg.output_dir + "/tensorboard/" + r.task.name + "/" + run;
+}
 
 /// Steps and warm-up of the run (the LR rises over warmup_ratio of the steps).
 void plan_run(Run& r) {
@@ -90,6 +99,12 @@ void plan_run(Run& r) {
   r.rec.steps_per_epoch = steps_per_epoch(r.n_train, r.cfg.batch_size);
   r.rec.total_steps = r.rec.epochs * r.rec.steps_per_epoch;
   r.rec.warmup_steps = std::llround(r.cfg.warmup_ratio * static_cast<double>(r.rec.total_steps));
+  if (r.rank == 0 && r.cfg.tensorboard) {
+    if (metrics::tensorboard_built_in())
+      r.tensorboard = std::make_unique<metrics::EventFileWriter>(tensorboard_dir(r));
+    else
+      log::debug("TensorBoard: not built in (configured with TUPE_TENSORBOARD=OFF); " + tensorboard_dir(r) + " not written");
+  }
 }
 
 /// A fresh sentence head from the seed (rank 0's copy everywhere), the checkpoint's encoder
@@ -211,6 +226,14 @@ void evaluate_epoch(Run& r, EpochRecord& er) {
                 static_cast<long long>(r.rec.epochs), er.train_loss);
   log::info(buf + metrics_text(r.task, er.dev) + " (" + std::to_string(static_cast<int>(seconds_since(r.start))) +
             " s)");
+  if (r.tensorboard) {
+    std::vector<std::pair<std::string, double>> scalars{{"train/loss", er.train_loss},
+                                                        {"train/learning_rate", er.learning_rate}};
+    for (size_t s = 0; s < er.dev.size(); ++s)
+      for (const auto& [metric, value] : er.dev[s]) scalars.emplace_back("dev/" + r.task.dev.at(s).name + "/" + metric, value);
+    const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    r.tensorboard->write_scalars(er.epoch, now, scalars);
+  }
 }
 
 /// Records the epoch; when it is the one to report (finetune.select_epoch: best so far, or

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
@@ -13,7 +14,8 @@
 
 namespace tupe::pretrain {
 
-MetricsLog::MetricsLog(const std::string& dir, int rank) {
+MetricsLog::MetricsLog(const std::string& dir, int rank, std::unique_ptr<metrics::EventFileWriter> tensorboard)
+    : tensorboard_(std::move(tensorboard)) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   path_ = (std::filesystem::path(dir) / ("rank_" + std::to_string(rank) + ".jsonl")).string();
@@ -24,6 +26,10 @@ MetricsLog::MetricsLog(const std::string& dir, int rank) {
 void MetricsLog::write(const nlohmann::json& record) {
   out_ << record.dump() << '\n';
   out_.flush();
+  if (tensorboard_ && record.contains("step")) {
+    const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    tensorboard_->write_scalars(record.at("step").get<int64_t>(), now, metrics::scalars_of_record(record, "train"));
+  }
 }
 
 namespace {

@@ -4,23 +4,32 @@
 #pragma once
 #include <cstdint>
 #include <fstream>
+#include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "metrics/event_file.h"
+
 namespace tupe::pretrain {
 
 /// Appends one JSON object per line; flushed after each record (a crash loses at most the
-/// line being written). Throws tupe::Error "<file>: cannot open" when the folder is unwritable.
+/// line being written). With `tensorboard` given, every record is also written there as
+/// scalars at its "step" (metrics::scalars_of_record, group "train": "train/loss",
+/// "validation/loss", ...), so TensorBoard shows exactly the JSONL's numbers (as float32).
+/// Throws tupe::Error "<file>: cannot open" when the folder is unwritable.
 class MetricsLog {
  public:
-  MetricsLog(const std::string& dir, int rank);
+  MetricsLog(const std::string& dir, int rank, std::unique_ptr<metrics::EventFileWriter> tensorboard = nullptr);
   void write(const nlohmann::json& record);
   const std::string& path() const { return path_; }
+  /// The event file, or nullptr when TensorBoard is off.
+  const metrics::EventFileWriter* tensorboard() const { return tensorboard_.get(); }
 
  private:
   std::string path_;
   std::ofstream out_;
+  std::unique_ptr<metrics::EventFileWriter> tensorboard_;
 };
 
 /// What one progress line shows.

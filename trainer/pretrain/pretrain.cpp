@@ -124,6 +124,21 @@ checkpoint::TrainerState checkpoint_record(PretrainJob& job) {
   return s;
 }
 
+namespace {
+/// Rank 0's TensorBoard event file under <checkpoint.dir>/tensorboard (train.tensorboard),
+/// or nullptr (other ranks; off; a build without it, said once in the log).
+std::unique_ptr<metrics::EventFileWriter> open_tensorboard(const PretrainJob& job) {
+  if (job.rank != 0 || !job.cfg.train.tensorboard) return nullptr;
+  if (!metrics::tensorboard_built_in()) {
+    log::info("TensorBoard: not built in (configured with TUPE_TENSORBOARD=OFF); metrics in JSONL only");
+    return nullptr;
+  }
+  auto writer = std::make_unique<metrics::EventFileWriter>(job.cfg.checkpoint.dir + "/tensorboard");
+  log::debug("TensorBoard: " + writer->path());
+  return writer;
+}
+}  // namespace
+
 void start_loader(PretrainJob& job) {
   const c10::Device device = job.device();
   try {
@@ -137,7 +152,7 @@ void start_loader(PretrainJob& job) {
   }
   const TrainOptions& t = job.cfg.train;
   job.metrics = std::make_unique<MetricsLog>(
-      t.metrics_dir.empty() ? job.cfg.checkpoint.dir + "/metrics" : t.metrics_dir, job.rank);
+      t.metrics_dir.empty() ? job.cfg.checkpoint.dir + "/metrics" : t.metrics_dir, job.rank, open_tensorboard(job));
 }
 
 namespace {

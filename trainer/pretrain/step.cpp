@@ -23,7 +23,9 @@ at::Tensor masked_lm_loss_sum(model::TupeBertImpl& net, const data_pipeline::Bat
     trainer::AutocastScope autocast(device.type(), amp);
     logits = net.mlm_logits(b.input_ids, b.attention_mask, b.segment_ids, b.masked_positions);  // (M, V)
   }
-  return at::cross_entropy_loss(logits.to(at::kFloat), b.masked_labels, /*weight=*/{}, at::Reduction::Sum);
+  // Half/bfloat16 logits (autocast) are summed in float32; float32 and float64 ones in their own dtype.
+  const at::Tensor l = logits.scalar_type() == at::kDouble ? logits : logits.to(at::kFloat);
+  return at::cross_entropy_loss(l, b.masked_labels, /*weight=*/{}, at::Reduction::Sum);
 }
 
 trainer::StepResult run_mlm_step(trainer::TrainStep& step, model::TupeBertImpl& net, const data_pipeline::Batch& batch,

@@ -38,6 +38,8 @@ const FieldTable<TrainOptions>& TrainOptions::fields() {
         .at_least(0)
         .boolean("tf32", &T::tf32, true, "TF32 tensor cores for fp32 matmuls on CUDA (no effect on the CPU)")
         .boolean("progress", &T::progress, true, "rank 0's progress line (rewritten in place on a terminal)")
+        .boolean("tensorboard", &T::tensorboard, true,
+                 "rank 0 writes TensorBoard scalars (the metrics records) under <checkpoint.dir>/tensorboard")
         .text("vocab_sha256", &T::vocab_sha256, "", "expected SHA-256 (hex) of the shards' vocabulary; \"\" = the shards'");
     return t;
   }();

@@ -25,6 +25,7 @@ struct TrainOptions {
   double peak_tflops;
   bool tf32;
   bool progress;
+  bool tensorboard;
   std::string vocab_sha256;
 
   /// The field table's ranges. Throws tupe::Error "train.<key>: <cause>".

@@ -1,4 +1,4 @@
-#include "data_pipeline/crc32c.h"
+#include "common/crc32c.h"
 
 #include <array>
 #include <bit>
@@ -9,7 +9,7 @@
 #define TUPE_CRC32C_X86 1
 #endif
 
-namespace tupe::data_pipeline {
+namespace tupe {
 
 namespace {
 
@@ -92,4 +92,4 @@ uint32_t crc32c_software(uint32_t crc, const void* data, size_t n) {
   return software(crc, static_cast<const unsigned char*>(data), n);
 }
 
-}  // namespace tupe::data_pipeline
+}  // namespace tupe
