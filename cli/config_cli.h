@@ -22,7 +22,9 @@ namespace tupe::cli {
 
 /// Validates the keys and values of section `name` (one another subcommand reads) against
 /// its field table, its relative paths resolved against `base` (the config file's folder);
-/// returns false when no subcommand reads such a section. Throws tupe::Error
+/// returns false when no subcommand reads such a section. Only what the section says is
+/// checked (keys, syntax, ranges, consistency), not what the owning subcommand requires at
+/// run time (e.g. [vocab] input, which `tupe vocab` may take on its command line). Throws tupe::Error
 /// "<where> (read by tupe ...): ..." for an unknown key or a bad value (config_sections.cpp).
 bool check_other_section(const std::string& name, const KeyValues& kv, const std::string& where,
                          const std::string& base);

@@ -1,6 +1,11 @@
 // Every INI section some subcommand reads, with its field table: a config file may hold the
 // sections of other subcommands (one file for a whole project), and those are validated
-// here too, so a typo fails now rather than in the run that reads it.
+// here too, so a typo fails now rather than in the run that reads it. What is checked of
+// another subcommand's section is what the file says: its keys, their values' syntax and
+// ranges, and how its values fit together -- never what only the owning subcommand needs at
+// run time (an input path `tupe vocab` takes on its command line, say): a struct with such
+// requirements splits its validate() into check_values() and the requirements, and only
+// check_values() runs here.
 #include "checkpoint/checkpoint_options.h"
 #include "cli/config_cli.h"
 #include "common/error.h"
@@ -24,7 +29,10 @@ void check_fields(const KeyValues& kv, const std::string& where, const std::stri
   S scratch;  // the defaults, then the file's values: keys, parses and ranges are checked
   S::fields().apply(scratch, S::fields().rebase_paths(kv, base), where);
   try {
-    scratch.validate();
+    if constexpr (requires { scratch.check_values(); })
+      scratch.check_values();  // validate() also demands what the owner needs at run time
+    else
+      scratch.validate();  // every check of validate() concerns the values alone
   } catch (const Error& e) {
     TUPE_FAIL(where << ": " << e.what());
   }

@@ -1,5 +1,7 @@
 #include "common/config_fields.h"
 
+#include "common/number_syntax.h"
+
 #include <filesystem>
 
 #include <charconv>
@@ -25,11 +27,9 @@ int64_t parse_int(const std::string& key, const std::string& text) {
 }
 
 double parse_double(const std::string& key, const std::string& text) {
-  double v = 0;
-  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  TUPE_CHECK(ec == std::errc() && ptr == text.data() + text.size() && !text.empty() && std::isfinite(v),
-             "key '" << key << "': expected a finite number, got '" << text << "'");
-  return v;
+  const std::optional<double> v = parse_finite_number(text);  // Python's float(), finite
+  TUPE_CHECK(v.has_value(), "key '" << key << "': expected a finite number, got '" << text << "'");
+  return *v;
 }
 
 bool parse_bool(const std::string& key, const std::string& text) {

@@ -54,10 +54,12 @@ SentencePieceModelType parse_sentencepiece_model_type(const std::string& key, co
   return parse_choice(key, text, kModelTypeWords);
 }
 
+void SentencePieceTrainOptions::check_values() const { fields().check(*this); }
+
 void SentencePieceTrainOptions::validate() const {
   TUPE_CHECK(!split_comma_list(input).empty(), "vocab.input: no input file given");
   TUPE_CHECK(!model.empty(), "vocab.model: no output path given");
-  fields().check(*this);
+  check_values();
 }
 
 const FieldTable<SentencePieceTrainOptions>& SentencePieceTrainOptions::fields() {

@@ -48,7 +48,11 @@ struct SentencePieceTrainOptions {
   int64_t num_threads;
   int64_t seed;
 
-  /// Throws tupe::Error "vocab.<key>: <cause>" on a bad value (pure; does not touch files).
+  /// The values given: ranges and words. Throws tupe::Error "vocab.<key>: <cause>" (what other
+  /// subcommands check of a [vocab] section they do not read; cli/config_cli.h).
+  void check_values() const;
+  /// check_values(), and what training needs: input files and an output path. Throws
+  /// tupe::Error "vocab.<key>: <cause>" (pure; does not touch files).
   void validate() const;
   static const FieldTable<SentencePieceTrainOptions>& fields();
 };

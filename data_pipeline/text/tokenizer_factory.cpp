@@ -12,9 +12,11 @@ TokenizerKind parse_tokenizer_kind(const std::string& key, const std::string& te
   return parse_choice(key, text, kTokenizerKindWords);
 }
 
+void TokenizerOptions::check_values() const { fields().check(*this); }
+
 void TokenizerOptions::validate() const {
   TUPE_CHECK(!vocab.empty(), "tokenizer.vocab: no vocabulary path given");
-  fields().check(*this);
+  check_values();
 }
 
 const FieldTable<TokenizerOptions>& TokenizerOptions::fields() {

@@ -29,7 +29,11 @@ struct TokenizerOptions {
   std::string vocab;
   bool lower_case;
   int64_t max_word_chars;
-  /// Throws tupe::Error "tokenizer.<key>: <cause>" (pure: does not open the vocabulary).
+  /// The values given: ranges and words. Throws tupe::Error "tokenizer.<key>: <cause>" (what
+  /// other subcommands check of a [tokenizer] section they do not read; cli/config_cli.h).
+  void check_values() const;
+  /// check_values(), and what loading needs: a vocabulary path. Throws tupe::Error
+  /// "tokenizer.<key>: <cause>" (pure: does not open the vocabulary).
   void validate() const;
   static const FieldTable<TokenizerOptions>& fields();
 };

@@ -81,6 +81,43 @@ check_error "finetune.checkpoint: no pre-training checkpoint given" "$TUPE_BIN" 
   --config "$TUPE_SOURCE_DIR/configs/glue/custom-sst2.ini"
 check_error "finetune.tasks: unknown GLUE task 'mine'" "$TUPE_BIN" finetune --finetune.tasks mine \
   --finetune.checkpoint /nonexistent --tokenizer.vocab /nonexistent
+# A config may hold other subcommands' sections (docs/config.md): their keys, values and
+# ranges are checked, not what only the owning subcommand needs at run time. A pre-training
+# preset, plus a partial section of every other subcommand, each without what its owner
+# requires ([vocab] input and model, [tokenizer] vocab, a named [task]'s files and columns).
+proj_dir="$(mktemp -d)"; proj="$proj_dir/project.ini"
+cat "$TUPE_SOURCE_DIR/configs/small.ini" > "$proj"
+printf '\n[vocab]\nvocab_size = 8000\nmodel_type = bpe\n[tokenizer]\nkind = wordpiece\nlower_case = true\n' >> "$proj"
+printf '[task]\nname = reviews\nkind = regression\nmetrics = pearson\n[finetune]\ntasks = reviews\nbatch_size = 16\n' >> "$proj"
+printf '[preprocess]\nmax_seq_len = 128\n[dist]\ntimeout_s = 600\n' >> "$proj"
+# The file holds every section some subcommand reads (the list from tupe itself).
+printf '[no_such_section]\nk = 1\n' > "$proj_dir/list.ini"
+sections="$("$TUPE_BIN" info --config "$proj_dir/list.ini" 2>&1 | sed -n 's/.*(sections: \(.*\))$/\1/p' | tr -d ',')"
+[ -n "$sections" ] || { echo "FAILED: no section list in the unknown-section error"; fail=1; }
+for sec in $sections; do
+  grep -qx "\[$sec\]" "$proj" || { echo "FAILED: the project config lacks a [$sec] section"; fail=1; }
+done
+if "$TUPE_BIN" info --config "$proj" > /dev/null 2>&1; then echo "ok: tupe info reads a config with every section"
+else echo "FAILED: tupe info refuses $proj: $("$TUPE_BIN" info --config "$proj" 2>&1 | tail -1)"; fail=1; fi
+# Every subcommand reaches the check of the others' sections (a bad value there is refused
+# in their words) and, on the good file, gets past it: each stops at a bad value of its own.
+sed -e 's/^vocab_size = 8000$/vocab_size = 3/' -e 's/^kind = regression$/kind = regression\nlabels = a,b/' "$proj" > "$proj_dir/bad.ini"
+for run in "info --model.hidden_size abc" "pretrain --model.hidden_size abc" "preprocess --preprocess.seed abc" \
+           "finetune --finetune.epochs abc" "evaluate --finetune.epochs abc" "vocab --vocab.seed abc"; do
+  sub="${run%% *}"; own="${run#* }"
+  # shellcheck disable=SC2086
+  out="$("$TUPE_BIN" $sub --config "$proj" $own 2>&1)"
+  if grep -q "(read by tupe" <<<"$out" || ! grep -q "expected an integer, got 'abc'" <<<"$out"; then
+    echo "FAILED: tupe $sub refused another subcommand's section, or did not reach its own: $out"; fail=1
+  else
+    echo "ok: tupe $sub accepts the other subcommands' partial sections"
+  fi
+  # shellcheck disable=SC2086
+  out="$("$TUPE_BIN" $sub --config "$proj_dir/bad.ini" $own 2>&1)"
+  grep -q "(read by tupe .*\(vocab.vocab_size: must be .*, got 3\|task.labels: a regression task has no label values\)" \
+    <<<"$out" || { echo "FAILED: tupe $sub took a bad value of another subcommand's section: $out"; fail=1; }
+done
+rm -rf "$proj_dir"
 for sub in info preprocess pretrain finetune evaluate export predict analyze vocab; do
   help="$("$TUPE_BIN" "$sub" --help 2>&1)" || { echo "FAILED: tupe $sub --help exited non-zero"; fail=1; }
   grep -q -- "(default: " <<<"$help" || { echo "FAILED: tupe $sub --help lists no defaults"; fail=1; }

@@ -40,7 +40,10 @@ TEST(CommonConfigFields, FiniteDoublesAndBooleans) {
   EXPECT_EQ(parse_double("k", "1e-5"), 1e-5);
   EXPECT_EQ(parse_double("k", "-0.25"), -0.25);
   EXPECT_EQ(parse_double("k", "3"), 3.0);
-  for (const char* bad : {"", "inf", "-inf", "nan", "1e400", "1,5", "0.1 "})
+  // Python's float() on the stripped text (docs/formats.md "Numbers"): spaces on either side.
+  EXPECT_EQ(parse_double("k", "0.1 "), 0.1);
+  EXPECT_EQ(parse_double("k", " +2.5"), 2.5);
+  for (const char* bad : {"", "inf", "-inf", "nan", "1e400", "1,5", "0x1p2", "1 0"})
     EXPECT_EQ(error_of([&] { parse_double("lr", bad); }),
               std::string("key 'lr': expected a finite number, got '") + bad + "'");
   for (const char* yes : {"true", "1", "yes", "on"}) EXPECT_TRUE(parse_bool("k", yes)) << yes;

@@ -177,6 +177,23 @@ TEST(GlueCustomTask, ConfigChecksNameTheKey) {
             "task.labels: a regression task has no label values (got 'neg,pos')");
   EXPECT_EQ(err([](auto& c) { c.dev = ""; }),
             "task.dev: no dev file given (task sentiment; it picks the epoch and the learning rate)");
+  // check_values(): what another subcommand checks of a [task] section. A named task without
+  // its files and columns (the owner may take them on its command line) passes; bad values do
+  // not, and validate() still demands the files.
+  CustomTaskConfig partial;
+  partial.name = "reviews";
+  partial.kind = TaskKind::kRegression;
+  EXPECT_NO_THROW(partial.check_values());
+  EXPECT_EQ(error_of([&] { partial.validate(); }), "task.train: no train file given (task reviews)");
+  partial.labels = "a,b";
+  EXPECT_EQ(error_of([&] { partial.check_values(); }), "task.labels: a regression task has no label values (got 'a,b')");
+  partial = CustomTaskConfig{};
+  partial.name = "reviews";
+  EXPECT_NO_THROW(partial.check_values());  // a classification task's labels may come later
+  EXPECT_EQ(error_of([&] { partial.validate(); }), "task.train: no train file given (task reviews)");
+  partial.dev = "/d/dev.txt";
+  EXPECT_EQ(error_of([&] { partial.check_values(); }),
+            "task.dev: cannot tell the format of '/d/dev.txt' from its extension (.tsv, .csv, .jsonl); set task.format");
   // format and kind are words of a fixed set, refused when the [task] section is read.
   CustomTaskConfig read;
   EXPECT_EQ(error_of([&] {

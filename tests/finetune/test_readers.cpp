@@ -211,6 +211,24 @@ TEST(GlueReaders, BadRowsNameFileAndLineUnlessSkipped) {
              "0\tg\tf\ty\t0\tnone\tnone\tA.\tB.\t5.5\n");
   EXPECT_NE(error_of([&] { read("STS-B", "train", dir.str()); }).find("train.tsv:2: score '5.5' is not a number in [0, 5]"),
             std::string::npos);
+  // One number syntax (docs/formats.md "Numbers"): Python's float() on the stripped field.
+  // Spaces on either side are read alike, an underflow is 0, hex floats and nan are refused.
+  const std::string stsb_header = "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n";
+  write_text(dir.path() / "STS-B/train.tsv", stsb_header + "0\tg\tf\ty\t0\tn\tn\tA.\tB.\t 2.5\n"
+                                                           "1\tg\tf\ty\t1\tn\tn\tA.\tB.\t2.5 \n"
+                                                           "2\tg\tf\ty\t2\tn\tn\tA.\tB.\t1e-400\n"
+                                                           "3\tg\tf\ty\t3\tn\tn\tA.\tB.\t0x1p2\n"
+                                                           "4\tg\tf\ty\t4\tn\tn\tA.\tB.\tnan\n"
+                                                           "5\tg\tf\ty\t5\tn\tn\tA.\tB.\t+4.\n");
+  const SplitData scores = read("STS-B", "train", dir.str(), ReadOptions{true});
+  ASSERT_EQ(scores.examples.size(), 4u);
+  EXPECT_EQ(scores.examples[0].score, 2.5);
+  EXPECT_EQ(scores.examples[1].score, 2.5);
+  EXPECT_EQ(scores.examples[2].score, 0.0);
+  EXPECT_EQ(scores.examples[3].score, 4.0);
+  ASSERT_EQ(scores.skipped.size(), 2u);
+  EXPECT_NE(scores.skipped[0].find(":5: score '0x1p2' is not a number in [0, 5]"), std::string::npos) << scores.skipped[0];
+  EXPECT_NE(scores.skipped[1].find(":6: score 'nan' is not a number in [0, 5]"), std::string::npos) << scores.skipped[1];
   // A missing column and a missing file name the file.
   write_text(dir.path() / "RTE/dev.tsv", "index\tsentence1\tsentence2\n0\ta\tb\n");
   EXPECT_EQ(error_of([&] { read("RTE", "dev", dir.str()); }),

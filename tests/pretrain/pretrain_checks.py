@@ -19,6 +19,9 @@ Usage: pretrain_checks.py CHECK WORKDIR
               step reached (0 when still setting up), not a death by signal; resume continues
   watchdog    a stalled rank ends the whole job with the watchdog's message
   learns      tiny TUPE-R under mpirun -np 2 lowers its MLM loss clearly
+  validation  the validation loss of a 2-rank job (its evaluation: device sums, one
+              all-reduce) equals a float64 recomputation from its checkpoint on one process
+              ($TUPE_VALIDATION_REFERENCE, validation_reference.cpp) to 1e-6 relative
   tensorboard pretrain's and finetune's TensorBoard scalars (read by the tensorboard package)
               equal their metrics JSONL / results.json; off when switched off
 Environment: TUPE_BIN (the tupe executable), TUPE_SOURCE_DIR, TUPE_SHARED_DATA.
@@ -345,6 +348,30 @@ def check_learns(work):
         sys.exit(f"FAILED: loss did not fall clearly ({first:.3f} -> {last:.3f})")
     if not val or not val[-1] < first - 1.0:
         sys.exit(f"FAILED: validation loss {val} not clearly below the initial {first:.3f}")
+
+
+def check_validation(work):
+    ck = os.path.join(work, "validation")
+    shutil.rmtree(ck, ignore_errors=True)
+    # Micro-batches of 2 rows (2 accumulation steps a rank): evaluation takes whole batches.
+    mpirun(2, pretrain_args(work, ck, **{"train.max_steps": 4, "checkpoint.every_steps": 4,
+                                          "train.micro_batch_size": 2, "data.validation_shards": f"{work}/../shards",
+                                          "train.eval_every": 4, "train.eval_batches": 5}) + ["--resume", "none"])
+    records = [json.loads(l) for l in open(os.path.join(ck, "metrics", "rank_0.jsonl"))]
+    logged = [r["validation_loss"] for r in records if "validation_loss" in r]
+    if len(logged) != 1:
+        sys.exit(f"FAILED: expected one validation record, got {logged}")
+    p = subprocess.run([os.environ["TUPE_VALIDATION_REFERENCE"], os.path.join(ck, "step_00000004")],
+                       capture_output=True, text=True, timeout=300)
+    if p.returncode != 0:
+        sys.exit(f"FAILED: validation_reference exit {p.returncode}: {p.stderr[-2000:]}")
+    ref = json.loads(p.stdout)
+    rel = abs(logged[0] - ref["validation_loss"]) / ref["validation_loss"]
+    print(f"validation loss: job {logged[0]:.9f}, float64 recomputation {ref['validation_loss']:.9f} over "
+          f"{ref['masked']} masked tokens in {ref['steps']} steps; relative difference {rel:.2e}")
+    if not rel <= 1e-6:
+        sys.exit(f"FAILED: the job's validation loss differs from the recomputation by {rel:.2e} (> 1e-6)")
+    print("validation OK")
 
 
 def tensorboard_scalars(folder):

@@ -65,7 +65,7 @@ TableFormat resolve_table_format(TableFormat format, const std::string& path, co
   TUPE_FAIL(key << ": cannot tell the format of '" << path << "' from its extension (.tsv, .csv, .jsonl); set task.format");
 }
 
-void CustomTaskConfig::validate() const {
+void CustomTaskConfig::check_values() const {
   fields().check(*this);
   if (name.empty()) return;  // no custom task: the other keys are not used
   for (char c : name)
@@ -79,19 +79,16 @@ void CustomTaskConfig::validate() const {
   }
   TUPE_CHECK(!glue, "task.name: '" << name << "' is a GLUE task's name; choose another");
   TUPE_CHECK(name != "all", "task.name: 'all' is reserved (finetune.tasks = all means the GLUE tasks)");
-  TUPE_CHECK(!train.empty(), "task.train: no train file given (task " << name << ")");
-  TUPE_CHECK(!dev.empty(),
-             "task.dev: no dev file given (task " << name << "; it picks the epoch and the learning rate)");
-  resolve_table_format(format, train, "task.train");
-  resolve_table_format(format, dev, "task.dev");
+  if (!train.empty()) resolve_table_format(format, train, "task.train");
+  if (!dev.empty()) resolve_table_format(format, dev, "task.dev");
   if (!test.empty()) resolve_table_format(format, test, "task.test");
-  TUPE_CHECK(!text_a.empty(), "task.text_a: no column of the first text given");
-  TUPE_CHECK(!label.empty(), "task.label: no label column given");
-  TUPE_CHECK(text_a != text_b && text_a != label && text_b != label,
+  const auto distinct = [](const std::string& x, const std::string& y) { return x.empty() || y.empty() || x != y; };
+  TUPE_CHECK(distinct(text_a, text_b) && distinct(text_a, label) && distinct(text_b, label),
              "task: text_a, text_b and label must name different columns");
   const auto values = split_comma_list(labels);
   if (kind == TaskKind::kClassification) {
-    TUPE_CHECK(values.size() >= 2, "task.labels: a classification task needs at least 2 label values, got '" << labels << "'");
+    TUPE_CHECK(values.empty() || values.size() >= 2,
+               "task.labels: a classification task needs at least 2 label values, got '" << labels << "'");
     TUPE_CHECK(std::set<std::string>(values.begin(), values.end()).size() == values.size(),
                "task.labels: a label value is listed twice in '" << labels << "'");
   } else {
@@ -106,6 +103,19 @@ void CustomTaskConfig::validate() const {
     TUPE_CHECK(allowed.count(x), "task.metrics: '" << x << "' is not a " << to_string(kind) << " metric ("
                                                    << (regression ? "pearson, spearman" : "accuracy, f1, mcc") << ")");
   TUPE_CHECK(std::set<std::string>(m.begin(), m.end()).size() == m.size(), "task.metrics: a metric is listed twice");
+}
+
+void CustomTaskConfig::validate() const {
+  check_values();
+  if (!name.empty()) {
+    TUPE_CHECK(!train.empty(), "task.train: no train file given (task " << name << ")");
+    TUPE_CHECK(!dev.empty(),
+               "task.dev: no dev file given (task " << name << "; it picks the epoch and the learning rate)");
+    TUPE_CHECK(!text_a.empty(), "task.text_a: no column of the first text given");
+    TUPE_CHECK(!label.empty(), "task.label: no label column given");
+    TUPE_CHECK(kind != TaskKind::kClassification || split_comma_list(labels).size() >= 2,
+               "task.labels: a classification task needs at least 2 label values, got '" << labels << "'");
+  }
 }
 
 TaskSpec custom_task_spec(const CustomTaskConfig& c) {

@@ -53,9 +53,14 @@ struct CustomTaskConfig {
   int64_t epochs;
 
   bool enabled() const { return !name.empty(); }
-  /// The field table's ranges and, when a task is named, what it needs (train and dev files,
-  /// the columns, labels, metrics). Throws tupe::Error "task.<key>: <cause>" (pure: files are
-  /// not opened).
+  /// The values given: the field table's ranges and, when a task is named, the name, the
+  /// formats of the files named, distinct columns, labels and metrics that fit the kind.
+  /// Throws tupe::Error "task.<key>: <cause>" (what other subcommands check of a [task]
+  /// section they do not read; cli/config_cli.h). Pure: files are not opened.
+  void check_values() const;
+  /// check_values(), and, when a task is named, what fine-tuning needs: train and dev files,
+  /// the text and label columns, a classification task's labels. Throws tupe::Error
+  /// "task.<key>: <cause>" (pure: files are not opened).
   void validate() const;
   static const FieldTable<CustomTaskConfig>& fields();
 };

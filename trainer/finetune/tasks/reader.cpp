@@ -1,6 +1,5 @@
 #include "trainer/finetune/tasks/reader.h"
 
-#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -8,6 +7,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/number_syntax.h"
 #include "trainer/finetune/tasks/table_formats.h"
 #include "trainer/finetune/tasks/tsv.h"
 
@@ -26,13 +26,11 @@ size_t resolve(const TsvTable& table, const ColumnRef& ref) {
 
 bool blank(const std::string& s) { return s.find_first_not_of(" \t\r\n") == std::string::npos; }
 
-/// The score of a regression row, or nullopt when it is not a finite number in [lo, hi].
+/// The score of a regression row, or nullopt when it is not a finite number in [lo, hi]
+/// (the syntax of Python's float(), docs/formats.md "Numbers").
 std::optional<double> parse_score(const std::string& text, double lo, double hi) {
-  if (text.empty() || blank(text)) return std::nullopt;
-  errno = 0;
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  if (errno != 0 || end != text.c_str() + text.size() || !std::isfinite(v) || v < lo || v > hi) return std::nullopt;
+  const std::optional<double> v = parse_finite_number(text);
+  if (!v || *v < lo || *v > hi) return std::nullopt;
   return v;
 }
 
