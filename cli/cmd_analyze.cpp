@@ -2,29 +2,38 @@
 // (and, for BERT-A, the word-to-position / position-to-word terms TUPE removes), the
 // position-embedding probes of Wang & Chen (2020) with a table, and the loss / learning-rate
 // curves of the run's metrics JSONL. Outputs: tools/analyze/analysis.h.
+// tupe analyze --run NAME=DIR [--run NAME=DIR ...] --output OUT: several runs' validation
+// curves in one figure, with final losses and steps to reach the reference's final loss.
+// Outputs: tools/analyze/compare.h.
 #include <boost/program_options/options_description.hpp>
 #include <boost/program_options/value_semantic.hpp>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include "cli/commands.h"
 #include "cli/config_cli.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "tools/analyze/analysis.h"
+#include "tools/analyze/compare.h"
 
 namespace po = boost::program_options;
 
 namespace tupe::cli {
 
 int run_analyze(int argc, char** argv) {
-  std::string checkpoint, output, metrics, python, script;
+  std::string checkpoint, output, metrics, python, script, reference;
+  std::vector<std::string> runs;
   int64_t positions = 128, seed = 1;
   ConfigCli cli("analyze",
                 "Analyses a pre-training checkpoint: positional-correlation heatmaps per head (PNG), the\n"
                 "position-embedding probes of Wang & Chen (2020) (position regression MAE, pairwise order\n"
                 "error; probes.md), and loss / learning-rate curves from the metrics JSONL (PNG). Draws with\n"
-                "matplotlib through $TUPE_PYTHON.");
+                "matplotlib through $TUPE_PYTHON.\n"
+                "With --run NAME=DIR (repeated; one NAME per model, repeated for its seeds) instead of\n"
+                "--checkpoint: every run's validation curve in one figure (seed means and bands), the final\n"
+                "validation losses and the steps each model takes to reach the reference's final loss.");
   cli.options().add_options()("checkpoint", po::value<std::string>(&checkpoint),
                               "checkpoint folder step_XXXXXXXX, or a checkpoint.dir (the newest whole one)")(
       "output", po::value<std::string>(&output), "output folder (created)")(
@@ -35,10 +44,28 @@ int run_analyze(int argc, char** argv) {
       "python", po::value<std::string>(&python), "Python with numpy, scikit-learn, matplotlib (default: $TUPE_PYTHON)")(
       "script", po::value<std::string>(&script),
       "plotting/probe script (default: the built-in tools/analyze/analyze_plots.py, copied to the output folder)")(
-      "seed", po::value<int64_t>(&seed)->default_value(1), "seed of the probes' train/test split");
+      "seed", po::value<int64_t>(&seed)->default_value(1), "seed of the probes' train/test split")(
+      "run", po::value<std::vector<std::string>>(&runs)->composing(),
+      "NAME=DIR: a run to compare (DIR a checkpoint.dir or a metrics JSONL); repeat it, a NAME once per seed")(
+      "reference", po::value<std::string>(&reference),
+      "with --run: the model whose final validation loss is the target (default: the first NAME)");
   if (!cli.parse(argc, argv)) return 0;
-  TUPE_CHECK(!checkpoint.empty(), "analyze: no checkpoint given (--checkpoint DIR)");
+  TUPE_CHECK(runs.empty() || checkpoint.empty(), "analyze: give --checkpoint (one checkpoint) or --run (runs to compare), not both");
   TUPE_CHECK(!output.empty(), "analyze: no output folder given (--output OUT)");
+  if (!runs.empty()) {
+    TUPE_CHECK(metrics.empty(), "analyze: --metrics belongs to --checkpoint; with --run, give each run's metrics as its DIR");
+    analyze::CompareOptions compare;
+    for (const auto& r : runs) compare.runs.push_back(analyze::parse_compare_run(r));
+    compare.output = output;
+    compare.reference = reference;
+    compare.python = python;
+    compare.script = script;
+    std::cout << analyze::compare_runs(compare);
+    log::info("wrote " + output);
+    return 0;
+  }
+  TUPE_CHECK(reference.empty(), "analyze: --reference belongs to --run");
+  TUPE_CHECK(!checkpoint.empty(), "analyze: no checkpoint given (--checkpoint DIR, or --run NAME=DIR to compare runs)");
   analyze::AnalyzeOptions options;
   options.checkpoint = checkpoint;
   options.output = output;

@@ -3,47 +3,42 @@ He and Liu (ICLR 2021): per pre-trained model the final validation MLM loss, the
 takes to reach BERT-A's final validation loss (the paper's "about 30% of the steps"), and the
 GLUE dev score per task (the median over fine-tuning seeds at the best learning rate, x100)
 with their average; then the TUPE-R vs BERT-A differences against the spread of their
-pre-training seeds. Writes WORK/report.md and WORK/validation.png (every model's
-validation curve in one figure).
+pre-training seeds. The validation curves, final losses and steps to reach come from
+`tupe analyze --run` (tools/analyze/compare.h) into WORK/compare/; its figure (every model's
+mean validation curve with its seed band) is copied to WORK/validation.png. Writes WORK/report.md.
 """
 import argparse
 import glob
 import json
 import os
 import re
+import shutil
 import statistics
-
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import subprocess
 
 ORDER = ["BERT-A", "BERT-R", "TUPE-A", "TUPE-R", "TUPE-R-tie-cls"]
 
 
-def validation_curve(run: str) -> dict:
-    """{step: validation loss} of a pre-training run (the last record per step wins)."""
-    curve = {}
-    for path in glob.glob(os.path.join(run, "checkpoints", "metrics", "rank_*.jsonl"))[:1]:
-        with open(path) as f:
-            for line in f:
-                r = json.loads(line)
-                if "validation_loss" in r:
-                    curve[r["step"]] = r["validation_loss"]
-    return curve
-
-
-def steps_to_reach(curve: dict, target: float):
-    """First step at which the curve reaches `target`, interpolated linearly between
-    evaluations; None if it never does."""
-    pts = sorted(curve.items())
-    for k, (s, v) in enumerate(pts):
-        if v <= target:
-            if k == 0:
-                return float(s)
-            s0, v0 = pts[k - 1]
-            return s0 + (s - s0) * (v0 - target) / (v0 - v)
-    return None
+def compare(tupe: str, work: str, runs: dict, variants: list) -> dict:
+    """Runs `tupe analyze --run` over every pre-training run (BERT-A the reference) into
+    WORK/compare and returns {(variant, seed): that run's record of compare.json}."""
+    out = os.path.join(work, "compare")
+    args = [tupe, "analyze", "--reference", "BERT-A", "--output", out]
+    order = []
+    for v in variants:
+        for s in sorted(runs[v]):
+            args += ["--run", f"{v}={os.path.join(runs[v][s], 'checkpoints')}"]
+            order.append((v, s))
+    subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
+    with open(os.path.join(out, "compare.json")) as f:
+        info = json.load(f)
+    records = {}
+    for m in info["models"]:
+        seeds = [s for v, s in order if v == m["name"]]
+        for s, r in zip(seeds, m["runs"]):
+            records[(m["name"], s)] = r
+    shutil.copyfile(os.path.join(out, "validation.png"), os.path.join(work, "validation.png"))
+    return records
 
 
 def glue_score(work: str, model: str, task: str):
@@ -66,6 +61,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--work", required=True)
     ap.add_argument("--tasks", required=True)
+    ap.add_argument("--tupe", required=True, help="the tupe executable (its `analyze --run` draws the curves)")
     a = ap.parse_args()
     tasks = a.tasks.split()
     runs = {}
@@ -73,12 +69,10 @@ def main() -> None:
         m = re.match(r"(.+)-seed(\d+)$", os.path.basename(d))
         runs.setdefault(m.group(1), {})[int(m.group(2))] = d
     variants = [v for v in ORDER if v in runs]
-    curves = {v: {s: validation_curve(d) for s, d in runs[v].items()} for v in variants}
-    final = {v: {s: c[max(c)] for s, c in curves[v].items() if c} for v in variants}
-    budget = max((max(c) for v in variants for c in curves[v].values() if c), default=0)
-    if "BERT-A" not in final or not final["BERT-A"]:
-        raise SystemExit(f"{a.work}: BERT-A has no validation loss yet")
-    target = statistics.mean(final["BERT-A"].values())
+    if "BERT-A" not in variants:
+        raise SystemExit(f"{a.work}: BERT-A has not been pre-trained yet")
+    rec = compare(a.tupe, a.work, runs, variants)
+    budget = max(r["final_step"] for r in rec.values())
 
     lines = [f"Pre-training: {budget} steps of batch 32 x 128 tokens on mixed-english; validation MLM loss on "
              "mixed-english validation.txt (all of it, tupe's fixed validation masks). GLUE dev: median over "
@@ -89,14 +83,14 @@ def main() -> None:
     table = {}
     for v in variants:
         for s in sorted(runs[v]):
-            c = curves[v][s]
-            reach = steps_to_reach(c, target) if c else None
+            r = rec[(v, s)]
+            reach = r["steps_to_reach"]
             scores = [glue_score(a.work, f"{v}-seed{s}", t) for t in tasks]
             vals = [x[1] if x else None for x in scores]
             avg = statistics.mean(vals) if vals and all(x is not None for x in vals) else None
-            table[(v, s)] = (final[v].get(s), reach, vals, avg)
-            reach_text = "-" if reach is None else f"{reach:.0f} ({100 * reach / max(c):.0f}%)"
-            lines.append(f"| {v} | {s} | {max(c) if c else '-'} | {fmt(final[v].get(s), 4)} | {reach_text} | "
+            table[(v, s)] = (r["final_validation_loss"], reach, vals, avg)
+            reach_text = "-" if reach is None else f"{reach:.0f} ({100 * reach / r['final_step']:.0f}%)"
+            lines.append(f"| {v} | {s} | {r['final_step']} | {fmt(r['final_validation_loss'], 4)} | {reach_text} | "
                          + " | ".join(fmt(x) for x in vals) + f" | {fmt(avg)} |")
     lines.append("")
 
@@ -124,26 +118,6 @@ def main() -> None:
     with open(os.path.join(a.work, "report.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
-
-    fig, ax = plt.subplots(figsize=(7.5, 4.5))
-    colors = dict(zip(ORDER, ["tab:orange", "tab:red", "tab:green", "tab:blue", "tab:purple"]))
-    for v in variants:
-        for k, (s, c) in enumerate(sorted(curves[v].items())):
-            if not c:
-                continue
-            xs = sorted(c)
-            ax.plot(xs, [c[x] for x in xs], color=colors[v], linestyle="-" if k == 0 else "--",
-                    label=f"{v} seed {s}")
-    ax.axhline(target, color="grey", linestyle=":", label="BERT-A final (mean)")
-    ax.set_xlabel("optimizer step (batch 32 x 128 tokens)")
-    ax.set_ylabel("validation MLM loss (nats)")
-    ax.set_title("TUPE vs BERT positional encodings, BERT-tiny on mixed-english")
-    ax.set_ylim(top=min(8.0, ax.get_ylim()[1]))
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(os.path.join(a.work, "validation.png"), dpi=120)
-
 
 if __name__ == "__main__":
     main()

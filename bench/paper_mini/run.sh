@@ -4,7 +4,8 @@
 # (bench/paper_mini/pretrain.ini), BERT-A and TUPE-R with PM_SEEDS_TWICE seeds and the others
 # with the first, fine-tunes every model on CoLA, SST-2, MRPC, STS-B, RTE and WNLI with one
 # protocol (bench/paper_mini/glue.ini), and writes the report (report.py: report.md in
-# Table 1's layout, validation.png with every variant's validation curve).
+# Table 1's layout, validation.png with every variant's validation curve, drawn by
+# `tupe analyze --run`).
 #
 # Usage: bash bench/paper_mini/run.sh     (resumable: rerun it after any stop; pre-training
 #        continues from the newest checkpoint, finished fine-tunings are kept)
@@ -85,6 +86,6 @@ fi
 
 # ---- Report ------------------------------------------------------------------------------------
 if [ -z "$only" ] || [ "$only" = report ]; then
-  "$TUPE_PYTHON" "$here/report.py" --work "$work" --tasks "$tasks"
+  "$TUPE_PYTHON" "$here/report.py" --work "$work" --tasks "$tasks" --tupe "$tupe"
   log "report: $work/report.md, $work/validation.png"
 fi

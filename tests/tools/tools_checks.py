@@ -7,6 +7,9 @@ Usage: tools_checks.py CHECK WORKDIR   with CHECK one of
                       init table (large errors); BERT-A terms vs a float64 numpy re-computation;
                       PNG sizes from their IHDR headers; curves.csv vs the JSONL written here
   analyze_tupe        TUPE-R heatmap input: the [CLS] reset rows/columns are constant
+  analyze_compare     `tupe analyze --run`: seed means and bands, final losses and steps to reach
+                      the reference's final loss against the closed form of piecewise-linear
+                      curves written here; a resumed run's repeated step; one-line errors
   errors              one-line errors: hf-bert format for TUPE refused with the reason, output exists,
                       vocabulary of another checkpoint, malformed metrics line
 Environment: TUPE_BIN (tupe), TUPE_TOOLS_FIXTURE (tools_fixture), TUPE_SHARED_DATA.
@@ -192,6 +195,77 @@ def analyze_tupe(work):
           "TUPE probe rows: positions 1..127 (rows 2..128; position 0 is the untied [CLS])")
 
 
+def write_curve(path, points, extra=()):
+    """A metrics JSONL with training records between the validation records (as a run logs)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        for s, v in list(extra) + list(points):
+            f.write(json.dumps({"step": s, "loss": v + 0.3, "lr": 1e-3}) + "\n")
+            f.write(json.dumps({"step": s, "validation_loss": v}) + "\n")
+
+
+def analyze_compare(work):
+    steps = range(100, 1001, 100)
+    # A (the reference): seeds v = 8 - 0.002 s and v = 8.2 - 0.002 s; B: v = 8 - 0.004 s; C flat at 7.
+    # Seed 1 of A was resumed: step 300 appears first with a stale value, then the real one.
+    a1 = os.path.join(work, "A-seed1", "checkpoints")  # a checkpoint.dir: metrics/rank_0.jsonl inside
+    write_curve(os.path.join(a1, "metrics", "rank_0.jsonl"), [(s, 8 - 0.002 * s) for s in steps], extra=[(300, 9.9)])
+    a2 = os.path.join(work, "A-seed2.jsonl")
+    write_curve(a2, [(s, 8.2 - 0.002 * s) for s in steps])
+    b = os.path.join(work, "B.jsonl")
+    write_curve(b, [(s, 8 - 0.004 * s) for s in steps])
+    c = os.path.join(work, "C.jsonl")
+    write_curve(c, [(s, 7.0) for s in steps])
+    out = os.path.join(work, "cmp")
+    p = run(TUPE, "analyze", "--run", f"A={a1}", "--run", f"B={b}", "--run", f"A={a2}", "--run", f"C={c}",
+            "--output", out)
+    info = json.load(open(os.path.join(out, "compare.json")))
+    # The closed form: target = mean of A's finals = (6.0 + 6.2) / 2; a line v0 - k s crosses it at (v0 - target) / k.
+    target = ((8 - 2.0) + (8.2 - 2.0)) / 2
+    check(abs(info["target"] - target) < 1e-12 and info["reference"] == "A", f"target {info['target']} == {target}")
+    m = {x["name"]: x for x in info["models"]}
+    check([x["name"] for x in info["models"]] == ["A", "B", "C"], "models in the order first named")
+    check(m["A"]["seeds"] == 2 and m["B"]["seeds"] == 1, "runs of one name are its seeds")
+    fa = m["A"]["final_validation_loss"]
+    check(abs(fa["min"] - 6.0) < 1e-12 and abs(fa["max"] - 6.2) < 1e-12 and abs(fa["mean"] - 6.1) < 1e-12,
+          "A's final loss mean and seed span")
+    reach_a = [r["steps_to_reach"] for r in m["A"]["runs"]]
+    check(abs(reach_a[0] - (8 - target) / 0.002) < 1e-6 and reach_a[1] is None,
+          f"A's seeds reach the target at {reach_a} (closed form {(8 - target) / 0.002:.1f}, never)")
+    check(m["A"]["seeds_reaching"] == 1 and abs(m["B"]["steps_to_reach"] - (8 - target) / 0.004) < 1e-6,
+          f"B reaches it at {m['B']['steps_to_reach']} (closed form {(8 - target) / 0.004})")
+    check(m["C"]["steps_to_reach"] is None, "C never reaches it")
+    curve_a = {r[0]: r[1:] for r in m["A"]["curve"]}
+    check(abs(curve_a[300][0] - (8 - 0.6 + 8.2 - 0.6) / 2) < 1e-12 and abs(curve_a[300][1] - 7.4) < 1e-12,
+          "the resumed run's repeated step: the last record counts (mean and band at step 300)")
+    md = open(os.path.join(out, "compare.md")).read()
+    check("| A | 2 | 1000 | 6.1000 | 6.0000..6.2000 | 950 (1 of 2 seeds) | 95% |" in md and "| C | 1 | 1000 | 7.0000 | 7.0000 | not reached | - |" in md,
+          "compare.md rows")
+    check(p.stdout.startswith(md), "the table is printed")
+    rows = open(os.path.join(out, "compare.csv")).read().strip().splitlines()
+    check(rows[0] == "name,run,step,validation_loss" and len(rows) == 1 + 4 * 10, "compare.csv: every evaluation once")
+    check(png_size(os.path.join(out, "validation.png")) == (800, 500), "validation.png 800 x 500")
+    p = run(TUPE, "analyze", "--run", f"A={a1}", "--run", f"B={b}", "--reference", "B", "--output", out)
+    info = json.load(open(os.path.join(out, "compare.json")))
+    check(abs(info["target"] - 4.0) < 1e-12 and info["models"][0]["steps_to_reach"] is None, "--reference B: A never reaches 4.0")
+
+    def refused(args, *parts):
+        target_out = os.path.join(work, "refused")
+        p = run(TUPE, "analyze", *args, "--output", target_out, ok=False)
+        lines = p.stderr.strip().splitlines()
+        check(p.returncode == 1 and len(lines) == 1 and all(x in lines[0] for x in parts) and not os.path.exists(target_out),
+              f"one-line error with {parts}, nothing written")
+
+    no_val = os.path.join(work, "no_val.jsonl")
+    with open(no_val, "w") as f:
+        f.write('{"step": 10, "loss": 3.0}\n')
+    refused(["--run", f"A={a2}", "--run", f"D={no_val}"], no_val, "no \"validation_loss\" record", "run D")
+    refused(["--run", f"A={a2}", "--reference", "Z"], "--reference Z", "not one of the --run names")
+    refused(["--run", f"A={work}"], f"--run A={work}", "no metrics/rank_0.jsonl")
+    refused(["--run", "A"], "--run 'A'", "expected NAME=PATH")
+    refused(["--run", f"A={a2}", "--checkpoint", a1], "--checkpoint", "--run", "not both")
+
+
 def errors(work):
     ckpt = make(work, "tupe_r", "tupe-relative", "init")
     out = os.path.join(work, "out")
@@ -229,5 +303,5 @@ if __name__ == "__main__":
     shutil.rmtree(workdir, ignore_errors=True)  # a fresh folder per run: outputs must not exist yet
     os.makedirs(workdir)
     {"export_hf": export_hf, "export_tupe": export_tupe, "analyze_sinusoidal": analyze_sinusoidal,
-     "analyze_tupe": analyze_tupe, "errors": errors}[check_name](workdir)
+     "analyze_tupe": analyze_tupe, "analyze_compare": analyze_compare, "errors": errors}[check_name](workdir)
     print("all checks passed")

@@ -1,12 +1,9 @@
 #include "tools/analyze/analysis.h"
 
 #include <ATen/ATen.h>
-#include <spawn.h>
-#include <sys/wait.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -18,8 +15,7 @@
 #include "checkpoint/safetensors.h"
 #include "common/error.h"
 #include "tools/analyze/analyze_plots_source.h"
-
-extern char** environ;
+#include "tools/analyze/plot_script.h"
 
 namespace tupe::analyze {
 namespace fs = std::filesystem;
@@ -70,51 +66,24 @@ checkpoint::NamedTensors position_table(model::TupeBertImpl& net) {
 
 void write_text(const fs::path& path, const std::string& text) { checkpoint::write_file_atomic(path, text); }
 
-/// Runs argv (argv[0] looked up in PATH); returns the exit status (-1 when it could not start).
-int run_process(const std::vector<std::string>& args) {
-  std::vector<char*> argv;
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  if (posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) return -1;
-  int status = 0;
-  if (waitpid(pid, &status, 0) < 0) return -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
 }  // namespace
 
 std::string metrics_jsonl_to_csv(const fs::path& path) {
-  std::ifstream in(path);
-  TUPE_CHECK(in, path.string() << ": cannot read the metrics file");
   std::ostringstream csv;
   csv.precision(9);
   csv << "step,loss,lr,validation_loss\n";
-  std::string line;
-  int64_t line_no = 0;
-  auto field = [&](const nlohmann::json& j, const char* key) -> std::string {
-    if (!j.contains(key) || j[key].is_null()) return "";
-    TUPE_CHECK(j[key].is_number(), path.string() << ":" << line_no << ": \"" << key << "\" is not a number");
-    std::ostringstream s;
-    s.precision(9);
-    s << j[key].get<double>();
-    return s.str();
-  };
-  while (std::getline(in, line)) {
-    ++line_no;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const std::exception& e) {
-      TUPE_FAIL(path.string() << ":" << line_no << ": not JSON: " << e.what());
-    }
-    TUPE_CHECK(j.is_object(), path.string() << ":" << line_no << ": not a JSON object");
-    TUPE_CHECK(j.contains("step") && j["step"].is_number_integer(),
-               path.string() << ":" << line_no << ": \"step\" missing or not an integer");
-    csv << j["step"].get<int64_t>() << "," << field(j, "loss") << "," << field(j, "lr") << ","
-        << field(j, "validation_loss") << "\n";
-  }
+  for_each_metrics_record(path, [&](const nlohmann::json& j, int64_t line_no) {
+    auto field = [&](const char* key) -> std::string {
+      if (!j.contains(key) || j[key].is_null()) return "";
+      TUPE_CHECK(j[key].is_number(), path.string() << ":" << line_no << ": \"" << key << "\" is not a number");
+      std::ostringstream v;
+      v.precision(9);
+      v << j[key].get<double>();
+      return v.str();
+    };
+    csv << j["step"].get<int64_t>() << "," << field("loss") << "," << field("lr") << "," << field("validation_loss")
+        << "\n";
+  });
   return csv.str();
 }
 
@@ -160,22 +129,8 @@ std::string analyze_checkpoint(const AnalyzeOptions& options) {
                          {"metrics", have_curves ? metrics.string() : ""}, {"seed", options.seed}};
   write_text(options.output / "analysis_input.json", info.dump(2) + "\n");
 
-  std::string python = options.python;
-  if (python.empty()) {
-    const char* env = std::getenv("TUPE_PYTHON");
-    python = (env && *env) ? env : TUPE_DEFAULT_PYTHON;
-  }
-  // The built-in script goes next to its outputs: the folder records what drew its plots.
-  std::string script = options.script;
-  if (script.empty()) {
-    script = (options.output / "analyze_plots.py").string();
-    write_text(script, kAnalyzePlotsPy);
-  }
-  TUPE_CHECK(fs::is_regular_file(script), "--script " << script << ": no such file");
-  const int status = run_process({python, script, options.output.string()});
-  TUPE_CHECK(status != -1, python << ": cannot start the analysis script " << script);
-  TUPE_CHECK(status == 0, script << ": failed with exit status " << status << " (" << python << "; output "
-                                 << options.output.string() << ")");
+  const std::string script = run_plot_script(plotting_python(options.python), options.script, "analyze_plots.py",
+                                             kAnalyzePlotsPy, options.output);
   const fs::path table = options.output / "probes.md";
   TUPE_CHECK(fs::exists(table), script << ": did not write " << table.string());
   return checkpoint::read_file_bytes(table);
