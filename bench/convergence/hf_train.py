@@ -38,6 +38,8 @@ def parse() -> argparse.Namespace:
                  ("eval-batch", 64), ("eval-seed", 20261201)):
         ap.add_argument(f"--{k}", type=int, default=v)
     ap.add_argument("--eval-steps", required=True, help="comma-separated steps at which to evaluate")
+    ap.add_argument("--max-steps", type=int, default=0, help="stop after this step (0: --steps); the schedule "
+                    "still spans --steps, as tupe's train.max_steps")
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--weight-decay", type=float, default=0.01)
     ap.add_argument("--dropout", type=float, default=0.1)
@@ -93,7 +95,8 @@ def main() -> None:
         metrics.flush()
 
     window_t, window_tokens, loss_acc, loss_n = time.perf_counter(), 0, 0.0, 0
-    while step < a.steps:
+    last = a.max_steps if a.max_steps > 0 else a.steps
+    while step < last:
         if order is None or cursor + a.batch > len(order):  # a new epoch: drop the incomplete tail
             order = torch.randperm(len(train), generator=order_gen).tolist()
             epoch, cursor = epoch + 1, 0

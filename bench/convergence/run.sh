@@ -11,7 +11,8 @@
 # Usage: bash bench/convergence/run.sh            (resumable: rerun it; finished parts are skipped)
 # Environment: CONV_WORK (default runs/convergence), TUPE_BIN (default build/cli/tupe),
 #   TUPE_SHARED_DATA (default ../shared/data), MIXED_ENGLISH_SHARDS (default
-#   runs/mixed-english/shards, made by bench/mixed_english_shards.sh if missing), CONV_SEEDS ("1 2"), CONV_STEPS (800),
+#   runs/mixed-english/shards, made by bench/mixed_english_shards.sh if missing), CONV_SEEDS ("1 2"),
+#   CONV_HF_SEEDS (default CONV_SEEDS: Hugging Face's seeds, for more tupe seeds than HF ones), CONV_STEPS (800),
 #   CONV_WARMUP (80), CONV_EVAL_STEPS ("50,100,200,300,400,500,600,700,800"), CONV_THREADS (2).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -22,6 +23,7 @@ tupe="${TUPE_BIN:-$repo/build/cli/tupe}"
 data="${TUPE_SHARED_DATA:-$repo/../shared/data}"
 work="${CONV_WORK:-$repo/runs/convergence}"
 seeds="${CONV_SEEDS:-1 2}"
+hf_seeds="${CONV_HF_SEEDS:-$seeds}"
 steps="${CONV_STEPS:-800}"
 warmup="${CONV_WARMUP:-80}"
 eval_steps="${CONV_EVAL_STEPS:-50,100,200,300,400,500,600,700,800}"
@@ -68,7 +70,7 @@ for seed in $seeds; do
 done
 
 # ---- 3. Hugging Face: the same, in its own loop ------------------------------------------------
-for seed in $seeds; do
+for seed in $hf_seeds; do
   log "hf seed $seed ($steps steps)"
   "$py" "$here/hf_train.py" --shards "$shards/train" --validation "$shards/validation" --vocab "$vocab" \
     --out "$work/hf-seed$seed" --steps "$steps" --warmup "$warmup" --seed "$seed" --threads "$threads" \
@@ -76,5 +78,5 @@ for seed in $seeds; do
 done
 
 # ---- 4. Report ---------------------------------------------------------------------------------
-"$py" "$here/report.py" --work "$work" --seeds "$seeds" --warmup "$warmup"
+"$py" "$here/report.py" --work "$work" --seeds "$seeds" --hf-seeds "$hf_seeds" --warmup "$warmup"
 log "report: $work/report.md, $work/convergence.png"
