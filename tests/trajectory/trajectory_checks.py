@@ -28,6 +28,10 @@ Assertions:
               first update has LR 0): one step off from tupe's schedule
     decay     weight decay on every parameter (biases and LayerNorm weights too)
     clip      no gradient clipping
+A second float64 run gives both models a token-type table of 2 rows (tupe's segment table, row
+0 added to every token and trained, as BertForMaskedLM does by default) for SEGMENT_STEPS
+steps: the same tolerances, and freezing that row on transformers' side (the model difference
+the first convergence benchmark had) must fail them.
 
 Usage: trajectory_checks.py test WORKDIR      preprocess, both fixture runs, reference, mutations
        trajectory_checks.py measure WORKDIR   (after test) every variant over all steps: figures
@@ -49,6 +53,7 @@ from transformers import get_linear_schedule_with_warmup
 SRC = os.environ.get("TUPE_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
 DATA = os.environ.get("TUPE_SHARED_DATA", os.path.join(SRC, "..", "shared", "data"))
 MUTATIONS = ("schedule", "decay", "clip")
+SEGMENT_STEPS = 100  # the run with a trained token-type table (type_vocab=2)
 
 # Tolerances (float64; derivation in bench/RESULTS.md "Trajectory parity with Hugging Face").
 LOSS_TOL = 1e-10    # float64: |loss_tupe - loss_hf| / loss_hf, every step
@@ -77,10 +82,10 @@ def make_shards(work):
     return out
 
 
-def run_fixture(work, shards, precision):
-    out = os.path.join(work, f"tupe_{precision}")
+def run_fixture(work, shards, precision, *extra, name=None):
+    out = os.path.join(work, name or f"tupe_{precision}")
     t0 = time.time()
-    print(run([os.environ["TUPE_TRAJECTORY_FIXTURE"], shards, out, f"precision={precision}"]).strip())
+    print(run([os.environ["TUPE_TRAJECTORY_FIXTURE"], shards, out, f"precision={precision}", *extra]).strip())
     print(f"tupe side ({precision}): {time.time() - t0:.1f} s")
     return out
 
@@ -94,13 +99,16 @@ def tupe_lr(k, peak, warmup, total):
     return 0.0
 
 
-def build_model(cfg, step0):
-    """BertForMaskedLM in float64 with tupe's step-0 weights; the token-type row frozen."""
+def build_model(cfg, step0, freeze_type=False):
+    """BertForMaskedLM in float64 with tupe's step-0 weights. The token-type table is tupe's
+    segment table when the fixture had one (trained unless freeze_type), else BERT's one zero
+    row, frozen."""
+    type_vocab = int(cfg.get("type_vocab", "0"))
     bc = BertConfig(vocab_size=cfg["vocab_size"], hidden_size=int(cfg["hidden"]),
                     num_hidden_layers=int(cfg["layers"]), num_attention_heads=int(cfg["heads"]),
                     intermediate_size=int(cfg["ffn"]), hidden_act="gelu", hidden_dropout_prob=0.0,
                     attention_probs_dropout_prob=0.0, max_position_embeddings=cfg["max_positions"],
-                    type_vocab_size=1, layer_norm_eps=cfg["layer_norm_eps"], pad_token_id=0,
+                    type_vocab_size=max(type_vocab, 1), layer_norm_eps=cfg["layer_norm_eps"], pad_token_id=0,
                     tie_word_embeddings=True, attn_implementation="eager")
     model = BertForMaskedLM(bc).to(torch.float64)
     sd = load_file(step0)
@@ -114,7 +122,8 @@ def build_model(cfg, step0):
     for name, t in model.state_dict().items():
         if name in sd and not torch.equal(t, sd[name]):
             fail(f"{name}: not loaded")
-    model.bert.embeddings.token_type_embeddings.weight.requires_grad_(False)
+    if type_vocab == 0 or freeze_type:
+        model.bert.embeddings.token_type_embeddings.weight.requires_grad_(False)
     model.train()
     return model
 
@@ -142,11 +151,11 @@ def train_hf(tupe_dir, mutate=None, dtype=torch.float64, stop=None):
     cfg, steps = traj["config"], traj["steps"]
     peak, warmup, total = float(cfg["lr"]), int(cfg["warmup"]), int(cfg["total"])
     clip, wd = float(cfg["clip"]), float(cfg["weight_decay"])
-    model = build_model(cfg, os.path.join(tupe_dir, "step0.safetensors")).to(dtype)
+    model = build_model(cfg, os.path.join(tupe_dir, "step0.safetensors"), freeze_type=mutate == "freeze_type").to(dtype)
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     no_decay = lambda n: n.endswith("bias") or "LayerNorm" in n  # noqa: E731
     mine = {n: not no_decay(n) for n, _ in named}
-    if mine != traj["decay"]:
+    if mine != traj["decay"] and mutate != "freeze_type":
         fail(f"decay groups differ from tupe's: {sorted(k for k in mine if mine[k] != traj['decay'].get(k))}")
     if mutate == "decay":
         groups = [{"params": [p for _, p in named], "weight_decay": wd}]
@@ -284,7 +293,29 @@ def check_test(work):
             fail(f"mutation {m} passes the float64 comparison: the test cannot see it")
         if "fp32" not in seen and wd32 <= tol32_w:
             fail(f"mutation {m} passes the float32 comparison: the test cannot see it")
+    check_segments(work, shards)
     print("trajectory parity OK; every mutation fails it")
+
+
+def check_segments(work, shards):
+    """float64, both models with a trained 2-row token-type table; the frozen row must fail."""
+    seg = run_fixture(work, shards, "fp64", "type_vocab=2", f"steps={SEGMENT_STEPS}", name="tupe_fp64_segments")
+    loss, final = tupe_run(seg)
+    if "bert.embeddings.token_type_embeddings.weight" not in final or \
+            final["bert.embeddings.token_type_embeddings.weight"].shape[0] != 2:
+        fail("the segment run has no 2-row token-type table")
+    hf_loss, hf_final, _ = train_hf(seg)
+    d, w = loss_diffs(loss, hf_loss), weight_diff(final, hf_final)
+    summary("tupe fp64 vs HF fp64, token-type table trained", d, w)
+    if max(d) > LOSS_TOL:
+        fail(f"segments: step {d.index(max(d)) + 1}: loss differs by {max(d):.3e} relative (> {LOSS_TOL:g})")
+    if w[0] > WEIGHT_TOL:
+        fail(f"segments: final weights differ: {w[1]} by {w[0]:.3e} relative (> {WEIGHT_TOL:g})")
+    frozen_loss, frozen_final, _ = train_hf(seg, mutate="freeze_type")
+    fd, fw = loss_diffs(loss, frozen_loss), weight_diff(final, frozen_final)
+    summary("mutation freeze_type vs tupe fp64 (segments)", fd, fw)
+    if max(fd) <= LOSS_TOL and fw[0] <= WEIGHT_TOL:
+        fail("mutation freeze_type passes the segment comparison: the test cannot see it")
 
 
 def main():

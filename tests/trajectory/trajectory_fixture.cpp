@@ -15,7 +15,9 @@
 //                           "grad_norm" (pre-clip), "clipped"}]}
 // Keys (defaults): precision=fp64 steps=300 batch=8 hidden=32 layers=2 heads=4 ffn=128
 // lr=1e-3 warmup=30 total=300 weight_decay=0.01 clip=1.0 eps=1e-6 beta1=0.9 beta2=0.999
-// seed=1 data_seed=1234. Single process: MPI is initialised as a singleton (world size 1).
+// seed=1 data_seed=1234 type_vocab=0. type_vocab > 0 gives the model a segment table (row 0
+// added to every token, trained, as BertForMaskedLM's token-type table); 0 writes BERT's one
+// all-zero token-type row instead. Single process: MPI is initialised as a singleton.
 //
 // Both precisions run the job's own step, pretrain::run_mlm_step on trainer::TrainStep, as
 // `tupe pretrain --precision.precision fp32` runs it; precision=fp64 casts the model to float64
@@ -57,7 +59,7 @@ struct Settings {
       {"precision", "fp64"}, {"steps", "300"},   {"batch", "8"},        {"hidden", "32"},        {"layers", "2"},   {"heads", "4"},
       {"ffn", "128"},     {"lr", "1e-3"},        {"warmup", "30"},        {"total", "300"},  {"weight_decay", "0.01"},
       {"clip", "1.0"},    {"eps", "1e-6"},       {"beta1", "0.9"},        {"beta2", "0.999"}, {"seed", "1"},
-      {"data_seed", "1234"}};
+      {"data_seed", "1234"}, {"type_vocab", "0"}};
   int64_t i(const std::string& k) const { return std::stoll(kv.at(k)); }
   double d(const std::string& k) const { return std::stod(kv.at(k)); }
 };
@@ -74,7 +76,8 @@ Settings parse_settings(int argc, char** argv) {
   return s;
 }
 
-/// `net`'s parameters under HF BertForMaskedLM names, float64, with BERT's zero token-type row.
+/// `net`'s parameters under HF BertForMaskedLM names, float64; BERT's zero token-type row when
+/// the model has no segment table.
 checkpoint::NamedTensors hf_tensors(model::TupeBertImpl& net) {
   checkpoint::NamedTensors out;
   for (const auto& item : net.named_parameters()) {
@@ -82,8 +85,8 @@ checkpoint::NamedTensors hf_tensors(model::TupeBertImpl& net) {
     TUPE_CHECK(!hf.empty(), "tensor '" << item.key() << "' has no place in BertForMaskedLM");
     out.emplace_back(hf, item.value().detach().to(at::kDouble).contiguous().clone());
   }
-  out.emplace_back("bert.embeddings.token_type_embeddings.weight",
-                   at::zeros({1, net.config.hidden_size}, at::kDouble));
+  if (net.config.type_vocab_size == 0)
+    out.emplace_back("bert.embeddings.token_type_embeddings.weight", at::zeros({1, net.config.hidden_size}, at::kDouble));
   return out;
 }
 
@@ -116,7 +119,7 @@ int run(int argc, char** argv) {
   mc.num_heads = s.i("heads");
   mc.ffn_size = s.i("ffn");
   mc.max_positions = dataset->info().max_seq_len;
-  mc.type_vocab_size = 0;
+  mc.type_vocab_size = s.i("type_vocab");
   mc.hidden_dropout = 0;
   mc.attention_dropout = 0;
   mc.position_encoding = model::PositionEncoding::kBertAbsolute;
