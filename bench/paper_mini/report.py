@@ -105,15 +105,17 @@ def main() -> None:
         tl, ta = summary("TUPE-R")
         lines.append("TUPE-R vs BERT-A (means over pre-training seeds; spread = max - min over seeds):")
         lines.append("")
-        lines.append("| measure | BERT-A | spread | TUPE-R | spread | TUPE-R - BERT-A | exceeds both spreads? |")
-        lines.append("|---|---|---|---|---|---|---|")
+        lines.append("| measure | BERT-A | spread | TUPE-R | spread | TUPE-R - BERT-A | exceeds both spreads? "
+                     "| every TUPE-R seed better than every BERT-A seed? |")
+        lines.append("|---|---|---|---|---|---|---|---|")
         for name, b, t, lower_better in (("final validation loss", bl, tl, True), ("GLUE average", ba, ta, False)):
             if len(b) and len(t):
                 d = statistics.mean(t) - statistics.mean(b)
                 sb, st = max(b) - min(b), max(t) - min(t)
                 verdict = ("yes" if abs(d) > max(sb, st) else "no") if min(len(b), len(t)) >= 2 else "n/a (one seed)"
+                separated = max(t) < min(b) if lower_better else min(t) > max(b)
                 lines.append(f"| {name} | {statistics.mean(b):.4f} | {sb:.4f} | {statistics.mean(t):.4f} | {st:.4f} | "
-                             f"{d:+.4f} | {verdict} |")
+                             f"{d:+.4f} | {verdict} | {'yes' if separated else 'no'} |")
         lines.append("")
     with open(os.path.join(a.work, "report.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
