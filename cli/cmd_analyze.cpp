@@ -43,7 +43,8 @@ int run_analyze(int argc, char** argv) {
       "heatmap sequence length L (positions; capped at max_positions)")(
       "python", po::value<std::string>(&python), "Python with numpy, scikit-learn, matplotlib (default: $TUPE_PYTHON)")(
       "script", po::value<std::string>(&script),
-      "plotting/probe script (default: the built-in tools/analyze/analyze_plots.py, copied to the output folder)")(
+      "plotting/probe script (default: the built-in tools/analyze/analyze_plots.py, with --run "
+      "compare_plots.py, copied to the output folder)")(
       "seed", po::value<int64_t>(&seed)->default_value(1), "seed of the probes' train/test split")(
       "run", po::value<std::vector<std::string>>(&runs)->composing(),
       "NAME=DIR: a run to compare (DIR a checkpoint.dir or a metrics JSONL); repeat it, a NAME once per seed")(

@@ -226,6 +226,15 @@ def same_inputs(dir_a, dir_b):
             fail(f"{f}: the fp64 and fp32 runs differ")
 
 
+def check_within(label, diffs, weights, loss_tol, weight_tol):
+    """Prints the comparison and fails when the per-step loss or the final weights exceed the tolerances."""
+    summary(label, diffs, weights)
+    if max(diffs) > loss_tol:
+        fail(f"{label}: step {diffs.index(max(diffs)) + 1}: loss differs by {max(diffs):.3e} relative (> {loss_tol:.3e})")
+    if weights[0] > weight_tol:
+        fail(f"{label}: final weights differ: {weights[1]} by {weights[0]:.3e} relative (> {weight_tol:.3e})")
+
+
 def summary(label, diffs, weights):
     first = f"{max(diffs):.3e} (step {diffs.index(max(diffs)) + 1} of {len(diffs)})"
     w = f"final weights {weights[0]:.3e} ({weights[1]})" if weights else "final weights: stopped early"
@@ -246,12 +255,8 @@ def check_test(work):
     t0 = time.time()
     hf_loss, hf_final, clipped = train_hf(t64)
     print(f"HF float64 reference: {time.time() - t0:.1f} s, {clipped} of {len(hf_loss)} steps clipped")
-    d, w = loss_diffs(loss64, hf_loss), weight_diff(final64, hf_final)
-    summary("tupe fp64 vs HF fp64", d, w)
-    if max(d) > LOSS_TOL:
-        fail(f"step {d.index(max(d)) + 1}: loss differs by {max(d):.3e} relative (> {LOSS_TOL:g})")
-    if w[0] > WEIGHT_TOL:
-        fail(f"final weights differ: {w[1]} by {w[0]:.3e} relative (> {WEIGHT_TOL:g})")
+    check_within("tupe fp64 vs HF fp64", loss_diffs(loss64, hf_loss), weight_diff(final64, hf_final),
+                 LOSS_TOL, WEIGHT_TOL)
     if clipped == 0:
         fail("no step was clipped: the clip mutation would test nothing")
 
@@ -264,12 +269,8 @@ def check_test(work):
     tol32_l, tol32_w = FP32_FACTOR * drift_l, FP32_FACTOR * drift_w[0]
     print(f"HF fp32 vs HF fp64 (drift): loss {drift_l:.3e}, final weights {drift_w[0]:.3e} ({drift_w[1]}); "
           f"fp32 tolerances {tol32_l:.3e}, {tol32_w:.3e}")
-    d32, w32 = loss_diffs(loss32, hf_loss), weight_diff(final32, hf_final)
-    summary("tupe fp32 (TrainStep) vs HF fp64", d32, w32)
-    if max(d32) > tol32_l:
-        fail(f"fp32: step {d32.index(max(d32)) + 1}: loss differs by {max(d32):.3e} (> {tol32_l:.3e})")
-    if w32[0] > tol32_w:
-        fail(f"fp32: final weights differ: {w32[1]} by {w32[0]:.3e} (> {tol32_w:.3e})")
+    check_within("tupe fp32 (TrainStep) vs HF fp64", loss_diffs(loss32, hf_loss), weight_diff(final32, hf_final),
+                 tol32_l, tol32_w)
 
     # Mutations: each must fail both comparisons (run until it does).
     for m in MUTATIONS:
@@ -305,12 +306,8 @@ def check_segments(work, shards):
             final["bert.embeddings.token_type_embeddings.weight"].shape[0] != 2:
         fail("the segment run has no 2-row token-type table")
     hf_loss, hf_final, _ = train_hf(seg)
-    d, w = loss_diffs(loss, hf_loss), weight_diff(final, hf_final)
-    summary("tupe fp64 vs HF fp64, token-type table trained", d, w)
-    if max(d) > LOSS_TOL:
-        fail(f"segments: step {d.index(max(d)) + 1}: loss differs by {max(d):.3e} relative (> {LOSS_TOL:g})")
-    if w[0] > WEIGHT_TOL:
-        fail(f"segments: final weights differ: {w[1]} by {w[0]:.3e} relative (> {WEIGHT_TOL:g})")
+    check_within("tupe fp64 vs HF fp64, token-type table trained", loss_diffs(loss, hf_loss),
+                 weight_diff(final, hf_final), LOSS_TOL, WEIGHT_TOL)
     frozen_loss, frozen_final, _ = train_hf(seg, mutate="freeze_type")
     fd, fw = loss_diffs(loss, frozen_loss), weight_diff(final, frozen_final)
     summary("mutation freeze_type vs tupe fp64 (segments)", fd, fw)

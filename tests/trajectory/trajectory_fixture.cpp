@@ -40,7 +40,6 @@
 #include "checkpoint/safetensors.h"
 #include "common/error.h"
 #include "data_pipeline/loader.h"
-#include "dist/ddp.h"
 #include "dist/mpi_communicator.h"
 #include "dist/mpi_env.h"
 #include "model/hf_names.h"
