@@ -69,7 +69,7 @@ double median(std::vector<double> v) {
 
 struct Variant {
   std::string name;
-  model::ModelConfig config;
+  model::ModelOptions config;
   model::TupeBert net{nullptr};
   checkpoint::NamedTensors named;
   std::unique_ptr<dist::GradBuffer> grads;  ///< the flat gradient buffer, as DDP lays it out
@@ -89,7 +89,7 @@ void set_avoid_cudnn(model::TupeBert& net, bool avoid) {
 /// current flags: q/k/v (B, H, L, d_h) needing gradients; the mask BERT-A's (B, 1, 1, L)
 /// padding mask, or a TUPE/BERT-R (B, H, L, L) bias (TUPE's needs a gradient). With `avoid`
 /// the cuDNN rule of model/attention.h applies (cuDNN off for such calls).
-std::string kernel_for(const model::ModelConfig& c, int64_t batch, const c10::Device& device, at::ScalarType dtype,
+std::string kernel_for(const model::ModelOptions& c, int64_t batch, const c10::Device& device, at::ScalarType dtype,
                        bool avoid) {
   if (!device.is_cuda()) return "explicit (CPU training)";
   const auto opts = at::TensorOptions().device(device).dtype(dtype);
@@ -155,7 +155,7 @@ int main(int argc, char** argv) {
     };
     at::set_num_threads(static_cast<int>(threads));
 
-    data_pipeline::LoaderConfig lc;
+    data_pipeline::DataOptions lc;
     lc.global_batch_size = batch;
     lc.pad_to_max_seq_len = true;
     auto ds = data_pipeline::open_pretrain_dataset(split_comma_list(shards), lc.dataset_options("train", ""));
@@ -167,7 +167,7 @@ int main(int argc, char** argv) {
     const trainer::LrSchedule schedule(oo);
     std::vector<Variant> variants;
     for (const char* v : {"bert-absolute", "tupe-absolute", "bert-relative", "tupe-relative"}) {
-      model::ModelConfig mc;
+      model::ModelOptions mc;
       mc.vocab_size = ds->info().vocab_size;
       mc.hidden_size = hidden;
       mc.num_layers = layers;
@@ -222,7 +222,7 @@ int main(int argc, char** argv) {
       }
       double masked_sum = 0;
       for (int64_t r = 0; r < warmup + rounds; ++r) {
-        data_pipeline::Batch b = loader.next();
+        data_pipeline::MlmBatch b = loader.next();
         b.input_ids = b.input_ids.to(device);
         b.attention_mask = b.attention_mask.to(device);
         if (b.segment_ids.defined()) b.segment_ids = b.segment_ids.to(device);

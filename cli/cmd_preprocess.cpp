@@ -55,14 +55,14 @@ std::string human_bytes(int64_t b) {
 
 int preprocess_job(const dist::MpiEnv& env, int argc, char** argv) {
   const int rank = env.rank(), world = env.world_size();
-  data_pipeline::PreprocessConfig config;
+  data_pipeline::PreprocessOptions config;
   data_pipeline::TokenizerOptions tok_options;
   std::vector<std::string> inputs;
   std::string output;
   ConfigCli cli("preprocess",
                 "Tokenises text or JSON-lines files (plain, gzip or zstd; or folders of them) and packs them into HDF5 shards.\n"
                 "Under mpirun the shard files are dealt to ranks; the result does not depend on the rank count.");
-  cli.section("preprocess", data_pipeline::PreprocessConfig::fields(), config);
+  cli.section("preprocess", data_pipeline::PreprocessOptions::fields(), config);
   cli.section("tokenizer", data_pipeline::TokenizerOptions::fields(), tok_options);
   cli.options().add_options()("input", po::value<std::vector<std::string>>(&inputs)->multitoken()->composing(),
                               "text or JSON-lines files, plain, gzip or zstd, or folders of them (searched recursively), one or more")(

@@ -24,8 +24,8 @@ int pretrain_job(const dist::MpiEnv& env, int argc, char** argv) {
   cli.options().add_options()("resume", boost::program_options::value<std::string>()->default_value("auto"),
                               "auto (newest whole checkpoint under checkpoint.dir, else start fresh), none, or a "
                               "checkpoint folder");
-  cli.section("model", model::ModelConfig::fields(), cfg.model);
-  cli.section("data", data_pipeline::LoaderConfig::fields(), cfg.data);
+  cli.section("model", model::ModelOptions::fields(), cfg.model);
+  cli.section("data", data_pipeline::DataOptions::fields(), cfg.data);
   cli.section("optimizer", trainer::OptimizerOptions::fields(), cfg.optimizer);
   cli.section("precision", trainer::PrecisionOptions::fields(), cfg.precision);
   cli.section("checkpoint", checkpoint::CheckpointOptions::fields(), cfg.checkpoint);

@@ -1,6 +1,6 @@
 // Command-line + INI handling shared by every subcommand.
 //
-// A subcommand registers its config structs by section (ModelConfig under "model", ...);
+// A subcommand registers its config structs by section (ModelOptions under "model", ...);
 // every field becomes an option `--section.field VALUE` whose help names its unit and
 // default. `--config FILE` reads an INI file first; options given on the command line
 // override it. Unknown sections or keys are errors naming the file or the option.

@@ -78,7 +78,7 @@ void Optimizer::step(double lr, const at::Tensor& found_inf) {
   }
   c10::NoGradGuard no_grad;
   // Check every grad before the first update, so that a bad one changes nothing.
-  std::vector<Batch> batches(groups_.size());
+  std::vector<StepMembers> batches(groups_.size());
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     for (size_t i : groups_[gi].slots) {
       const Slot& s = slots_[i];
@@ -90,7 +90,7 @@ void Optimizer::step(double lr, const at::Tensor& found_inf) {
                                         << checkpoint::shape_text(grad.sizes()) << " on " << grad.device() << ", parameter is "
                                         << c10::toString(s.param.scalar_type()) << checkpoint::shape_text(s.param.sizes())
                                         << " on " << s.param.device() << " (unscale into fp32 master grads first)");
-      Batch& b = batches[gi];
+      StepMembers& b = batches[gi];
       b.slots.push_back(i);
       b.params.push_back(s.param);
       b.grads.push_back(grad.is_contiguous() ? grad : grad.contiguous());
@@ -187,7 +187,7 @@ void Optimizer::load_state_dict(const checkpoint::OptimizerState& state) {
   }
 }
 
-void AdamW::update(size_t /*group*/, const Batch& b, double lr, const at::Tensor& found_inf) {
+void AdamW::update(size_t /*group*/, const StepMembers& b, double lr, const at::Tensor& found_inf) {
   // One fused call per decay class (weight_decay is a scalar argument of the kernel).
   struct Lists {
     std::vector<at::Tensor> params, grads, exp_avgs, exp_avg_sqs, steps;
@@ -247,7 +247,7 @@ const Lamb::RatioBuffers& Lamb::buffers_for(size_t group, const std::vector<size
   return partial_[group];
 }
 
-void Lamb::update(size_t group, const Batch& b, double lr, const at::Tensor& found_inf) {
+void Lamb::update(size_t group, const StepMembers& b, double lr, const at::Tensor& found_inf) {
   const RatioBuffers& buf = buffers_for(group, b.slots);
   const size_t n = b.slots.size();
   const double wd = options_.weight_decay;

@@ -224,7 +224,7 @@ TEST(DataOnDemand, ShardChangedOrTruncatedAfterOpenIsAOneLineError) {
     expect_read_fails(*ds, ds->size() - 1, {path, "changed since it was opened", "size"});
     expect_read_fails(*ds, 0, {path, "changed since it was opened"});
     // Through the loader: its worker's error reaches next(), with the file named.
-    LoaderConfig lc;
+    DataOptions lc;
     lc.global_batch_size = 8;
     lc.num_threads = 1;
     Loader loader(ds, lc, 0, 1);

@@ -308,10 +308,10 @@ TEST_F(DataNvidia, Int32AndInt64ShardsReadWithStaticMasks) {
       EXPECT_EQ(s.next_sentence_label, want.nsp) << r;
     }
     // Through the loader (natural order: evaluation iterator), stored masks used as they are.
-    LoaderConfig cfg;
+    DataOptions cfg;
     cfg.global_batch_size = 12;
     EvalIterator it(ds, cfg, 0, 1);
-    const Batch b = *it.next();
+    const MlmBatch b = *it.next();
     const int64_t len = b.input_ids.size(1);
     EXPECT_EQ(len, 24) << "the longest row (22 tokens) rounded up to 8";
     std::vector<int64_t> pos, lab;
@@ -331,7 +331,7 @@ TEST_F(DataNvidia, Int32AndInt64ShardsReadWithStaticMasks) {
     // Stored masks not used: originals restored, masks drawn dynamically.
     cfg.use_static_masks = false;
     EvalIterator dyn(ds, cfg, 0, 1);
-    const Batch d = *dyn.next();
+    const MlmBatch d = *dyn.next();
     for (int64_t k = 0; k < d.masked_positions.size(0); ++k) {
       const int64_t p = d.masked_positions[k].item<int64_t>();
       std::vector<int32_t> orig = nv_row(p / len).ids;
@@ -346,7 +346,7 @@ TEST_F(DataNvidia, Int32AndInt64ShardsReadWithStaticMasks) {
       int64_t sum = 0, global = -1;
       for (int64_t r = 0; r < 3; ++r) {
         EvalIterator part(ds, cfg, r, 3);
-        const Batch pb = *part.next();
+        const MlmBatch pb = *part.next();
         sum += pb.masked_positions.size(0);
         if (global >= 0) {
           EXPECT_EQ(pb.global_masked_count, global);

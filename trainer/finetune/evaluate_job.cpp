@@ -35,7 +35,7 @@ struct EvaluateJob {
   EvaluateJob(const dist::MpiEnv& e, const EvaluateJobConfig& c) : env(e), c(c), cfg(c.finetune) {}
   const dist::MpiEnv& env;
   const EvaluateJobConfig& c;
-  const FinetuneConfig& cfg;
+  const FinetuneOptions& cfg;
   // load_model
   std::unique_ptr<data_pipeline::Tokenizer> tokenizer;
   std::optional<checkpoint::ModelCheckpoint> saved;

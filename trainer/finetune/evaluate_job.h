@@ -19,8 +19,8 @@ namespace tupe::finetune {
 /// length the model was trained with, eval_batch_size, device, precision, threads,
 /// skip_bad_rows, predict_test), [task], [tokenizer], [dist] and the model folder.
 struct EvaluateJobConfig {
-  FinetuneConfig finetune;
-  CustomTaskConfig task;  ///< a custom task's files, when its name is the model's task
+  FinetuneOptions finetune;
+  TaskOptions task;  ///< a custom task's files, when its name is the model's task
   data_pipeline::TokenizerOptions tokenizer;
   dist::DistOptions dist;
   std::string model;    ///< <finetune output_dir>/models/<TASK> or one of its step_<N> folders

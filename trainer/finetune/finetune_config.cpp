@@ -13,7 +13,7 @@ bool uses_bf16(FinetunePrecision p, bool on_cuda) {
   return p == FinetunePrecision::kBf16 || (p == FinetunePrecision::kAuto && on_cuda);
 }
 
-std::vector<double> FinetuneConfig::learning_rate_list() const {
+std::vector<double> FinetuneOptions::learning_rate_list() const {
   std::vector<double> out;
   std::set<double> seen;
   for (const auto& item : split_comma_list(learning_rates)) {
@@ -26,7 +26,7 @@ std::vector<double> FinetuneConfig::learning_rate_list() const {
   return out;
 }
 
-std::vector<int64_t> FinetuneConfig::seed_list() const {
+std::vector<int64_t> FinetuneOptions::seed_list() const {
   std::vector<int64_t> out;
   std::set<int64_t> seen;
   for (const auto& item : split_comma_list(seeds)) {
@@ -39,7 +39,7 @@ std::vector<int64_t> FinetuneConfig::seed_list() const {
   return out;
 }
 
-void FinetuneConfig::validate() const {
+void FinetuneOptions::validate() const {
   fields().check(*this);
   check_task_list_syntax(tasks, "finetune.tasks");  // names are resolved by the job (custom tasks)
   learning_rate_list();
@@ -48,7 +48,7 @@ void FinetuneConfig::validate() const {
 
 namespace {
 
-using C = FinetuneConfig;
+using C = FinetuneOptions;
 
 /// The job's fields: what to fine-tune, from where, to where, and the grid.
 void add_job_fields(FieldTable<C>& t) {
@@ -132,7 +132,7 @@ void add_run_fields(FieldTable<C>& t) {
 
 }  // namespace
 
-const FieldTable<FinetuneConfig>& FinetuneConfig::fields() {
+const FieldTable<FinetuneOptions>& FinetuneOptions::fields() {
   static const FieldTable<C> table = [] {
     FieldTable<C> t("finetune");
     add_job_fields(t);

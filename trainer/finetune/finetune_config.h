@@ -35,8 +35,8 @@ inline constexpr Choice<FinetunePrecision> kFinetunePrecisionWords[] = {
 /// Whether `p` autocasts to bf16 on a device that is a GPU when `on_cuda`.
 bool uses_bf16(FinetunePrecision p, bool on_cuda);
 
-struct FinetuneConfig {
-  FinetuneConfig() { fields().reset(*this); }
+struct FinetuneOptions {
+  FinetuneOptions() { fields().reset(*this); }
   std::string tasks;
   std::string data_dir;
   std::string checkpoint;
@@ -76,7 +76,7 @@ struct FinetuneConfig {
   /// The parsed seeds (validated: >= 0, distinct).
   std::vector<int64_t> seed_list() const;
 
-  static const FieldTable<FinetuneConfig>& fields();
+  static const FieldTable<FinetuneOptions>& fields();
 };
 
 }  // namespace tupe::finetune

@@ -31,7 +31,7 @@ struct FinetuneJob {
   FinetuneJob(const dist::MpiEnv& e, const FinetuneJobConfig& c) : env(e), c(c), cfg(c.finetune) {}
   const dist::MpiEnv& env;
   const FinetuneJobConfig& c;
-  const FinetuneConfig& cfg;
+  const FinetuneOptions& cfg;
   // check_config
   TaskSpec custom;  ///< the [task] section's task; outlives every pointer to it in `tasks`
   std::vector<const TaskSpec*> tasks;
@@ -39,7 +39,7 @@ struct FinetuneJob {
   std::unique_ptr<data_pipeline::Tokenizer> tokenizer;
   data_pipeline::TokenizerOptions tokenizer_options;   ///< as resolved against the checkpoint (model_tokenizer.h)
   std::optional<checkpoint::ModelCheckpoint> encoder;  ///< the pre-training checkpoint
-  model::ModelConfig model_config;                     ///< its config with the fine-tuning dropout
+  model::ModelOptions model_config;                    ///< its config with the fine-tuning dropout
   int64_t max_length = 0;
   std::unique_ptr<dist::DistContext> context;
   RunEnvironment run_env;
@@ -50,7 +50,7 @@ struct FinetuneJob {
 /// Validates the sections and the task files; the ranks agree on the config and the files.
 void check_config(FinetuneJob& job) {
   const FinetuneJobConfig& c = job.c;
-  const FinetuneConfig& cfg = job.cfg;
+  const FinetuneOptions& cfg = job.cfg;
   cfg.validate();
   c.task.validate();
   if (c.task.enabled()) job.custom = custom_task_spec(c.task);
@@ -86,7 +86,7 @@ void load_encoder_once_hashed(FinetuneJob& job) {
 /// The tokenizer checked against the checkpoint, the model config with the fine-tuning
 /// dropout, the device and communicator, and what every run shares.
 void setup_job(FinetuneJob& job) {
-  const FinetuneConfig& cfg = job.cfg;
+  const FinetuneOptions& cfg = job.cfg;
   if (cfg.threads > 0) at::set_num_threads(static_cast<int>(cfg.threads));
   load_encoder_once_hashed(job);
   const checkpoint::ModelCheckpoint& enc = *job.encoder;
@@ -132,7 +132,7 @@ std::filesystem::path save_reported_model(const FinetuneJob& job, const TaskSpec
                                           const checkpoint::NamedTensors& reported) {
   const RunRecord& run = result.runs.at(result.submission_run);
   KeyValues saved = job.c.effective;
-  for (const auto& [k, v] : model::ModelConfig::fields().to_kv(job.model_config)) saved["model." + k] = v;
+  for (const auto& [k, v] : model::ModelOptions::fields().to_kv(job.model_config)) saved["model." + k] = v;
   std::string labels;
   for (const auto& l : task.labels) labels += (labels.empty() ? "" : ",") + l;
   saved["glue.task"] = task.name;
@@ -157,7 +157,7 @@ std::filesystem::path save_reported_model(const FinetuneJob& job, const TaskSpec
 /// (rewritten after every task: partial results survive a later failure).
 void run_one_task(FinetuneJob& job, const TaskSpec& task, const std::vector<double>& lrs,
                   const std::vector<int64_t>& seeds) {
-  const FinetuneConfig& cfg = job.cfg;
+  const FinetuneOptions& cfg = job.cfg;
   const bool rank0 = job.env.rank() == 0;
   const TaskData data =
       load_task_data(task, cfg, *job.tokenizer, job.max_length, cfg.predict_test, std::max(1, at::get_num_threads()));
@@ -181,7 +181,7 @@ void run_one_task(FinetuneJob& job, const TaskSpec& task, const std::vector<doub
 std::vector<TaskResult> run_finetune_job(const dist::MpiEnv& env, const FinetuneJobConfig& config,
                                          const std::function<void()>& on_start) {
   FinetuneJob job(env, config);
-  const FinetuneConfig& cfg = job.cfg;
+  const FinetuneOptions& cfg = job.cfg;
   check_config(job);
   setup_job(job);
   const auto lrs = cfg.learning_rate_list();

@@ -19,8 +19,8 @@ namespace tupe::finetune {
 
 /// What `tupe finetune` reads from its config.
 struct FinetuneJobConfig {
-  FinetuneConfig finetune;          ///< [finetune]
-  CustomTaskConfig task;            ///< [task]: a custom task (custom_task.h), run when finetune.tasks names it
+  FinetuneOptions finetune;  ///< [finetune]
+  TaskOptions task;          ///< [task]: a custom task (custom_task.h), run when finetune.tasks names it
   data_pipeline::TokenizerOptions tokenizer;  ///< [tokenizer]: the pre-training vocabulary (model_tokenizer.h)
   dist::DistOptions dist;           ///< [dist]
   KeyValues effective;              ///< the whole effective config (reports, saved models)

@@ -54,7 +54,7 @@ bool column_value(const std::vector<TaskResult>& results, const std::string& col
 
 }  // namespace
 
-std::string variant_name(const model::ModelConfig& c) {
+std::string variant_name(const model::ModelOptions& c) {
   std::string name;
   switch (c.position_encoding) {
     case model::PositionEncoding::kBertAbsolute: name = "BERT-A"; break;

@@ -35,7 +35,7 @@ struct ReportHeader {
 
 /// The table row name of a model config: "TUPE-R", "TUPE-A", "BERT-R", "BERT-A" (+ " (tie-cls)"
 /// for TUPE with untie_cls off).
-std::string variant_name(const model::ModelConfig& config);
+std::string variant_name(const model::ModelOptions& config);
 
 /// The JSON document of results.json (format "tupe-glue-results", version 1).
 nlohmann::json results_json(const ReportHeader& header, const std::vector<TaskResult>& results);

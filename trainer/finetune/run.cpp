@@ -67,7 +67,7 @@ struct Run {
   const RunEnvironment& env;
   const TaskData& data;
   const TaskSpec& task;
-  const FinetuneConfig& cfg;
+  const FinetuneOptions& cfg;
   dist::Communicator& comm;
   const c10::Device device;
   const int rank, world;
@@ -150,7 +150,7 @@ void build_step(Run& r) {
 /// Summed loss of some training rows: cross-entropy (classification) or squared error
 /// (regression) of the sentence head, the forward under the run's autocast.
 at::Tensor example_loss_sum(Run& r, const std::vector<int64_t>& rows) {
-  const Batch batch = make_batch(r.data.train, rows, r.env.inference.pad_id, r.env.inference.segments, r.device);
+  const TaskBatch batch = make_batch(r.data.train, rows, r.env.inference.pad_id, r.env.inference.segments, r.device);
   at::Tensor out;
   {
     trainer::AutocastScope autocast(r.device.type(), r.env.inference.autocast_dtype);

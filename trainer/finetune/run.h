@@ -35,9 +35,9 @@ namespace tupe::finetune {
 /// What every run of a job shares.
 struct RunEnvironment {
   dist::DistContext* dist = nullptr;               ///< ranks, device, communicator
-  const FinetuneConfig* config = nullptr;          ///< the [finetune] options
+  const FinetuneOptions* config = nullptr;         ///< the [finetune] options
   dist::DistOptions dist_options;                  ///< bucket size etc. (grad_scale forced to 1)
-  model::ModelConfig model_config;                 ///< the checkpoint's, with the fine-tuning dropout
+  model::ModelOptions model_config;                ///< the checkpoint's, with the fine-tuning dropout
   const checkpoint::NamedTensors* encoder = nullptr;  ///< the pre-training checkpoint's tensors (CPU)
   std::string encoder_where;                       ///< names the checkpoint in errors
   InferenceSettings inference;                     ///< device, autocast dtype, [PAD], segments, eval batch

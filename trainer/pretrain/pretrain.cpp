@@ -19,7 +19,7 @@ namespace tupe::pretrain {
 
 std::vector<std::string> resume_must_match_keys() {
   std::vector<std::string> keys;
-  for (const auto& f : model::ModelConfig::fields().fields())
+  for (const auto& f : model::ModelOptions::fields().fields())
     if (f.name.find("dropout") == std::string::npos) keys.push_back("model." + f.name);
   for (const char* k : {"data.global_batch_size", "data.seed", "data.mask_probability", "data.replace_with_mask",
                         "data.replace_with_random", "optimizer.optimizer", "vocab_sha256"})

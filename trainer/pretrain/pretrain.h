@@ -36,8 +36,8 @@ namespace tupe::pretrain {
 
 /// Everything `tupe pretrain` reads from its config.
 struct PretrainConfig {
-  model::ModelConfig model;
-  data_pipeline::LoaderConfig data;
+  model::ModelOptions model;
+  data_pipeline::DataOptions data;
   trainer::OptimizerOptions optimizer;
   trainer::PrecisionOptions precision;
   ::tupe::checkpoint::CheckpointOptions checkpoint;

@@ -43,7 +43,7 @@ struct PretrainJob {
   std::unique_ptr<Progress> progress;  ///< rank 0 prints
   // open_data
   std::shared_ptr<const data_pipeline::PretrainDataset> train_data, validation_data;  ///< validation may be null
-  data_pipeline::LoaderConfig loader_config;  ///< cfg.data with pin_memory resolved
+  data_pipeline::DataOptions loader_config;   ///< cfg.data with pin_memory resolved
   BatchPlan plan;                             ///< micro-batch and accumulation
   std::optional<checkpoint::TokenizerRecord> tokenizer_record;  ///< what checkpoints record (record_tokenizer)
   std::string vocab_bytes;                    ///< the vocabulary file checkpoints carry ("" = none)

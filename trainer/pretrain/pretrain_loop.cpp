@@ -43,7 +43,7 @@ double evaluate(PretrainJob& job) {
       auto b = it.next();
       if (!b) break;
       if (b->rows() == 0 || b->masked_positions.numel() == 0) continue;
-      const data_pipeline::Batch d = data_pipeline::to_device(*b, job.device());
+      const data_pipeline::MlmBatch d = data_pipeline::to_device(*b, job.device());
       sums[0] += masked_lm_loss_sum(*job.net, d, amp, job.device()).to(at::kDouble);
       count += static_cast<double>(b->masked_positions.numel());
     }
@@ -90,7 +90,7 @@ struct Window {
 
 /// A log step: the global loss (one all-reduce), the progress line and a metrics record.
 /// The only step that reads the device (loss, norm, skips, scale).
-void log_step(PretrainJob& job, const data_pipeline::Batch& batch, const trainer::StepResult& out, Window& window) {
+void log_step(PretrainJob& job, const data_pipeline::MlmBatch& batch, const trainer::StepResult& out, Window& window) {
   const PretrainConfig& cfg = job.cfg;
   trainer::DynamicLossScaler& scaler = job.step->scaler();
   const int64_t step = job.step->step();
@@ -171,7 +171,7 @@ void train_loop(PretrainJob& job) {
       job.result.stopped_by_signal = true;
       return;
     }
-    const data_pipeline::Batch batch = job.loader->next();
+    const data_pipeline::MlmBatch batch = job.loader->next();
     const trainer::StepResult out = run_mlm_step(*job.step, *job.net, batch, job.plan, amp);
     ++window.steps;
     window.tokens += batch.input_ids.numel() * job.world;
