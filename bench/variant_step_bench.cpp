@@ -6,8 +6,8 @@
 //
 // Each round draws one batch from the loader (real shards, dynamic masks) and runs one full
 // pre-training step with it on every variant in turn: forward at the masked positions,
-// cross-entropy / masked tokens, backward into a flat gradient buffer, and the shared
-// optimizer step (norm check, clipping, AdamW: trainer/optimizer_step.h), what one rank of
+// summed cross-entropy, backward into a flat gradient buffer, and the shared optimizer step
+// (/ masked tokens, norm check, clipping, AdamW: trainer/optimizer_step.h), what one rank of
 // `tupe pretrain` does per step, without the collectives. Dropout is on (model defaults).
 // Interleaving puts every variant under the same machine load, so the per-round ratio
 // t(variant) / t(BERT-A) is far less noisy than comparing separate runs. Reports, per variant,
@@ -230,6 +230,7 @@ int main(int argc, char** argv) {
         b.masked_labels = b.masked_labels.to(device);
         const double masked = static_cast<double>(b.masked_positions.numel());
         if (r >= warmup) masked_sum += masked;
+        const at::Tensor count = at::full({1}, masked, at::TensorOptions().dtype(at::kDouble).device(device));
         for (auto& v : variants) {
           at::manual_seed(static_cast<uint64_t>(1000 + r));
           sync();
@@ -241,10 +242,9 @@ int main(int argc, char** argv) {
             trainer::AutocastScope autocast(device.type(), amp);
             logits = v.net->mlm_logits(b.input_ids, b.attention_mask, b.segment_ids, b.masked_positions);
           }
-          at::Tensor loss =
-              at::cross_entropy_loss(logits.to(at::kFloat), b.masked_labels, {}, at::Reduction::Sum) / masked;
+          at::Tensor loss = at::cross_entropy_loss(logits.to(at::kFloat), b.masked_labels, {}, at::Reduction::Sum);
           loss.backward();
-          v.step->apply(v.grads->data(), r + 1);  // the loop's optimizer step (no host sync)
+          v.step->apply(v.grads->data(), r + 1, count);  // the loop's optimizer step: / count (no host sync)
           sync();
           const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           const double cpu = thread_cpu_s() - c0;

@@ -88,6 +88,9 @@ class ConfigCli {
   /// value differs from the built-in default go to log::debug, one line. Throws tupe::Error
   /// "<file>: cannot write the effective config: <cause>".
   std::string write_effective(const std::string& file) const;
+  /// The same for `kv` instead of effective(): the effective config as a job resolved it
+  /// (e.g. pre-training's tokenizer keys as the shards record them).
+  std::string write_effective(const std::string& file, const KeyValues& kv) const;
 
  private:
   struct Section {

@@ -47,8 +47,8 @@ struct KnownSection {
 const KnownSection kKnownSections[] = {
     {"model", "info, pretrain", &check_fields<model::ModelOptions>},
     {"data", "pretrain", &check_fields<data_pipeline::DataOptions>},
-    {"optimizer", "pretrain", &check_fields<trainer::OptimizerOptions>},
-    {"precision", "pretrain", &check_fields<trainer::PrecisionOptions>},
+    {"optimizer", "pretrain, finetune", &check_fields<trainer::OptimizerOptions>},
+    {"precision", "pretrain, finetune, evaluate", &check_fields<trainer::PrecisionOptions>},
     {"checkpoint", "pretrain", &check_fields<checkpoint::CheckpointOptions>},
     {"dist", "pretrain, finetune, evaluate", &check_fields<dist::DistOptions>},
     {"train", "pretrain", &check_fields<pretrain::TrainOptions>},

@@ -208,7 +208,7 @@ void AdamW::update(size_t /*group*/, const StepMembers& b, double lr, const at::
     if (l.params.empty()) return;
     at::_fused_adamw_(l.params, l.grads, l.exp_avgs, l.exp_avg_sqs, at::TensorList(), l.steps, lr, options_.beta1,
                       options_.beta2, decay, options_.eps, /*amsgrad=*/false, /*maximize=*/false,
-                      /*grad_scale=*/std::nullopt, inf);
+                      std::nullopt /* no unscaling in the kernel: optimizer_step.h unscales */, inf);
   };
   at::_foreach_add_(b.steps, 1);
   fused(decayed, wd);
@@ -271,9 +271,9 @@ void Lamb::update(size_t group, const StepMembers& b, double lr, const at::Tenso
   // and weight decay 1 computes d (1 - 1) - m_hat / (sqrt(v_hat) + eps) (d is finite), and
   // does nothing at all when found_inf is 1.
   const std::optional<at::Tensor> inf = found_inf.defined() ? std::optional<at::Tensor>(found_inf) : std::nullopt;
-  at::_fused_adamw_(dirs, b.grads, b.exp_avgs, b.exp_avg_sqs, at::TensorList(), b.steps, /*lr=*/1.0,
-                    options_.beta1, options_.beta2, /*weight_decay=*/1.0, options_.eps, /*amsgrad=*/false,
-                    /*maximize=*/false, /*grad_scale=*/std::nullopt, inf);
+  at::_fused_adamw_(dirs, b.grads, b.exp_avgs, b.exp_avg_sqs, at::TensorList(), b.steps, /*lr=*/1.0, options_.beta1,
+                    options_.beta2, /*weight_decay=*/1.0, options_.eps, /*amsgrad=*/false,
+                    /*maximize=*/false, std::nullopt /* no unscaling in the kernel: optimizer_step.h unscales */, inf);
   if (!decay_params.empty()) at::_foreach_add_(decay_dirs, decay_params, -wd);  // d = -u
   // All norms in one call, stacked with keep into [3, n]: ||p_i||, ||u_i||, keep.
   std::vector<at::Tensor> both = b.params;

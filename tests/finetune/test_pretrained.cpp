@@ -10,6 +10,7 @@
 #include "common/sha256.h"
 #include "tests/finetune/checkpoint_fixture.h"
 #include "tests/finetune/glue_test_util.h"
+#include "trainer/finetune/model_tokenizer.h"
 #include "trainer/finetune/saved_model.h"
 
 namespace tupe::finetune {
@@ -134,6 +135,24 @@ TEST(GluePretrained, VocabularyAndConfigChecks) {
             std::string::npos);
   ScratchDir empty;
   EXPECT_NE(error_of([&] { read_model_checkpoint(empty.path()); }).find("holds no whole checkpoint"), std::string::npos);
+}
+
+TEST(GluePretrained, ACheckpointWithoutVocabularyAsksForOneByName) {
+  // No tokenizer.vocab given, and the checkpoint carries none and records none: the message
+  // that says so (and what to give) is the one the job reaches -- no earlier, generic check
+  // of an empty tokenizer.vocab stands in front of it.
+  ScratchDir dir;
+  const auto step = write_pretraining_checkpoint(dir.path(), tiny_config(), kSha);
+  const checkpoint::ModelCheckpoint ckpt = read_model_checkpoint(step.string());
+  data_pipeline::TokenizerOptions none;
+  ASSERT_TRUE(none.vocab.empty());
+  const std::string err = error_of([&] { checkpoint_tokenizer_options(none, {}, ckpt, false); });
+  EXPECT_EQ(err.rfind("tokenizer.vocab: " + ckpt.dir.string() +
+                          " carries no vocabulary and records none that is "
+                          "readable; give --tokenizer.vocab",
+                      0),
+            0u)
+      << err;
 }
 
 TEST(GluePretrained, FinetunedModelRoundTrip) {

@@ -77,6 +77,7 @@ json run_json(const TaskSpec& task, const RunRecord& run) {
   j["total_steps"] = run.total_steps;
   j["warmup_steps"] = run.warmup_steps;
   j["skipped_steps"] = run.skipped_steps;
+  j["optimizer"] = run.optimizer;
   j["seconds"] = run.seconds;
   j["selected_epoch"] = run.selected_epoch;
   j["score"] = run.score;

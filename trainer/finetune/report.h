@@ -29,7 +29,7 @@ struct ReportHeader {
   std::string checkpoint;      ///< its folder
   int world_size = 1;
   std::string device;          ///< "cpu" / "cuda:0"
-  std::string precision;       ///< "fp32" / "bf16"
+  std::string precision;       ///< "fp32" / "bf16" / "fp16" (precision.precision resolved)
   KeyValues config;            ///< the effective configuration
 };
 

@@ -38,7 +38,7 @@ double evaluate(PretrainJob& job) {
   double count = 0;
   {
     at::NoGradGuard no_grad;
-    const auto amp = trainer::autocast_dtype(cfg.precision.precision);
+    const auto amp = trainer::autocast_dtype(job.precision);
     for (int64_t s = 0; cfg.train.eval_batches == 0 || s < cfg.train.eval_batches; ++s) {
       auto b = it.next();
       if (!b) break;
@@ -95,7 +95,12 @@ void log_step(PretrainJob& job, const data_pipeline::MlmBatch& batch, const trai
   trainer::DynamicLossScaler& scaler = job.step->scaler();
   const int64_t step = job.step->step();
   scaler.check_divergence(step);
-  const double global_masked = static_cast<double>(batch.global_masked_count);
+  // The step's own count (the all-reduced masked tokens) must be the loader's: a mismatch
+  // means the loss was normalised by something else than the global batch.
+  const double global_masked = out.count.item<double>();
+  TUPE_CHECK(global_masked == static_cast<double>(batch.global_masked_count),
+             "step " << step << ": the ranks' micro-batches hold " << global_masked << " masked tokens, the loader's "
+                     << "global batch " << batch.global_masked_count);
   const double local_loss_sum = out.loss_sum.item<double>();
   const double grad_norm = out.found_inf.item<float>() > 0 ? INFINITY : out.grad_norm.item<double>();
   const double global_loss =
@@ -161,7 +166,7 @@ void install_checkpoint_signal_handlers() {
 
 void train_loop(PretrainJob& job) {
   Window window;
-  const auto amp = trainer::autocast_dtype(job.cfg.precision.precision);
+  const auto amp = trainer::autocast_dtype(job.precision);
   while (job.step->step() < job.max_steps) {
     const int64_t step = job.step->step() + 1;
     job.comm().set_step(step);

@@ -41,9 +41,9 @@ trainer::StepResult run_mlm_step(trainer::TrainStep& step, model::TupeBertImpl& 
         plan.accumulation == 1 ? batch
                                : data_pipeline::slice_rows(batch, m * plan.micro_batch, (m + 1) * plan.micro_batch),
         device);
-    return masked_lm_loss_sum(net, mb, amp, device);
+    return trainer::MicroBatchLoss{masked_lm_loss_sum(net, mb, amp, device), mb.masked_positions.numel()};
   };
-  return step.run(plan.accumulation, static_cast<double>(batch.global_masked_count), micro_loss, times, hook);
+  return step.run(plan.accumulation, micro_loss, times, hook);
 }
 
 }  // namespace tupe::pretrain

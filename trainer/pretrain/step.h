@@ -2,9 +2,10 @@
 // B / W rows (on the host) are split into k micro-batches of b rows (batch_plan.h), each
 // sliced on the host and copied to the device non-blocking; the loss of micro-batch m is
 //   l_m = sum over its masked tokens of CE(logits, original id)
-// (forward under autocast, the cross-entropy in fp32), normalised by the masked tokens of
-// the GLOBAL batch (MlmBatch::global_masked_count). What the job runs per optimizer step, and
-// what bench/step_profile measures.
+// (forward under autocast, the cross-entropy in fp32), with its count, the micro-batch's
+// masked tokens; the step divides by their sum over ranks, the masked tokens of the GLOBAL
+// batch (what the loader reports as MlmBatch::global_masked_count). What the job runs per
+// optimizer step, and what bench/step_profile measures.
 #pragma once
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
