@@ -24,13 +24,12 @@ namespace {
 
 int evaluate_job(const dist::MpiEnv& env, int argc, char** argv) {
   finetune::EvaluateJobConfig config;
-  ConfigCli cli(
-      "evaluate",
-      "Evaluates a model fine-tuned by `tupe finetune` (its models/<TASK> folder) on the task's dev\n"
-      "split(s) and writes the submission file(s) of its test split(s). Reads data_dir, output_dir,\n"
-      "max_length (0 = the length it was trained with), eval_batch_size, device, threads, skip_bad_rows\n"
-      "and predict_test from [finetune], and precision.precision. A custom task's files: the [task] section given\n"
-      "here when its name is the model's task, else the one the model recorded.");
+  ConfigCli cli("evaluate",
+                "Evaluates a model fine-tuned by `tupe finetune` (its models/<TASK> folder) on the task's dev\n"
+                "split(s) and writes the submission file(s) of its test split(s). Reads data_dir, output_dir,\n"
+                "max_length (0 = the length it was trained with), eval_batch_size, device, threads, skip_bad_rows\n"
+                "and predict_test from [finetune], [precision]. A custom task's files: the [task] section given\n"
+                "here when its name is the model's task, else the one the model recorded.");
   cli.section("finetune", finetune::FinetuneOptions::fields(), config.finetune);
   cli.section("precision", trainer::PrecisionOptions::fields(), config.precision);
   cli.section("task", finetune::TaskOptions::fields(), config.task);

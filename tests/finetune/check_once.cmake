@@ -1,5 +1,6 @@
 # Runs CMD (a ;-list; cmake -P) and passes when it exits 0 and its output (stdout and stderr)
 # holds WANT exactly once: a warning about what every rank sees, printed once per job.
+cmake_minimum_required(VERSION 3.20)
 execute_process(COMMAND ${CMD} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 600)
 set(all "${out}${err}")
 message("--- output (exit: ${rc}) ---\n${all}---")
