@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
                 static_cast<long long>(ds->info().max_seq_len), ds->info().format.c_str(),
                 static_cast<double>(ds->read_stats().index_bytes) / (1 << 20));
     for (const auto& t : tupe::split_comma_list(threads_text)) {
-      LoaderConfig cfg;
+      DataOptions cfg;
       cfg.global_batch_size = batch;
       cfg.num_threads = std::stoll(t);
       Loader loader(ds, cfg, 0, world);
@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
       const double cpu0 = process_cpu_seconds();
       const auto t0 = std::chrono::steady_clock::now();
       for (int64_t i = 0; i < steps; ++i) {
-        Batch b = loader.next();
+        MlmBatch b = loader.next();
         rows += b.rows();
         tokens += b.attention_mask.sum().item<int64_t>();
         masked += b.masked_positions.size(0);

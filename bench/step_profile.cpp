@@ -147,13 +147,13 @@ int main(int argc, char** argv) {
     dist_options.timeout_s = 0;
     dist::DistContext context(env, dist_options, device);
 
-    data_pipeline::LoaderConfig lc;
+    data_pipeline::DataOptions lc;
     lc.global_batch_size = batch;
     lc.pad_to_max_seq_len = true;
     auto ds = data_pipeline::open_pretrain_dataset(split_comma_list(shards), lc.dataset_options("train", ""));
     data_pipeline::Loader loader(ds, lc, 0, 1);
 
-    model::ModelConfig mc;
+    model::ModelOptions mc;
     mc.vocab_size = ds->info().vocab_size;
     mc.hidden_size = hidden;
     mc.num_layers = layers;
@@ -186,7 +186,7 @@ int main(int argc, char** argv) {
     std::map<std::string, double> seconds;
     const char* phases[] = {"forward", "backward", "reduce", "optimizer"};
     for (int64_t s = 0; s <= steps; ++s) {
-      data_pipeline::Batch b = loader.next();
+      data_pipeline::MlmBatch b = loader.next();
       trainer::StepTimes times;
       trainer::StepPhaseHook hook = [&](const char* phase) {
         if (device.is_cuda()) torch::cuda::synchronize();

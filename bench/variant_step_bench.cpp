@@ -6,8 +6,8 @@
 //
 // Each round draws one batch from the loader (real shards, dynamic masks) and runs one full
 // pre-training step with it on every variant in turn: forward at the masked positions,
-// cross-entropy / masked tokens, backward into a flat gradient buffer, and the shared
-// optimizer step (norm check, clipping, AdamW: trainer/optimizer_step.h), what one rank of
+// summed cross-entropy, backward into a flat gradient buffer, and the shared optimizer step
+// (/ masked tokens, norm check, clipping, AdamW: trainer/optimizer_step.h), what one rank of
 // `tupe pretrain` does per step, without the collectives. Dropout is on (model defaults).
 // Interleaving puts every variant under the same machine load, so the per-round ratio
 // t(variant) / t(BERT-A) is far less noisy than comparing separate runs. Reports, per variant,
@@ -69,7 +69,7 @@ double median(std::vector<double> v) {
 
 struct Variant {
   std::string name;
-  model::ModelConfig config;
+  model::ModelOptions config;
   model::TupeBert net{nullptr};
   checkpoint::NamedTensors named;
   std::unique_ptr<dist::GradBuffer> grads;  ///< the flat gradient buffer, as DDP lays it out
@@ -89,7 +89,7 @@ void set_avoid_cudnn(model::TupeBert& net, bool avoid) {
 /// current flags: q/k/v (B, H, L, d_h) needing gradients; the mask BERT-A's (B, 1, 1, L)
 /// padding mask, or a TUPE/BERT-R (B, H, L, L) bias (TUPE's needs a gradient). With `avoid`
 /// the cuDNN rule of model/attention.h applies (cuDNN off for such calls).
-std::string kernel_for(const model::ModelConfig& c, int64_t batch, const c10::Device& device, at::ScalarType dtype,
+std::string kernel_for(const model::ModelOptions& c, int64_t batch, const c10::Device& device, at::ScalarType dtype,
                        bool avoid) {
   if (!device.is_cuda()) return "explicit (CPU training)";
   const auto opts = at::TensorOptions().device(device).dtype(dtype);
@@ -155,7 +155,7 @@ int main(int argc, char** argv) {
     };
     at::set_num_threads(static_cast<int>(threads));
 
-    data_pipeline::LoaderConfig lc;
+    data_pipeline::DataOptions lc;
     lc.global_batch_size = batch;
     lc.pad_to_max_seq_len = true;
     auto ds = data_pipeline::open_pretrain_dataset(split_comma_list(shards), lc.dataset_options("train", ""));
@@ -167,7 +167,7 @@ int main(int argc, char** argv) {
     const trainer::LrSchedule schedule(oo);
     std::vector<Variant> variants;
     for (const char* v : {"bert-absolute", "tupe-absolute", "bert-relative", "tupe-relative"}) {
-      model::ModelConfig mc;
+      model::ModelOptions mc;
       mc.vocab_size = ds->info().vocab_size;
       mc.hidden_size = hidden;
       mc.num_layers = layers;
@@ -222,7 +222,7 @@ int main(int argc, char** argv) {
       }
       double masked_sum = 0;
       for (int64_t r = 0; r < warmup + rounds; ++r) {
-        data_pipeline::Batch b = loader.next();
+        data_pipeline::MlmBatch b = loader.next();
         b.input_ids = b.input_ids.to(device);
         b.attention_mask = b.attention_mask.to(device);
         if (b.segment_ids.defined()) b.segment_ids = b.segment_ids.to(device);
@@ -230,6 +230,7 @@ int main(int argc, char** argv) {
         b.masked_labels = b.masked_labels.to(device);
         const double masked = static_cast<double>(b.masked_positions.numel());
         if (r >= warmup) masked_sum += masked;
+        const at::Tensor count = at::full({1}, masked, at::TensorOptions().dtype(at::kDouble).device(device));
         for (auto& v : variants) {
           at::manual_seed(static_cast<uint64_t>(1000 + r));
           sync();
@@ -241,10 +242,9 @@ int main(int argc, char** argv) {
             trainer::AutocastScope autocast(device.type(), amp);
             logits = v.net->mlm_logits(b.input_ids, b.attention_mask, b.segment_ids, b.masked_positions);
           }
-          at::Tensor loss =
-              at::cross_entropy_loss(logits.to(at::kFloat), b.masked_labels, {}, at::Reduction::Sum) / masked;
+          at::Tensor loss = at::cross_entropy_loss(logits.to(at::kFloat), b.masked_labels, {}, at::Reduction::Sum);
           loss.backward();
-          v.step->apply(v.grads->data(), r + 1);  // the loop's optimizer step (no host sync)
+          v.step->apply(v.grads->data(), r + 1, count);  // the loop's optimizer step: / count (no host sync)
           sync();
           const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           const double cpu = thread_cpu_s() - c0;

@@ -48,7 +48,7 @@ void require_fine_tuned(const ModelCheckpoint& ckpt) {
 
 model::TupeBert build_model(const ModelCheckpoint& ckpt) { return build_model(ckpt, ckpt.config); }
 
-model::TupeBert build_model(const ModelCheckpoint& ckpt, const model::ModelConfig& config) {
+model::TupeBert build_model(const ModelCheckpoint& ckpt, const model::ModelOptions& config) {
   model::TupeBert net(config, ckpt.num_labels);
   net->to(at::kFloat);
   NamedTensors targets;

@@ -4,7 +4,7 @@
 //   - a model of `tupe finetune`: encoder.* and sentence_head.*, config keys glue.*
 //     (docs/formats.md "Fine-tuned models"); its MLM head is not saved.
 // Rules: the model config is the checkpoint's own, read strictly from its "model.*" keys
-// (model::model_config_from_saved: every key of ModelConfig must be there, a default never
+// (model::model_config_from_saved: every key of ModelOptions must be there, a default never
 // fills a gap); tensors are copied strictly: a missing, unexpected or mis-shaped tensor --
 // which is also what another positional variant looks like -- is ONE error listing every
 // name.
@@ -27,7 +27,7 @@ namespace tupe::checkpoint {
 struct ModelCheckpoint {
   std::filesystem::path dir;         ///< the step_<N> folder read
   CheckpointContents contents;       ///< tensors, optimizer state, trainer state (saved config, vocabulary hash)
-  model::ModelConfig config;         ///< from the saved model.* keys
+  model::ModelOptions config;        ///< from the saved model.* keys
   bool has_mlm_head = false;         ///< mlm_head.* saved (a pre-training checkpoint)
   int64_t num_labels = 0;            ///< rows of sentence_head.out.weight (a fine-tuned model; 1 = regression), else 0
   std::string task;                  ///< glue.task of a fine-tuned model, else ""
@@ -65,7 +65,7 @@ void require_fine_tuned(const ModelCheckpoint& ckpt);
 /// `config` overrides the checkpoint's (e.g. another dropout; the shapes must agree). Throws
 /// tupe::Error as copy_named_tensors does.
 model::TupeBert build_model(const ModelCheckpoint& ckpt);
-model::TupeBert build_model(const ModelCheckpoint& ckpt, const model::ModelConfig& config);
+model::TupeBert build_model(const ModelCheckpoint& ckpt, const model::ModelOptions& config);
 
 /// Copies the encoder tensors of `saved` (every tensor but mlm_head.*) into the encoder.*
 /// parameters of `model`, strictly: ONE tupe::Error "<where>: N tensor name/shape/dtype

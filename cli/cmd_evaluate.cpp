@@ -27,11 +27,12 @@ int evaluate_job(const dist::MpiEnv& env, int argc, char** argv) {
   ConfigCli cli("evaluate",
                 "Evaluates a model fine-tuned by `tupe finetune` (its models/<TASK> folder) on the task's dev\n"
                 "split(s) and writes the submission file(s) of its test split(s). Reads data_dir, output_dir,\n"
-                "max_length (0 = the length it was trained with), eval_batch_size, device, precision, threads,\n"
-                "skip_bad_rows and predict_test from [finetune]. A custom task's files: the [task] section given\n"
+                "max_length (0 = the length it was trained with), eval_batch_size, device, threads, skip_bad_rows\n"
+                "and predict_test from [finetune], [precision]. A custom task's files: the [task] section given\n"
                 "here when its name is the model's task, else the one the model recorded.");
-  cli.section("finetune", finetune::FinetuneConfig::fields(), config.finetune);
-  cli.section("task", finetune::CustomTaskConfig::fields(), config.task);
+  cli.section("finetune", finetune::FinetuneOptions::fields(), config.finetune);
+  cli.section("precision", trainer::PrecisionOptions::fields(), config.precision);
+  cli.section("task", finetune::TaskOptions::fields(), config.task);
   cli.section("tokenizer", data_pipeline::TokenizerOptions::fields(), config.tokenizer);
   cli.section("dist", dist::DistOptions::fields(), config.dist);
   cli.options().add_options()("model", po::value<std::string>(&config.model),

@@ -24,11 +24,15 @@ int finetune_job(const dist::MpiEnv& env, int argc, char** argv) {
   finetune::FinetuneJobConfig config;
   ConfigCli cli("finetune",
                 "Fine-tunes a pre-training checkpoint on GLUE tasks: LR grid x seeds, median over seeds per LR, best\n"
-                "LR reported (the paper's protocol by default). Under mpirun the global batch is split over the ranks.\n"
+                "LR reported (the paper's protocol by default). [optimizer] and [precision] are pre-training's\n"
+                "sections; each run sets optimizer.lr, warmup_steps and total_steps from finetune.learning_rates,\n"
+                "warmup_ratio and epochs. Under mpirun the global batch is split over the ranks.\n"
                 "A custom task (TSV, CSV or JSONL files) is described in a [task] section and run when finetune.tasks\n"
                 "names it (trainer/finetune/tasks/custom_task.h; README \"Custom tasks\").");
-  cli.section("finetune", finetune::FinetuneConfig::fields(), config.finetune);
-  cli.section("task", finetune::CustomTaskConfig::fields(), config.task);
+  cli.section("finetune", finetune::FinetuneOptions::fields(), config.finetune);
+  cli.section("optimizer", trainer::OptimizerOptions::fields(), config.optimizer);
+  cli.section("precision", trainer::PrecisionOptions::fields(), config.precision);
+  cli.section("task", finetune::TaskOptions::fields(), config.task);
   cli.section("tokenizer", data_pipeline::TokenizerOptions::fields(), config.tokenizer);
   cli.section("dist", dist::DistOptions::fields(), config.dist);
   cli.options().add_options()("skip-bad-rows", "skip (and count) malformed task-file rows (= --finetune.skip_bad_rows true)");

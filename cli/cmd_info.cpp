@@ -9,9 +9,9 @@
 namespace tupe::cli {
 
 int run_info(int argc, char** argv) {
-  model::ModelConfig config;
+  model::ModelOptions config;
   ConfigCli cli("info", "Prints the effective model config and a parameter table (no weights are loaded).");
-  cli.section("model", model::ModelConfig::fields(), config);
+  cli.section("model", model::ModelOptions::fields(), config);
   if (!cli.parse(argc, argv)) return 0;
   config.validate();
   model::TupeBert net(config);

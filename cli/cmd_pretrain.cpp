@@ -24,8 +24,8 @@ int pretrain_job(const dist::MpiEnv& env, int argc, char** argv) {
   cli.options().add_options()("resume", boost::program_options::value<std::string>()->default_value("auto"),
                               "auto (newest whole checkpoint under checkpoint.dir, else start fresh), none, or a "
                               "checkpoint folder");
-  cli.section("model", model::ModelConfig::fields(), cfg.model);
-  cli.section("data", data_pipeline::LoaderConfig::fields(), cfg.data);
+  cli.section("model", model::ModelOptions::fields(), cfg.model);
+  cli.section("data", data_pipeline::DataOptions::fields(), cfg.data);
   cli.section("optimizer", trainer::OptimizerOptions::fields(), cfg.optimizer);
   cli.section("precision", trainer::PrecisionOptions::fields(), cfg.precision);
   cli.section("checkpoint", checkpoint::CheckpointOptions::fields(), cfg.checkpoint);
@@ -38,10 +38,11 @@ int pretrain_job(const dist::MpiEnv& env, int argc, char** argv) {
   const std::string resume = cli.vm()["resume"].as<std::string>();
 
   {
-    // Once the checks passed, the whole effective config goes to the run folder and the
-    // console gets one line.
-    const auto result = pretrain::run_pretraining(
-        env, cfg, resume, [&] { log::info(cli.write_effective(cfg.checkpoint.dir + "/effective_config.ini")); });
+    // Once the checks passed, the whole effective config (as the job resolved it: the
+    // shards' tokenizer) goes to the run folder and the console gets one line.
+    const auto result = pretrain::run_pretraining(env, cfg, resume, [&](const KeyValues& effective) {
+      log::info(cli.write_effective(cfg.checkpoint.dir + "/effective_config.ini", effective));
+    });
     std::ostringstream line;
     line << "pre-training " << (result.stopped_by_signal ? "stopped by signal" : "finished") << " at step "
          << result.final_step;

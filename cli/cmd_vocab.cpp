@@ -10,10 +10,10 @@
 namespace tupe::cli {
 
 int run_vocab(int argc, char** argv) {
-  data_pipeline::SentencePieceTrainOptions options;
+  data_pipeline::VocabOptions options;
   ConfigCli cli("vocab",
                 "Trains a SentencePiece vocabulary on UTF-8 text files; [PAD] [UNK] [CLS] [SEP] [MASK] get ids 0-4.");
-  cli.section("vocab", data_pipeline::SentencePieceTrainOptions::fields(), options);
+  cli.section("vocab", data_pipeline::VocabOptions::fields(), options);
   if (!cli.parse(argc, argv)) return 0;
   options.validate();
   std::cout << "# effective config\n";

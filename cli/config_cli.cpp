@@ -115,9 +115,10 @@ KeyValues ConfigCli::effective() const {
 
 void ConfigCli::print_effective(std::ostream& os) const { os << format_ini(effective()); }
 
-std::string ConfigCli::write_effective(const std::string& file) const {
+std::string ConfigCli::write_effective(const std::string& file) const { return write_effective(file, effective()); }
+
+std::string ConfigCli::write_effective(const std::string& file, const KeyValues& kv) const {
   namespace fs = std::filesystem;
-  const KeyValues kv = effective();
   std::error_code ec;
   const fs::path path(file);
   if (path.has_parent_path()) fs::create_directories(path.parent_path(), ec);

@@ -1,6 +1,6 @@
 // Command-line + INI handling shared by every subcommand.
 //
-// A subcommand registers its config structs by section (ModelConfig under "model", ...);
+// A subcommand registers its config structs by section (ModelOptions under "model", ...);
 // every field becomes an option `--section.field VALUE` whose help names its unit and
 // default. `--config FILE` reads an INI file first; options given on the command line
 // override it. Unknown sections or keys are errors naming the file or the option.
@@ -88,6 +88,9 @@ class ConfigCli {
   /// value differs from the built-in default go to log::debug, one line. Throws tupe::Error
   /// "<file>: cannot write the effective config: <cause>".
   std::string write_effective(const std::string& file) const;
+  /// The same for `kv` instead of effective(): the effective config as a job resolved it
+  /// (e.g. pre-training's tokenizer keys as the shards record them).
+  std::string write_effective(const std::string& file, const KeyValues& kv) const;
 
  private:
   struct Section {

@@ -45,18 +45,18 @@ struct KnownSection {
 };
 
 const KnownSection kKnownSections[] = {
-    {"model", "info, pretrain", &check_fields<model::ModelConfig>},
-    {"data", "pretrain", &check_fields<data_pipeline::LoaderConfig>},
-    {"optimizer", "pretrain", &check_fields<trainer::OptimizerOptions>},
-    {"precision", "pretrain", &check_fields<trainer::PrecisionOptions>},
+    {"model", "info, pretrain", &check_fields<model::ModelOptions>},
+    {"data", "pretrain", &check_fields<data_pipeline::DataOptions>},
+    {"optimizer", "pretrain, finetune", &check_fields<trainer::OptimizerOptions>},
+    {"precision", "pretrain, finetune, evaluate", &check_fields<trainer::PrecisionOptions>},
     {"checkpoint", "pretrain", &check_fields<checkpoint::CheckpointOptions>},
     {"dist", "pretrain, finetune, evaluate", &check_fields<dist::DistOptions>},
     {"train", "pretrain", &check_fields<pretrain::TrainOptions>},
-    {"finetune", "finetune, evaluate", &check_fields<finetune::FinetuneConfig>},
-    {"task", "finetune, evaluate", &check_fields<finetune::CustomTaskConfig>},
+    {"finetune", "finetune, evaluate", &check_fields<finetune::FinetuneOptions>},
+    {"task", "finetune, evaluate", &check_fields<finetune::TaskOptions>},
     {"tokenizer", "preprocess, pretrain, finetune, evaluate", &check_fields<data_pipeline::TokenizerOptions>},
-    {"preprocess", "preprocess", &check_fields<data_pipeline::PreprocessConfig>},
-    {"vocab", "vocab", &check_fields<data_pipeline::SentencePieceTrainOptions>},
+    {"preprocess", "preprocess", &check_fields<data_pipeline::PreprocessOptions>},
+    {"vocab", "vocab", &check_fields<data_pipeline::VocabOptions>},
 };
 
 }  // namespace

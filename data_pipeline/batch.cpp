@@ -10,12 +10,12 @@
 
 namespace tupe::data_pipeline {
 
-Batch slice_rows(const Batch& batch, int64_t begin, int64_t end) {
+MlmBatch slice_rows(const MlmBatch& batch, int64_t begin, int64_t end) {
   const int64_t b = batch.rows();
   TUPE_CHECK(begin >= 0 && begin <= end && end <= b, "data: row slice [" << begin << ", " << end << ") of a batch of "
                                                                          << b << " rows");
   TUPE_CHECK(batch.masked_positions.is_cpu(), "data: row slices are taken of host batches");
-  Batch out = batch;
+  MlmBatch out = batch;
   const int64_t len = batch.input_ids.size(1);
   out.input_ids = batch.input_ids.narrow(0, begin, end - begin);
   out.attention_mask = batch.attention_mask.narrow(0, begin, end - begin);
@@ -34,9 +34,9 @@ Batch slice_rows(const Batch& batch, int64_t begin, int64_t end) {
   return out;
 }
 
-Batch to_device(const Batch& b, const c10::Device& device) {
+MlmBatch to_device(const MlmBatch& b, const c10::Device& device) {
   if (device.is_cpu()) return b;
-  Batch out = b;
+  MlmBatch out = b;
   const bool non_blocking = true;  // pinned batches copy asynchronously
   out.input_ids = b.input_ids.to(device, non_blocking);
   out.attention_mask = b.attention_mask.to(device, non_blocking);
@@ -46,7 +46,7 @@ Batch to_device(const Batch& b, const c10::Device& device) {
   return out;
 }
 
-BatchBuilder::BatchBuilder(std::shared_ptr<const PretrainDataset> dataset, const LoaderConfig& config,
+BatchBuilder::BatchBuilder(std::shared_ptr<const PretrainDataset> dataset, const DataOptions& config,
                            uint64_t mask_seed)
     : dataset_(std::move(dataset)),
       config_(config),
@@ -86,8 +86,8 @@ void BatchBuilder::mask_sample(int64_t epoch, int64_t index, BatchWorkspace& ws)
   for (const auto& m : ws.masked) s.token_ids[static_cast<size_t>(m.position)] = m.replacement;
 }
 
-Batch BatchBuilder::build(int64_t epoch, const std::vector<int64_t>& step_indices, int64_t row_begin, int64_t row_end,
-                          BatchWorkspace& ws) const {
+MlmBatch BatchBuilder::build(int64_t epoch, const std::vector<int64_t>& step_indices, int64_t row_begin,
+                             int64_t row_end, BatchWorkspace& ws) const {
   const auto global_rows = static_cast<int64_t>(step_indices.size());
   TUPE_CHECK(row_begin >= 0 && row_begin <= row_end && row_end <= global_rows,
              "data: rows [" << row_begin << ", " << row_end << ") of a step of " << global_rows);
@@ -96,7 +96,7 @@ Batch BatchBuilder::build(int64_t epoch, const std::vector<int64_t>& step_indice
   const int64_t len = padded_length(step_indices);
   const auto opts = at::TensorOptions().dtype(at::kLong).pinned_memory(config_.pin_memory == PinMemory::kOn);
 
-  Batch batch;
+  MlmBatch batch;
   batch.epoch = epoch;
   batch.global_rows = global_rows;
   batch.input_ids = at::empty({b, len}, opts);

@@ -19,7 +19,7 @@
 
 namespace tupe::data_pipeline {
 
-struct Batch {
+struct MlmBatch {
   at::Tensor input_ids;             ///< [b, L] int64, masked input, [PAD] after the real tokens
   at::Tensor attention_mask;        ///< [b, L] int64, 1 = real token, 0 = padding
   at::Tensor segment_ids;           ///< [b, L] int64 (0/1) when the dataset has them, else undefined
@@ -38,11 +38,11 @@ struct Batch {
 /// masked positions re-based to the slice. Step fields are copied; global_masked_count stays
 /// the step's. A pinned batch gives a pinned slice (every tensor), so its copy to the GPU
 /// stays asynchronous. Throws tupe::Error for a bad range or a batch not on the CPU.
-Batch slice_rows(const Batch& batch, int64_t begin, int64_t end);
+MlmBatch slice_rows(const MlmBatch& batch, int64_t begin, int64_t end);
 
 /// `batch` with every tensor on `device` (the batch itself for the CPU). The copies are
 /// non-blocking: from a pinned batch they run asynchronously on the current stream.
-Batch to_device(const Batch& batch, const c10::Device& device);
+MlmBatch to_device(const MlmBatch& batch, const c10::Device& device);
 
 /// Reused per-thread storage of BatchBuilder::build.
 struct BatchWorkspace {
@@ -58,12 +58,12 @@ class BatchBuilder {
  public:
   /// `mask_seed` keys the dynamic masks (data.seed for training, data.validation_seed for
   /// evaluation). Throws tupe::Error for pin_memory without CUDA.
-  BatchBuilder(std::shared_ptr<const PretrainDataset> dataset, const LoaderConfig& config, uint64_t mask_seed);
+  BatchBuilder(std::shared_ptr<const PretrainDataset> dataset, const DataOptions& config, uint64_t mask_seed);
   /// The batch of rows [row_begin, row_end) of a step whose global batch is `step_indices`
   /// (global sample indices in step order) in `epoch`. The masks of sample i are those of
   /// (mask_seed, epoch, i).
-  Batch build(int64_t epoch, const std::vector<int64_t>& step_indices, int64_t row_begin, int64_t row_end,
-              BatchWorkspace& ws) const;
+  MlmBatch build(int64_t epoch, const std::vector<int64_t>& step_indices, int64_t row_begin, int64_t row_end,
+                 BatchWorkspace& ws) const;
   const PretrainDataset& dataset() const { return *dataset_; }
 
  private:
@@ -75,7 +75,7 @@ class BatchBuilder {
   int64_t masked_count(int64_t index) const;
 
   std::shared_ptr<const PretrainDataset> dataset_;
-  LoaderConfig config_;
+  DataOptions config_;
   Masker masker_;
   bool static_masks_;  // use the dataset's stored masks
 };

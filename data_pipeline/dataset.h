@@ -107,6 +107,10 @@ struct DatasetOptions {
   /// Bound on the process's cache of decompressed blocks (compressed own shards, NVIDIA
   /// shards) when reading on demand (bytes); at least one block is always kept.
   int64_t cache_bytes = int64_t{128} << 20;
+  /// Whether open logs the one-line warning that shards are read unverified (NVIDIA shards,
+  /// shards of format versions before checksums). A job whose ranks all open the same set
+  /// passes true on rank 0 only, so that the job says it once.
+  bool warn_unverified = true;
 };
 
 /// Opens `paths` (shard files, or folders whose *.h5 / *.hdf5 / *.hdf5 files of the split are

@@ -264,7 +264,7 @@ std::shared_ptr<const PretrainDataset> open_pretrain_dataset(const std::vector<s
     }
   }
   if (info.format == "tupe") check_shard_sets(files, headers);
-  note_unverified(options.split, files, headers, info.format);
+  if (options.warn_unverified) note_unverified(options.split, files, headers, info.format);
   int64_t sequences = 0;
   for (size_t f = 0; f < files.size(); ++f) {
     std::error_code ec;

@@ -15,7 +15,7 @@ void check_rank(int64_t rank, int64_t world_size) {
 
 }  // namespace
 
-Loader::Loader(std::shared_ptr<const PretrainDataset> dataset, const LoaderConfig& config, int64_t rank,
+Loader::Loader(std::shared_ptr<const PretrainDataset> dataset, const DataOptions& config, int64_t rank,
                int64_t world_size, LoaderState start, std::function<void()> on_thread_start)
     : sampler_(dataset->size(), config.global_batch_size, static_cast<uint64_t>(config.seed)),
       builder_(dataset, config, static_cast<uint64_t>(config.seed)),
@@ -44,11 +44,11 @@ Loader::~Loader() {
   for (auto& t : threads_) t.join();
 }
 
-Batch Loader::build(int64_t task, BatchWorkspace& ws) const {
+MlmBatch Loader::build(int64_t task, BatchWorkspace& ws) const {
   const LoaderState s = sampler_.advance(start_, task);
   std::vector<int64_t> step_indices;
   sampler_.step_indices(s, step_indices);  // the whole global batch: all ranks pad alike
-  Batch b = builder_.build(s.epoch, step_indices, rows_.first, rows_.second, ws);
+  MlmBatch b = builder_.build(s.epoch, step_indices, rows_.first, rows_.second, ws);
   b.first_position = s.consumed_samples;
   return b;
 }
@@ -77,14 +77,14 @@ void Loader::worker() {
   }
 }
 
-Batch Loader::next() {
+MlmBatch Loader::next() {
   if (threads_.empty()) {
-    Batch b = build(handed_, sync_ws_);
+    MlmBatch b = build(handed_, sync_ws_);
     std::lock_guard<std::mutex> lock(mutex_);
     ++handed_;
     return b;
   }
-  Batch batch;
+  MlmBatch batch;
   {
     std::unique_lock<std::mutex> lock(mutex_);
     ready_cv_.wait(lock, [this] { return ready_.count(handed_) > 0; });
@@ -104,7 +104,7 @@ LoaderState Loader::state() const {
   return sampler_.advance(start_, handed_);
 }
 
-EvalIterator::EvalIterator(std::shared_ptr<const PretrainDataset> dataset, const LoaderConfig& config, int64_t rank,
+EvalIterator::EvalIterator(std::shared_ptr<const PretrainDataset> dataset, const DataOptions& config, int64_t rank,
                            int64_t world_size)
     : builder_(dataset, config, static_cast<uint64_t>(config.validation_seed)),
       batch_(config.global_batch_size),
@@ -118,14 +118,14 @@ int64_t EvalIterator::num_steps() const {
   return (builder_.dataset().size() + batch_ - 1) / batch_;
 }
 
-std::optional<Batch> EvalIterator::next() {
+std::optional<MlmBatch> EvalIterator::next() {
   if (step_ >= num_steps()) return std::nullopt;
   const int64_t first = step_ * batch_;
   const int64_t rows = std::min(batch_, builder_.dataset().size() - first);
   indices_.resize(static_cast<size_t>(rows));
   for (int64_t k = 0; k < rows; ++k) indices_[static_cast<size_t>(k)] = first + k;
   const int64_t begin = rank_ * rows / world_size_, end = (rank_ + 1) * rows / world_size_;
-  Batch b = builder_.build(0, indices_, begin, end, ws_);
+  MlmBatch b = builder_.build(0, indices_, begin, end, ws_);
   b.first_position = first;
   ++step_;
   return b;

@@ -31,14 +31,14 @@ class Loader {
   /// `on_thread_start` (may be empty) runs first in every worker thread: the trainer makes
   /// its CUDA device current there, so that pinned-memory allocations do not open a
   /// context on device 0.
-  Loader(std::shared_ptr<const PretrainDataset> dataset, const LoaderConfig& config, int64_t rank, int64_t world_size,
+  Loader(std::shared_ptr<const PretrainDataset> dataset, const DataOptions& config, int64_t rank, int64_t world_size,
          LoaderState start = {}, std::function<void()> on_thread_start = {});
   ~Loader();
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
 
   /// This rank's batch of the next step (B / W rows). Rethrows a worker's tupe::Error.
-  Batch next();
+  MlmBatch next();
   /// Position after the last batch returned by next() (normalised: an exhausted epoch
   /// reads as (epoch + 1, 0)). Save it in checkpoints; pass it back as `start`.
   LoaderState state() const;
@@ -49,11 +49,11 @@ class Loader {
 
  private:
   struct Slot {
-    Batch batch;
+    MlmBatch batch;
     std::exception_ptr error;
   };
   /// Builds the batch of step `task` (counted from the start state); pure.
-  Batch build(int64_t task, BatchWorkspace& ws) const;
+  MlmBatch build(int64_t task, BatchWorkspace& ws) const;
   void worker();
 
   GlobalSampler sampler_;
@@ -78,10 +78,10 @@ class Loader {
 /// rows [floor(r*n_t/W), floor((r+1)*n_t/W)) of it, possibly none (a batch of 0 rows).
 class EvalIterator {
  public:
-  EvalIterator(std::shared_ptr<const PretrainDataset> dataset, const LoaderConfig& config, int64_t rank,
+  EvalIterator(std::shared_ptr<const PretrainDataset> dataset, const DataOptions& config, int64_t rank,
                int64_t world_size);
   /// This rank's part of the next step, or nullopt after the last step.
-  std::optional<Batch> next();
+  std::optional<MlmBatch> next();
   /// ceil(N / B).
   int64_t num_steps() const;
   /// Back to the first step.

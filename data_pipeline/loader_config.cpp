@@ -4,12 +4,12 @@
 
 namespace tupe::data_pipeline {
 
-void LoaderConfig::validate() const {
+void DataOptions::validate() const {
   fields().check(*this);
   masking().validate();
 }
 
-MaskingConfig LoaderConfig::masking() const {
+MaskingConfig DataOptions::masking() const {
   MaskingConfig m;
   m.mask_probability = mask_probability;
   m.replace_with_mask = replace_with_mask;
@@ -18,7 +18,7 @@ MaskingConfig LoaderConfig::masking() const {
   return m;
 }
 
-DatasetOptions LoaderConfig::dataset_options(const std::string& split, const std::string& expected_vocab_sha256) const {
+DatasetOptions DataOptions::dataset_options(const std::string& split, const std::string& expected_vocab_sha256) const {
   DatasetOptions o;
   o.split = split;
   o.expected_vocab_sha256 = expected_vocab_sha256;
@@ -28,8 +28,8 @@ DatasetOptions LoaderConfig::dataset_options(const std::string& split, const std
   return o;
 }
 
-const FieldTable<LoaderConfig>& LoaderConfig::fields() {
-  using L = LoaderConfig;
+const FieldTable<DataOptions>& DataOptions::fields() {
+  using L = DataOptions;
   static const FieldTable<L> table = [] {
     FieldTable<L> t("data");
     t.path_list("train_shards", &L::train_shards, "", "comma-separated shard files or folders (train split)")

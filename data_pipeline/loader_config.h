@@ -25,8 +25,8 @@ inline constexpr Choice<PinMemory> kPinMemoryWords[] = {
     {"yes", PinMemory::kOn},    {"on", PinMemory::kOn},    {"0", PinMemory::kOff},     {"no", PinMemory::kOff},
     {"off", PinMemory::kOff}};
 
-struct LoaderConfig {
-  LoaderConfig() { fields().reset(*this); }
+struct DataOptions {
+  DataOptions() { fields().reset(*this); }
   std::string train_shards;
   std::string validation_shards;
   int64_t vocab_size;
@@ -54,7 +54,7 @@ struct LoaderConfig {
   MaskingConfig masking() const;
   /// Options for open_pretrain_dataset of `split` with the expected vocabulary hash.
   DatasetOptions dataset_options(const std::string& split, const std::string& expected_vocab_sha256) const;
-  static const FieldTable<LoaderConfig>& fields();
+  static const FieldTable<DataOptions>& fields();
 };
 
 }  // namespace tupe::data_pipeline

@@ -12,10 +12,10 @@ namespace fs = std::filesystem;
 
 namespace tupe::data_pipeline {
 
-void PreprocessConfig::validate() const { fields().check(*this); }
+void PreprocessOptions::validate() const { fields().check(*this); }
 
-const FieldTable<PreprocessConfig>& PreprocessConfig::fields() {
-  using P = PreprocessConfig;
+const FieldTable<PreprocessOptions>& PreprocessOptions::fields() {
+  using P = PreprocessOptions;
   static const FieldTable<P> table = [] {
     FieldTable<P> t("preprocess");
     t.integer("max_seq_len", &P::max_seq_len, 128, "tokens", "sequence length incl. [CLS] and [SEP]")
@@ -59,7 +59,7 @@ const FieldTable<PreprocessConfig>& PreprocessConfig::fields() {
 }
 
 PreprocessPlan plan_preprocess(const std::vector<std::string>& inputs, const std::string& output_dir,
-                               const PreprocessConfig& config) {
+                               const PreprocessOptions& config) {
   config.validate();
   TUPE_CHECK(!output_dir.empty(), "preprocess: no output folder given (--output)");
   PreprocessPlan plan;
@@ -96,7 +96,7 @@ std::vector<std::string> existing_shards(const std::string& output_dir) {
 
 namespace {
 
-bool goes_to_validation(const PreprocessConfig& config, int64_t file, int64_t doc_begin) {
+bool goes_to_validation(const PreprocessOptions& config, int64_t file, int64_t doc_begin) {
   if (config.split == SplitMode::kValidation) return true;
   if (config.validation_ratio <= 0) return false;
   CounterRng rng(rng_key(RngDomain::kSplit, static_cast<uint64_t>(config.seed), static_cast<uint64_t>(file),
@@ -104,7 +104,7 @@ bool goes_to_validation(const PreprocessConfig& config, int64_t file, int64_t do
   return rng.uniform() < config.validation_ratio;
 }
 
-ShardHeader make_header(const ShardJob& job, const PreprocessConfig& config, const Tokenizer& tok,
+ShardHeader make_header(const ShardJob& job, const PreprocessOptions& config, const Tokenizer& tok,
                         const std::string& command_line, const std::string& run_id) {
   ShardHeader h;
   h.split = job.split;
@@ -129,11 +129,11 @@ ShardHeader make_header(const ShardJob& job, const PreprocessConfig& config, con
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> describe_preprocess_run(const PreprocessPlan& plan,
-                                                                        const PreprocessConfig& config,
-                                                                        const Tokenizer& tokenizer,
-                                                                        const std::string& output_dir) {
+                                                                         const PreprocessOptions& config,
+                                                                         const Tokenizer& tokenizer,
+                                                                         const std::string& output_dir) {
   std::vector<std::pair<std::string, std::string>> out;
-  for (const auto& f : PreprocessConfig::fields().fields()) out.emplace_back("preprocess." + f.name, f.get(config));
+  for (const auto& f : PreprocessOptions::fields().fields()) out.emplace_back("preprocess." + f.name, f.get(config));
   out.emplace_back("tokenizer", tokenizer.kind() + ", vocabulary " + std::to_string(tokenizer.vocab_size()) + " " +
                                     tokenizer.vocab_sha256() + (tokenizer.lower_case() ? ", lower-cased" : ", cased"));
   out.emplace_back("output", output_dir);
@@ -157,7 +157,7 @@ std::string preprocess_run_id(const std::vector<std::pair<std::string, std::stri
 }
 
 std::vector<std::unique_ptr<ShardWriter>> run_preprocess_jobs(const PreprocessPlan& plan,
-                                                              const PreprocessConfig& config,
+                                                              const PreprocessOptions& config,
                                                               const Tokenizer& tokenizer, int64_t rank,
                                                               int64_t world_size, const std::string& command_line,
                                                               const std::string& run_id, const ProgressFn& progress) {

@@ -42,8 +42,8 @@ inline constexpr Choice<SplitMode> kSplitModeWords[] = {{"ratio", SplitMode::kRa
 
 /// [preprocess] section. Every field -- its meaning, unit, default and range -- is described
 /// once, in the field table in preprocess.cpp (common/config_fields.h; docs/config.md).
-struct PreprocessConfig {
-  PreprocessConfig() { fields().reset(*this); }
+struct PreprocessOptions {
+  PreprocessOptions() { fields().reset(*this); }
   int64_t max_seq_len;
   Packing packing;
   DocumentBoundary documents;
@@ -62,7 +62,7 @@ struct PreprocessConfig {
   /// Whether the run writes train shards / validation shards.
   bool writes_train() const { return split == SplitMode::kRatio; }
   bool writes_validation() const { return split == SplitMode::kValidation || validation_ratio > 0; }
-  static const FieldTable<PreprocessConfig>& fields();
+  static const FieldTable<PreprocessOptions>& fields();
 };
 
 /// A unit of input: the documents starting in bytes [begin, end) of one file.
@@ -95,7 +95,7 @@ struct PreprocessPlan {
 /// Lists the inputs (list_input_files) and lays out pieces and shards. Throws tupe::Error
 /// for bad inputs (missing, empty) or config.
 PreprocessPlan plan_preprocess(const std::vector<std::string>& inputs, const std::string& output_dir,
-                               const PreprocessConfig& config);
+                               const PreprocessOptions& config);
 
 /// Shard files (train-*-of-*.h5, validation-*-of-*.h5) already in `output_dir`.
 std::vector<std::string> existing_shards(const std::string& output_dir);
@@ -113,9 +113,9 @@ using ProgressFn = std::function<void(const PreprocessProgress&)>;
 /// file (path as given or found, size in bytes). All ranks of one run must agree on it
 /// (dist/agreement.h); a mixed set of shards is never written.
 std::vector<std::pair<std::string, std::string>> describe_preprocess_run(const PreprocessPlan& plan,
-                                                                        const PreprocessConfig& config,
-                                                                        const Tokenizer& tokenizer,
-                                                                        const std::string& output_dir);
+                                                                         const PreprocessOptions& config,
+                                                                         const Tokenizer& tokenizer,
+                                                                         const std::string& output_dir);
 
 /// The run_id recorded in every shard of a run (shard_format.h): the first 16 hex digits of
 /// the SHA-256 of the run's description plus the inputs' modification times (so a rerun on
@@ -128,7 +128,7 @@ std::string preprocess_run_id(const std::vector<std::pair<std::string, std::stri
 /// one removes its file). Throws tupe::Error "<file>: invalid UTF-8 at byte N", "<file>: no
 /// text (only blank lines)", tokenizer or HDF5 errors.
 std::vector<std::unique_ptr<ShardWriter>> run_preprocess_jobs(const PreprocessPlan& plan,
-                                                              const PreprocessConfig& config,
+                                                              const PreprocessOptions& config,
                                                               const Tokenizer& tokenizer, int64_t rank,
                                                               int64_t world_size, const std::string& command_line,
                                                               const std::string& run_id, const ProgressFn& progress);

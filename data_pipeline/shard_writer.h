@@ -37,6 +37,8 @@ class ShardWriter {
   void commit();
 
   const std::string& final_path() const { return final_path_; }
+  /// The shard's split attribute ("train" | "validation"), as its header records it.
+  const std::string& split() const { return header_.split; }
   const std::string& temp_path() const { return temp_path_; }
   int64_t num_sequences() const { return num_sequences_; }
   int64_t num_tokens() const { return num_tokens_; }

@@ -55,7 +55,6 @@ DistributedDataParallel::DistributedDataParallel(Communicator& comm, std::vector
   options_.validate();
   for (size_t b = 0; b < buffer_.buckets().size(); ++b)
     buckets_.emplace_back(b, buffer_.bucket_view(b), buffer_.buckets()[b].params);
-  scale_factor_ = options_.grad_scale;
   ready_.assign(params_.size(), 0);
   buffer_.attach(params_);
   hooks_ = std::make_unique<Hooks>();
@@ -94,6 +93,39 @@ void DistributedDataParallel::zero_grad_buffer() {
   buffer_.zero();
   reset_step();
   synced_ = false;
+}
+
+void DistributedDataParallel::start_count_sync(int64_t local_count) {
+  std::lock_guard<std::mutex> lk(mutex_);
+  TUPE_CHECK(local_count >= 0, "ddp: start_count_sync: negative count " << local_count);
+  TUPE_CHECK(is_last_microbatch_,
+             "ddp: start_count_sync on an accumulation micro-step (call it before the last "
+             "micro-step's backward)");
+  if (synced_) {  // a new step without zero_grad_buffer(): as for the first gradient
+    reset_step();
+    synced_ = false;
+  }
+  TUPE_CHECK(count_work_ == nullptr, "ddp: start_count_sync called twice in one step");
+  // A new tensor per step: a result that holds the last step's count keeps its value.
+  count_ = at::full({1}, static_cast<double>(local_count), buffer_.data().options().dtype(at::kDouble));
+  count_work_ = comm_.all_reduce({count_}, "all_reduce step count");
+}
+
+void DistributedDataParallel::sync_without_backward() {
+  std::lock_guard<std::mutex> lk(mutex_);
+  TUPE_CHECK(is_last_microbatch_, "ddp: sync_without_backward on an accumulation micro-step");
+  if (synced_) {
+    reset_step();
+    synced_ = false;
+  }
+  TUPE_CHECK(ready_count_ == 0,
+             "ddp: sync_without_backward after " << ready_count_ << " gradients arrived in this step");
+  for (size_t p = 0; p < params_.size(); ++p) {
+    ready_[p] = 1;
+    ++ready_count_;
+    buckets_[buffer_.slots()[p].bucket].mark_ready();
+  }
+  launch_ready_buckets();
 }
 
 void DistributedDataParallel::set_is_last_microbatch(bool is_last) {
@@ -146,6 +178,7 @@ void DistributedDataParallel::launch_ready_buckets() {
 }
 
 void DistributedDataParallel::finish_launched_buckets() {
+  if (count_work_) count_work_->wait();  // launched before the buckets: finished first
   for (size_t b = 0; b < next_to_launch_; ++b) buckets_[b].finish();
 }
 
@@ -155,6 +188,7 @@ void DistributedDataParallel::reset_step() {
   ready_count_ = 0;
   next_to_launch_ = 0;
   next_to_test_ = 0;
+  count_work_.reset();
 }
 
 void DistributedDataParallel::finish_grad_sync() {
@@ -179,7 +213,6 @@ void DistributedDataParallel::finish_grad_sync() {
                                            "backward since zero_grad_buffer): "
                                         << names.str());
   }
-  if (scale_factor_ != 1.0) buffer_.data().mul_(scale_factor_);
   reset_step();
   synced_ = true;
 }

@@ -10,12 +10,15 @@
 //
 // Lifecycle per optimizer step (the trainer's calls, in order):
 //   zero_grad_buffer();
-//   for each micro-batch m of k: set_is_last_microbatch(m == k - 1); forward; backward;
-//   finish_grad_sync();   // waits, checks every parameter got a gradient, scales
-//   optimizer step (reads param.grad = the reduced gradients)
+//   for each micro-batch m of k: set_is_last_microbatch(m == k - 1); forward;
+//       [m == k - 1: start_count_sync(local count)]; backward;
+//   (a rank without micro-batches: start_count_sync(0); sync_without_backward();)
+//   finish_grad_sync();   // waits, checks every parameter got a gradient
+//   optimizer step (reads param.grad = the reduced gradients, global_count())
 // Gradients ACCUMULATE in the buffer over micro-steps; only the last micro-step's backward
-// launches all-reduces. After finish_grad_sync, grad = scale * SUM over ranks of the
-// accumulated gradients, scale = dist.grad_scale.
+// launches all-reduces. After finish_grad_sync, grad = SUM over ranks of the accumulated
+// gradients, unscaled, and global_count() = SUM over ranks of the counts (the caller divides:
+// trainer/optimizer_step.h).
 #pragma once
 #include <ATen/core/Tensor.h>
 
@@ -55,15 +58,32 @@ class DistributedDataParallel {
   void set_is_last_microbatch(bool is_last);
   bool is_last_microbatch() const;
 
-  /// After the last micro-step's backward: waits for every bucket (NCCL: stream-ordered),
-  /// casts bf16 results back, applies the gradient scale. A second call without a new
-  /// backward does nothing; on a non-last micro-step it does nothing. Throws tupe::Error
+  /// Before the last micro-step's backward (after zero_grad_buffer): this rank's count of
+  /// the step's loss terms (masked tokens, examples; >= 0; 0 on a rank without examples).
+  /// Launches its all-reduce (SUM, float64: exact for counts below 2^53) at once, ahead of
+  /// the gradient buckets, on every rank in the same place of the collective order;
+  /// finish_grad_sync waits for it with the buckets. No host sync (a device fill). Throws
+  /// tupe::Error for a negative count, a second call in one step, or a call on an
+  /// accumulation micro-step.
+  void start_count_sync(int64_t local_count);
+  /// For a rank without micro-batches in this step (after zero_grad_buffer and
+  /// start_count_sync(0)): marks every parameter ready with the zero gradient the buffer
+  /// holds and launches every bucket, so that the rank joins every all-reduce of the step
+  /// without a forward or backward. Throws tupe::Error on an accumulation micro-step or
+  /// when some gradient already arrived in this step.
+  void sync_without_backward();
+
+  /// After the last micro-step's backward: waits for every bucket and the count (NCCL:
+  /// stream-ordered), casts bf16 results back. A second call without a new backward does
+  /// nothing; on a non-last micro-step it does nothing. Throws tupe::Error
   /// "K of N parameters never received a gradient: names..." when some parameter's hook did
-  /// not fire (after waiting for the buckets that were launched, so ranks stay in step).
+  /// not fire (after waiting for what was launched, so ranks stay in step).
   void finish_grad_sync();
 
-  /// Factor applied to the summed gradients by finish_grad_sync.
-  double grad_scale_factor() const { return scale_factor_; }
+  /// After finish_grad_sync of a step that called start_count_sync: [1] float64 on the
+  /// buffer's device, the sum over ranks of the local counts (read it on the device, or on
+  /// the host at the cost of a host sync on a GPU). Undefined before the first such step.
+  const at::Tensor& global_count() const { return count_; }
   const GradBuffer& buffer() const { return buffer_; }
   size_t num_buckets() const { return buckets_.size(); }
   const std::vector<NamedParameter>& params() const { return params_; }
@@ -80,7 +100,7 @@ class DistributedDataParallel {
   void on_grad_ready(size_t p);
   /// Launches ready buckets in bucket order (mutex_ held).
   void launch_ready_buckets();
-  /// Waits for every launched bucket (mutex_ held).
+  /// Waits for every launched bucket and the count (mutex_ held).
   void finish_launched_buckets();
   /// Forgets readiness and collectives of the step (mutex_ held).
   void reset_step();
@@ -91,7 +111,6 @@ class DistributedDataParallel {
   std::vector<NamedParameter> params_;
   GradBuffer buffer_;
   std::vector<Bucket> buckets_;  ///< in launch order
-  double scale_factor_ = 1.0;
   std::unique_ptr<Hooks> hooks_;
 
   mutable std::mutex mutex_;  ///< guards the state below (hooks may run on autograd threads)
@@ -102,6 +121,8 @@ class DistributedDataParallel {
   size_t next_to_test_ = 0;        ///< first launched bucket not seen complete; reset by reset_step
   bool synced_ = false;            ///< finish_grad_sync completed and no hook fired since
   int64_t buckets_launched_ = 0;   ///< total launches since construction
+  at::Tensor count_;               ///< [1] float64: this rank's count, then the sum over ranks
+  WorkPtr count_work_;             ///< the count's all-reduce in flight; reset by reset_step
 };
 
 /// RAII "no_sync" scope: accumulation micro-steps inside it do not all-reduce

@@ -19,13 +19,15 @@ const FieldTable<DistOptions>& DistOptions::fields() {
         .positive()
         .choice("reduce_dtype", &D::reduce_dtype, kReduceDtypeWords, ReduceDtype::kFp32,
                 "dtype gradient buckets are all-reduced in (bf16: cast, reduce, cast back)")
-        .real("grad_scale", &D::grad_scale, 1.0, "factor", "factor applied to the summed gradients (1 = none)")
         .real("timeout_s", &D::timeout_s, 600.0, "seconds",
               "a collective not finished after this long aborts the job, naming it (the watchdog); 0 = off")
         .at_least(0)
         .removed("grad_reduce",
                  "is no longer read: gradients are always summed over ranks (both jobs divide their losses by the "
-                 "global batch's counts); remove the key");
+                 "global batch's counts); remove the key")
+        .removed("grad_scale",
+                 "is no longer read: the training step divides the summed gradients by the global batch's count "
+                 "(any other factor would break data-parallel exactness); remove the key");
     return t;
   }();
   return table;

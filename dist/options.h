@@ -30,15 +30,15 @@ enum class ReduceDtype {
 };
 inline constexpr Choice<ReduceDtype> kReduceDtypeWords[] = {{"fp32", ReduceDtype::kFp32}, {"bf16", ReduceDtype::kBf16}};
 
-/// [dist] section. Gradients are always SUMMED over ranks: both jobs divide their losses by
-/// counts of the global batch (trainer/train_step.h), so the sum is the global mean's
-/// gradient. The former key grad_reduce is refused with one line.
+/// [dist] section. Gradients are always SUMMED over ranks, unscaled: the training step
+/// divides the sum by the global batch's count (trainer/train_step.h), so the result is the
+/// global mean's gradient. The former keys grad_reduce and grad_scale are refused with one
+/// line each.
 struct DistOptions {
   DistOptions() { fields().reset(*this); }
   BackendKind backend;
   int64_t bucket_size_bytes;
   ReduceDtype reduce_dtype;
-  double grad_scale;
   double timeout_s;
 
   /// The field table's ranges. Throws tupe::Error "dist.<key>: <cause>".

@@ -96,7 +96,7 @@ class CudnnSdpaOff {
 
 }  // namespace
 
-SelfAttentionImpl::SelfAttentionImpl(const ModelConfig& c) : config(c) {
+SelfAttentionImpl::SelfAttentionImpl(const ModelOptions& c) : config(c) {
   const int64_t d = c.hidden_size;
   query = register_module("query", torch::nn::Linear(d, d));
   key = register_module("key", torch::nn::Linear(d, d));

@@ -73,7 +73,7 @@ std::string sdpa_choice(const at::Tensor& q, const at::Tensor& k, const at::Tens
 
 class SelfAttentionImpl : public torch::nn::Module {
  public:
-  explicit SelfAttentionImpl(const ModelConfig& config);
+  explicit SelfAttentionImpl(const ModelOptions& config);
   void reset_parameters();
 
   /// x: (B, L, d); bias: additive, broadcastable to (B, H, L, L) (positional term plus
@@ -85,7 +85,7 @@ class SelfAttentionImpl : public torch::nn::Module {
   /// The pre-softmax logits q k^T * scale + bias: (B, H, L, L). For tests and analysis.
   at::Tensor logits(const at::Tensor& x, const at::Tensor& bias);
 
-  ModelConfig config;
+  ModelOptions config;
   /// On (default): a CUDA forward that needs gradients and has a mask runs with cuDNN
   /// attention switched off (see the top of this file). Off: torch's own choice (the
   /// benchmarks' "default" figures).

@@ -11,13 +11,13 @@ PositionEncoding parse_position_encoding(const std::string& text) {
   return parse_choice("key 'position_encoding'", text, kPositionEncodingWords);
 }
 
-double ModelConfig::attention_scale() const {
+double ModelOptions::attention_scale() const {
   const double dh = static_cast<double>(head_size());
   if (has_untied_positions()) return 1.0 / std::sqrt(2.0 * dh);
   return 1.0 / std::sqrt(dh);
 }
 
-void ModelConfig::validate() const {
+void ModelOptions::validate() const {
   fields().check(*this);
   TUPE_CHECK(hidden_size % num_heads == 0, "model.num_heads: " << num_heads << " must divide hidden_size " << hidden_size);
   TUPE_CHECK(relative_buckets % 2 == 0, "model.relative_buckets: must be even and >= 4, got " << relative_buckets);
@@ -28,8 +28,8 @@ void ModelConfig::validate() const {
                                                                                   << " has none (set untie_cls = false)");
 }
 
-const FieldTable<ModelConfig>& ModelConfig::fields() {
-  using M = ModelConfig;
+const FieldTable<ModelOptions>& ModelOptions::fields() {
+  using M = ModelOptions;
   static const FieldTable<M> table = [] {
     FieldTable<M> t("model");
     t.integer("vocab_size", &M::vocab_size, 30522, "ids", "vocabulary size V: token ids in [0, V)")
@@ -73,20 +73,20 @@ const FieldTable<ModelConfig>& ModelConfig::fields() {
   return table;
 }
 
-ModelConfig model_config_from_saved(const KeyValues& saved, const std::string& where) {
+ModelOptions model_config_from_saved(const KeyValues& saved, const std::string& where) {
   KeyValues model_kv;
   for (const auto& [k, v] : saved)
     if (k.rfind("model.", 0) == 0) model_kv[k.substr(6)] = v;
   std::vector<std::string> missing;
-  for (const auto& f : ModelConfig::fields().fields())
+  for (const auto& f : ModelOptions::fields().fields())
     if (!model_kv.count(f.name)) missing.push_back("model." + f.name);
   if (!missing.empty()) {
     std::ostringstream os;
     for (size_t i = 0; i < missing.size(); ++i) os << (i ? ", " : "") << missing[i];
     TUPE_FAIL(where << ": the saved config lacks " << missing.size() << " model key(s): " << os.str());
   }
-  ModelConfig config;
-  ModelConfig::fields().apply(config, model_kv, where + " [model]");
+  ModelOptions config;
+  ModelOptions::fields().apply(config, model_kv, where + " [model]");
   try {
     config.validate();
   } catch (const Error& e) {

@@ -36,8 +36,8 @@ enum class LayerNormPlacement {
 inline constexpr Choice<LayerNormPlacement> kLayerNormWords[] = {{"post", LayerNormPlacement::kPost},
                                                                 {"pre", LayerNormPlacement::kPre}};
 
-struct ModelConfig {
-  ModelConfig() { fields().reset(*this); }
+struct ModelOptions {
+  ModelOptions() { fields().reset(*this); }
   int64_t vocab_size;
   int64_t hidden_size;
   int64_t num_layers;
@@ -83,14 +83,14 @@ struct ModelConfig {
   /// logit term). Throws tupe::Error "model.<key>: <cause>".
   void validate() const;
 
-  static const FieldTable<ModelConfig>& fields();
+  static const FieldTable<ModelOptions>& fields();
 };
 
-/// The ModelConfig a checkpoint saved as "model.<key>" entries of its effective config
+/// The ModelOptions a checkpoint saved as "model.<key>" entries of its effective config
 /// (trainer_state.json), strictly: every key of the field table must be there (a default
 /// never fills a gap: defaults change between versions), each parsed and the whole
 /// validated. Throws tupe::Error "<where>: the saved config lacks N model key(s): ..." or
 /// "<where>: saved model.<key>: ...". Used by every reader of checkpoints.
-ModelConfig model_config_from_saved(const KeyValues& saved_config, const std::string& where);
+ModelOptions model_config_from_saved(const KeyValues& saved_config, const std::string& where);
 
 }  // namespace tupe::model

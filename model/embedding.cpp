@@ -7,7 +7,7 @@
 
 namespace tupe::model {
 
-EmbeddingsImpl::EmbeddingsImpl(const ModelConfig& c) : config(c) {
+EmbeddingsImpl::EmbeddingsImpl(const ModelOptions& c) : config(c) {
   const int64_t d = c.hidden_size;
   word = register_module("word", torch::nn::Embedding(c.vocab_size, d));
   if (c.has_absolute_input_positions())

@@ -16,7 +16,7 @@ namespace tupe::model {
 
 class EmbeddingsImpl : public torch::nn::Module {
  public:
-  explicit EmbeddingsImpl(const ModelConfig& config);
+  explicit EmbeddingsImpl(const ModelOptions& config);
   void reset_parameters();
 
   /// input_ids: (B, L) int64 in [0, V); segment_ids: (B, L) int64 or undefined (all 0).
@@ -24,7 +24,7 @@ class EmbeddingsImpl : public torch::nn::Module {
   /// given to a model without a segment embedding.
   at::Tensor forward(const at::Tensor& input_ids, const at::Tensor& segment_ids = {});
 
-  ModelConfig config;
+  ModelOptions config;
   torch::nn::Embedding word{nullptr};      ///< (V, d); also the tied MLM decoder
   torch::nn::Embedding position{nullptr};  ///< (max_positions, d), BERT-A/R only
   torch::nn::Embedding segment{nullptr};   ///< (type_vocab_size, d) when type_vocab_size > 0

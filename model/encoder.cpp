@@ -8,7 +8,7 @@
 
 namespace tupe::model {
 
-EncoderLayerImpl::EncoderLayerImpl(const ModelConfig& c) : config(c) {
+EncoderLayerImpl::EncoderLayerImpl(const ModelOptions& c) : config(c) {
   const auto ln = torch::nn::LayerNormOptions({c.hidden_size}).eps(c.layer_norm_eps);
   attention = register_module("attention", SelfAttention(c));
   attention_norm = register_module("attention_norm", torch::nn::LayerNorm(ln));
@@ -41,7 +41,7 @@ at::Tensor EncoderLayerImpl::forward(const at::Tensor& x, const at::Tensor& bias
   return h + ffn(ffn_norm(h));
 }
 
-EncoderImpl::EncoderImpl(const ModelConfig& c) : config(c) {
+EncoderImpl::EncoderImpl(const ModelOptions& c) : config(c) {
   c.validate();
   embeddings = register_module("embeddings", Embeddings(c));
   positional = register_module("positional", PositionalTerm(c));

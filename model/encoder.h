@@ -23,12 +23,12 @@ namespace tupe::model {
 
 class EncoderLayerImpl : public torch::nn::Module {
  public:
-  explicit EncoderLayerImpl(const ModelConfig& config);
+  explicit EncoderLayerImpl(const ModelOptions& config);
   void reset_parameters();
   /// x: (B, L, d); bias: broadcastable to (B, H, L, L). Returns (B, L, d).
   at::Tensor forward(const at::Tensor& x, const at::Tensor& bias);
 
-  ModelConfig config;
+  ModelOptions config;
   SelfAttention attention{nullptr};
   torch::nn::LayerNorm attention_norm{nullptr}, ffn_norm{nullptr};
   torch::nn::Linear ffn_in{nullptr};   ///< d -> F
@@ -50,7 +50,7 @@ struct EncoderOutput {
 
 class EncoderImpl : public torch::nn::Module {
  public:
-  explicit EncoderImpl(const ModelConfig& config);
+  explicit EncoderImpl(const ModelOptions& config);
 
   /// input_ids: (B, L) int64; attention_mask: (B, L) bool/int (1 = real token) or
   /// undefined (all real); segment_ids: (B, L) int64 or undefined.
@@ -67,7 +67,7 @@ class EncoderImpl : public torch::nn::Module {
   /// (BERT-A, no padding). dtype = the parameters' dtype.
   at::Tensor attention_bias(int64_t B, int64_t L, const at::Tensor& attention_mask);
 
-  ModelConfig config;
+  ModelOptions config;
   Embeddings embeddings{nullptr};
   PositionalTerm positional{nullptr};
   torch::nn::ModuleList layers{nullptr};

@@ -8,7 +8,7 @@
 
 namespace tupe::model {
 
-MlmHeadImpl::MlmHeadImpl(const ModelConfig& c, at::Tensor word_embedding)
+MlmHeadImpl::MlmHeadImpl(const ModelOptions& c, at::Tensor word_embedding)
     : config(c), decoder_weight(std::move(word_embedding)) {
   dense = register_module("dense", torch::nn::Linear(c.hidden_size, c.hidden_size));
   norm = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.hidden_size}).eps(c.layer_norm_eps)));
@@ -32,7 +32,7 @@ at::Tensor MlmHeadImpl::forward(const at::Tensor& hidden, const at::Tensor& mask
   return at::linear(h, decoder_weight, bias);  // (M, V)
 }
 
-SentenceHeadImpl::SentenceHeadImpl(const ModelConfig& c, int64_t labels) : config(c), num_labels(labels) {
+SentenceHeadImpl::SentenceHeadImpl(const ModelOptions& c, int64_t labels) : config(c), num_labels(labels) {
   TUPE_CHECK(labels >= 1, "sentence head: num_labels must be >= 1, got " << labels);
   dense = register_module("dense", torch::nn::Linear(c.hidden_size, c.hidden_size));
   out = register_module("out", torch::nn::Linear(c.hidden_size, labels));

@@ -18,14 +18,14 @@ namespace tupe::model {
 class MlmHeadImpl : public torch::nn::Module {
  public:
   /// `word_embedding`: the (V, d) word embedding weight the decoder is tied to.
-  MlmHeadImpl(const ModelConfig& config, at::Tensor word_embedding);
+  MlmHeadImpl(const ModelOptions& config, at::Tensor word_embedding);
   void reset_parameters();
 
   /// hidden: (B, L, d); masked_positions: (M) int64 flat indices into B*L.
   /// Returns logits (M, V) computed at the masked positions only.
   at::Tensor forward(const at::Tensor& hidden, const at::Tensor& masked_positions);
 
-  ModelConfig config;
+  ModelOptions config;
   torch::nn::Linear dense{nullptr};  ///< d -> d
   torch::nn::LayerNorm norm{nullptr};
   at::Tensor bias;                   ///< (V) decoder bias
@@ -36,12 +36,12 @@ TORCH_MODULE(MlmHead);
 class SentenceHeadImpl : public torch::nn::Module {
  public:
   /// num_labels: classes for classification, 1 for regression (STS-B).
-  SentenceHeadImpl(const ModelConfig& config, int64_t num_labels);
+  SentenceHeadImpl(const ModelOptions& config, int64_t num_labels);
   void reset_parameters();
   /// hidden: (B, L, d). Returns (B, num_labels) from the first ([CLS]) token.
   at::Tensor forward(const at::Tensor& hidden);
 
-  ModelConfig config;
+  ModelOptions config;
   int64_t num_labels;
   torch::nn::Linear dense{nullptr};  ///< d -> d
   torch::nn::Linear out{nullptr};    ///< d -> num_labels

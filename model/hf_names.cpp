@@ -6,7 +6,7 @@
 
 namespace tupe::model {
 
-std::string hf_bert_refusal(const ModelConfig& config) {
+std::string hf_bert_refusal(const ModelOptions& config) {
   if (config.position_encoding != PositionEncoding::kBertAbsolute)
     return "BertModel has no " + to_string(config.position_encoding) +
            " attention (neither TUPE's untied positional term nor a relative bias in its logits)";

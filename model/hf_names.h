@@ -34,7 +34,7 @@ namespace tupe::model {
 
 /// Why `config` cannot become a BertForMaskedLM ("" when it can): only BERT-A (absolute
 /// input positions, no positional logit term) with post-LN and erf-GELU is BERT.
-std::string hf_bert_refusal(const ModelConfig& config);
+std::string hf_bert_refusal(const ModelOptions& config);
 
 /// The transformers BERT name of a tupe parameter name, or "" for a tensor BERT has no place for.
 std::string hf_bert_name(const std::string& tupe_name);

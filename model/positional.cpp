@@ -10,7 +10,7 @@
 
 namespace tupe::model {
 
-PositionalTermImpl::PositionalTermImpl(const ModelConfig& c) : config(c) {
+PositionalTermImpl::PositionalTermImpl(const ModelOptions& c) : config(c) {
   untied_ = c.has_untied_positions();
   relative_ = c.has_relative_bias();
   const int64_t d = c.hidden_size;

@@ -28,7 +28,7 @@ namespace tupe::model {
 
 class PositionalTermImpl : public torch::nn::Module {
  public:
-  explicit PositionalTermImpl(const ModelConfig& config);
+  explicit PositionalTermImpl(const ModelOptions& config);
   void reset_parameters();
 
   /// True when the variant has a positional logit term (all but BERT-A).
@@ -43,7 +43,7 @@ class PositionalTermImpl : public torch::nn::Module {
   /// For analysis (`tupe analyze` heatmaps). Requires a TUPE variant.
   at::Tensor raw_position_correlation(int64_t rows);
 
-  ModelConfig config;
+  ModelOptions config;
   // TUPE only (registered when the variant is TUPE-A/R):
   torch::nn::Embedding table{nullptr};  ///< p: (position_table_rows, d)
   torch::nn::LayerNorm norm{nullptr};   ///< LN over d applied to table rows

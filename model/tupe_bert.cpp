@@ -8,7 +8,7 @@
 
 namespace tupe::model {
 
-TupeBertImpl::TupeBertImpl(const ModelConfig& c, int64_t num_labels) : config(c) {
+TupeBertImpl::TupeBertImpl(const ModelOptions& c, int64_t num_labels) : config(c) {
   encoder = register_module("encoder", Encoder(c));
   mlm_head = register_module("mlm_head", MlmHead(c, encoder->embeddings->word->weight));
   if (num_labels > 0) sentence_head = register_module("sentence_head", SentenceHead(c, num_labels));

@@ -24,7 +24,7 @@ namespace tupe::model {
 class TupeBertImpl : public torch::nn::Module {
  public:
   /// num_labels = 0: no sentence head (pre-training); >= 1 adds one (fine-tuning).
-  explicit TupeBertImpl(const ModelConfig& config, int64_t num_labels = 0);
+  explicit TupeBertImpl(const ModelOptions& config, int64_t num_labels = 0);
 
   /// MLM logits at the masked positions. input_ids, attention_mask, segment_ids: (B, L);
   /// masked_positions: (M) int64 flat indices into B*L. Returns (M, V).
@@ -35,7 +35,7 @@ class TupeBertImpl : public torch::nn::Module {
   at::Tensor sentence_logits(const at::Tensor& input_ids, const at::Tensor& attention_mask,
                              const at::Tensor& segment_ids);
 
-  ModelConfig config;
+  ModelOptions config;
   Encoder encoder{nullptr};
   MlmHead mlm_head{nullptr};
   SentenceHead sentence_head{nullptr};

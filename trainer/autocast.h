@@ -4,18 +4,21 @@
 #pragma once
 #include <ATen/autocast_mode.h>
 
+#include "common/error.h"
 #include "trainer/options.h"
 
 namespace tupe::trainer {
 
-/// The autocast dtype of a precision: bf16, fp16, or float (fp32: autocast off).
+/// The autocast dtype of a precision: bf16, fp16, or float (fp32: autocast off). auto must
+/// be resolved first (resolve_precision in options.h); throws tupe::Error for it.
 inline at::ScalarType autocast_dtype(Precision p) {
   switch (p) {
     case Precision::kBf16: return at::kBFloat16;
     case Precision::kFp16: return at::kHalf;
     case Precision::kFp32: return at::kFloat;
+    case Precision::kAuto: break;
   }
-  return at::kFloat;
+  TUPE_FAIL("autocast_dtype: precision auto was not resolved to the device (resolve_precision)");
 }
 
 class AutocastScope {

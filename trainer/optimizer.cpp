@@ -78,7 +78,7 @@ void Optimizer::step(double lr, const at::Tensor& found_inf) {
   }
   c10::NoGradGuard no_grad;
   // Check every grad before the first update, so that a bad one changes nothing.
-  std::vector<Batch> batches(groups_.size());
+  std::vector<StepMembers> batches(groups_.size());
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     for (size_t i : groups_[gi].slots) {
       const Slot& s = slots_[i];
@@ -90,7 +90,7 @@ void Optimizer::step(double lr, const at::Tensor& found_inf) {
                                         << checkpoint::shape_text(grad.sizes()) << " on " << grad.device() << ", parameter is "
                                         << c10::toString(s.param.scalar_type()) << checkpoint::shape_text(s.param.sizes())
                                         << " on " << s.param.device() << " (unscale into fp32 master grads first)");
-      Batch& b = batches[gi];
+      StepMembers& b = batches[gi];
       b.slots.push_back(i);
       b.params.push_back(s.param);
       b.grads.push_back(grad.is_contiguous() ? grad : grad.contiguous());
@@ -187,7 +187,7 @@ void Optimizer::load_state_dict(const checkpoint::OptimizerState& state) {
   }
 }
 
-void AdamW::update(size_t /*group*/, const Batch& b, double lr, const at::Tensor& found_inf) {
+void AdamW::update(size_t /*group*/, const StepMembers& b, double lr, const at::Tensor& found_inf) {
   // One fused call per decay class (weight_decay is a scalar argument of the kernel).
   struct Lists {
     std::vector<at::Tensor> params, grads, exp_avgs, exp_avg_sqs, steps;
@@ -208,7 +208,7 @@ void AdamW::update(size_t /*group*/, const Batch& b, double lr, const at::Tensor
     if (l.params.empty()) return;
     at::_fused_adamw_(l.params, l.grads, l.exp_avgs, l.exp_avg_sqs, at::TensorList(), l.steps, lr, options_.beta1,
                       options_.beta2, decay, options_.eps, /*amsgrad=*/false, /*maximize=*/false,
-                      /*grad_scale=*/std::nullopt, inf);
+                      std::nullopt /* no unscaling in the kernel: optimizer_step.h unscales */, inf);
   };
   at::_foreach_add_(b.steps, 1);
   fused(decayed, wd);
@@ -247,7 +247,7 @@ const Lamb::RatioBuffers& Lamb::buffers_for(size_t group, const std::vector<size
   return partial_[group];
 }
 
-void Lamb::update(size_t group, const Batch& b, double lr, const at::Tensor& found_inf) {
+void Lamb::update(size_t group, const StepMembers& b, double lr, const at::Tensor& found_inf) {
   const RatioBuffers& buf = buffers_for(group, b.slots);
   const size_t n = b.slots.size();
   const double wd = options_.weight_decay;
@@ -271,9 +271,9 @@ void Lamb::update(size_t group, const Batch& b, double lr, const at::Tensor& fou
   // and weight decay 1 computes d (1 - 1) - m_hat / (sqrt(v_hat) + eps) (d is finite), and
   // does nothing at all when found_inf is 1.
   const std::optional<at::Tensor> inf = found_inf.defined() ? std::optional<at::Tensor>(found_inf) : std::nullopt;
-  at::_fused_adamw_(dirs, b.grads, b.exp_avgs, b.exp_avg_sqs, at::TensorList(), b.steps, /*lr=*/1.0,
-                    options_.beta1, options_.beta2, /*weight_decay=*/1.0, options_.eps, /*amsgrad=*/false,
-                    /*maximize=*/false, /*grad_scale=*/std::nullopt, inf);
+  at::_fused_adamw_(dirs, b.grads, b.exp_avgs, b.exp_avg_sqs, at::TensorList(), b.steps, /*lr=*/1.0, options_.beta1,
+                    options_.beta2, /*weight_decay=*/1.0, options_.eps, /*amsgrad=*/false,
+                    /*maximize=*/false, std::nullopt /* no unscaling in the kernel: optimizer_step.h unscales */, inf);
   if (!decay_params.empty()) at::_foreach_add_(decay_dirs, decay_params, -wd);  // d = -u
   // All norms in one call, stacked with keep into [3, n]: ||p_i||, ||u_i||, keep.
   std::vector<at::Tensor> both = b.params;

@@ -99,13 +99,13 @@ class Optimizer {
     std::vector<size_t> slots;  ///< indices into slots()
   };
   /// The members of one group that have a grad in this step, as parallel lists.
-  struct Batch {
+  struct StepMembers {
     std::vector<size_t> slots;  ///< indices into slots(), ascending
     std::vector<at::Tensor> params, grads, exp_avgs, exp_avg_sqs, steps;
   };
   /// Updates one group: `batch` is non-empty, `found_inf` is undefined or a float32 []
   /// tensor on the group's device. Advances t of the batch (unless cancelled).
-  virtual void update(size_t group, const Batch& batch, double lr, const at::Tensor& found_inf) = 0;
+  virtual void update(size_t group, const StepMembers& batch, double lr, const at::Tensor& found_inf) = 0;
 
   const std::vector<Slot>& slots() const { return slots_; }
   const std::vector<Group>& groups() const { return groups_; }
@@ -127,7 +127,7 @@ class AdamW final : public Optimizer {
   std::string kind() const override { return "adamw"; }
 
  protected:
-  void update(size_t group, const Batch& batch, double lr, const at::Tensor& found_inf) override;
+  void update(size_t group, const StepMembers& batch, double lr, const at::Tensor& found_inf) override;
 };
 
 /// LAMB with per-parameter trust ratio (see the file comment). Holds one scratch tensor
@@ -138,7 +138,7 @@ class Lamb final : public Optimizer {
   std::string kind() const override { return "lamb"; }
 
  protected:
-  void update(size_t group, const Batch& batch, double lr, const at::Tensor& found_inf) override;
+  void update(size_t group, const StepMembers& batch, double lr, const at::Tensor& found_inf) override;
 
  private:
   /// Device buffers for the trust ratios of one set of batch members, with the views the

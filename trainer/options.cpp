@@ -6,6 +6,19 @@ namespace tupe::trainer {
 
 std::string to_string(Precision p) { return choice_word(p, kPrecisionWords); }
 
+Precision resolve_precision(Precision p, bool on_cuda) {
+  if (p == Precision::kAuto) return on_cuda ? Precision::kBf16 : Precision::kFp32;
+  TUPE_CHECK(p != Precision::kFp16 || on_cuda,
+             "precision.precision: fp16 with loss scaling is for GPUs; use bf16, fp32 or auto on the CPU");
+  return p;
+}
+
+PrecisionOptions default_finetune_precision() {
+  PrecisionOptions o;
+  o.precision = Precision::kAuto;
+  return o;
+}
+
 void OptimizerOptions::validate() const {
   fields().check(*this);
   TUPE_CHECK(warmup_steps <= total_steps,
@@ -52,12 +65,15 @@ const FieldTable<PrecisionOptions>& PrecisionOptions::fields() {
   static const FieldTable<P> table = [] {
     FieldTable<P> t("precision");
     t.choice("precision", &P::precision, kPrecisionWords, Precision::kFp16,
-             "fp32, bf16 autocast, or fp16 autocast with dynamic loss scaling (the paper: fp16)")
+             "fp32, bf16 autocast, fp16 autocast with dynamic loss scaling (the paper: fp16), or auto (bf16 on a "
+             "GPU, fp32 on the CPU; fine-tuning's and evaluation's default)")
         .real("initial_scale", &P::initial_scale, 65536.0, "factor", "initial fp16 loss scale (2^16)")
         .positive()
-        .real("growth_factor", &P::growth_factor, 2.0, "factor", "loss-scale multiplier after growth_interval finite steps")
+        .real("growth_factor", &P::growth_factor, 2.0, "factor",
+              "loss-scale multiplier after growth_interval finite steps")
         .above(1)
-        .real("backoff_factor", &P::backoff_factor, 0.5, "factor", "loss-scale multiplier on a step with inf/NaN gradients")
+        .real("backoff_factor", &P::backoff_factor, 0.5, "factor",
+              "loss-scale multiplier on a step with inf/NaN gradients")
         .above(0)
         .below(1)
         .integer("growth_interval", &P::growth_interval, 2000, "optimizer steps",

@@ -29,11 +29,16 @@ enum class Precision {
   kFp32,  ///< everything in float32
   kBf16,  ///< bfloat16 autocast, fp32 master weights, no loss scaling
   kFp16,  ///< float16 autocast, fp32 master weights, dynamic loss scaling
+  kAuto,  ///< bf16 on a GPU, fp32 on the CPU (resolve_precision; fine-tuning's default)
 };
 inline constexpr Choice<Precision> kPrecisionWords[] = {
-    {"fp32", Precision::kFp32}, {"bf16", Precision::kBf16}, {"fp16", Precision::kFp16}};
-/// "fp32" | "bf16" | "fp16".
+    {"fp32", Precision::kFp32}, {"bf16", Precision::kBf16}, {"fp16", Precision::kFp16}, {"auto", Precision::kAuto}};
+/// "fp32" | "bf16" | "fp16" | "auto".
 std::string to_string(Precision p);
+/// The precision a job runs with on a device that is a GPU when `on_cuda`: auto -> bf16 on
+/// a GPU, fp32 on the CPU; the others as they are. Throws tupe::Error "precision.precision:
+/// fp16 with loss scaling is for GPUs; ..." for fp16 on the CPU.
+Precision resolve_precision(Precision p, bool on_cuda);
 
 /// [optimizer] section: the optimizer, its LR schedule and gradient clipping.
 struct OptimizerOptions {
@@ -55,7 +60,10 @@ struct OptimizerOptions {
   static const FieldTable<OptimizerOptions>& fields();
 };
 
-/// [precision] section: the autocast dtype and the fp16 loss scaler.
+/// [precision] section: the autocast dtype and the fp16 loss scaler (pre-training,
+/// fine-tuning; evaluation reads its precision). The table's default precision is fp16,
+/// pre-training's (the paper's); fine-tuning and evaluation start from auto
+/// (default_finetune_precision).
 struct PrecisionOptions {
   PrecisionOptions() { fields().reset(*this); }
   Precision precision;
@@ -68,5 +76,8 @@ struct PrecisionOptions {
   void validate() const;
   static const FieldTable<PrecisionOptions>& fields();
 };
+
+/// The [precision] defaults of fine-tuning and evaluation: the table's, with precision auto.
+PrecisionOptions default_finetune_precision();
 
 }  // namespace tupe::trainer

@@ -34,13 +34,10 @@ TrainStep::TrainStep(const checkpoint::NamedTensors& params, dist::Communicator&
       std::make_unique<OptimizerStep>(*optimizer_, scaler_, schedule_, options.optimizer.clip_grad_norm);
 }
 
-StepResult TrainStep::run(int64_t micro_batches, double global_count, const MicroBatchLoss& loss, StepTimes* times,
+StepResult TrainStep::run(int64_t micro_batches, const MicroBatchLossFn& loss, StepTimes* times,
                           const StepPhaseHook& hook) {
   const int64_t t = step_ + 1;
-  TUPE_CHECK(micro_batches >= 1, "step " << t << ": " << micro_batches << " micro-batches on rank " << rank_
-                                         << " (every rank takes part in every step with at least one)");
-  TUPE_CHECK(global_count > 0, "step " << t << ": the global batch has nothing to learn from (count "
-                                       << global_count << ", e.g. no masked tokens)");
+  TUPE_CHECK(micro_batches >= 0, "step " << t << ": " << micro_batches << " micro-batches on rank " << rank_);
   using Clock = std::chrono::steady_clock;
   auto mark = Clock::now();
   auto phase_done = [&](const char* phase) {
@@ -57,17 +54,31 @@ StepResult TrainStep::run(int64_t micro_batches, double global_count, const Micr
   at::manual_seed(step_seed(seed_, t, rank_));  // dropout of step t, whatever ran before
   ddp_->zero_grad_buffer();
   at::Tensor loss_sum;
+  int64_t local_count = 0;
   for (int64_t m = 0; m < micro_batches; ++m) {
-    ddp_->set_is_last_microbatch(m == micro_batches - 1);  // only the last backward all-reduces
-    const at::Tensor l = loss(m);
+    const bool last = m == micro_batches - 1;
+    ddp_->set_is_last_microbatch(last);  // only the last backward all-reduces
+    const MicroBatchLoss l = loss(m);
+    TUPE_CHECK(l.sum.defined() && l.sum.numel() == 1,
+               "step " << t << ": the loss of micro-batch " << m << " is not one value");
+    TUPE_CHECK(l.count >= 0, "step " << t << ": micro-batch " << m << " has a negative count " << l.count);
+    local_count += l.count;
     phase_done("forward");
-    scaler_.scale_loss(l / global_count).backward();
-    loss_sum = m == 0 ? l.detach() : loss_sum + l.detach();
+    if (last) ddp_->start_count_sync(local_count);  // travels ahead of the gradient buckets
+    scaler_.scale_loss(l.sum).backward();
+    loss_sum = m == 0 ? l.sum.detach() : loss_sum + l.sum.detach();
     phase_done("backward");
+  }
+  if (micro_batches == 0) {  // nothing on this rank: count 0 and a zero gradient, no forward
+    ddp_->set_is_last_microbatch(true);
+    ddp_->start_count_sync(0);
+    ddp_->sync_without_backward();
+    loss_sum = at::zeros({}, ddp_->buffer().data().options().dtype(
+                                 ddp_->buffer().data().scalar_type() == at::kDouble ? at::kDouble : at::kFloat));
   }
   ddp_->finish_grad_sync();
   phase_done("reduce");
-  StepResult result = optimizer_step_->apply(ddp_->buffer().data(), scheduler_step_ + 1);
+  StepResult result = optimizer_step_->apply(ddp_->buffer().data(), scheduler_step_ + 1, ddp_->global_count());
   result.loss_sum = std::move(loss_sum);
   step_ = t;
   ++scheduler_step_;

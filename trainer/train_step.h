@@ -1,23 +1,29 @@
 // One optimizer step of data-parallel training: the one place where both jobs (pre-training,
 // trainer/pretrain/; fine-tuning, trainer/finetune/) run micro-batches, no-sync, dropout
 // seeding, loss normalisation, the gradient sync, the optimizer step and the LR schedule.
-// The job supplies only its loss, as a callback per micro-batch (docs/architecture.md
-// "One training step").
+// The job supplies only its loss, as a callback per micro-batch that returns the loss SUMMED
+// over the micro-batch's terms and their count (docs/architecture.md "One training step").
 //
-// Step t (1-based) on rank r of W, with k_r micro-batches on this rank (k_r may differ
-// between ranks) and C the loss's count over the GLOBAL batch (masked tokens, examples):
+// Step t (1-based) on rank r of W, with k_r >= 0 micro-batches on this rank (k_r may differ
+// between ranks; 0 = a rank without examples in this step):
 //   1. dropout RNG seeded with step_seed(seed, t, r): a pure function of the step, so a
 //      resumed run draws exactly what the straight run drew;
-//   2. for m = 0 .. k_r - 1: l_m = loss(m) (the summed loss of micro-batch m);
-//      backward of S * l_m / C (S = fp16 loss scale, else 1); gradients accumulate in the
-//      flat DDP buffer, and only the last micro-batch's backward launches the bucket
-//      all-reduces (SUM over ranks);
-//   3. finish the gradient sync: g = sum over ranks and micro-batches of S dl_m/dtheta / C,
-//      the gradient of the global mean loss whatever W and the split (docs/architecture.md
-//      "Data parallel is exact");
-//   4. the shared optimizer step at lr(scheduler step + 1) (optimizer_step.h: inf/NaN check,
-//      unscale + clip, AdamW/LAMB, loss scaler, all on the device); both counters advance.
-// No host sync: the result's tensors stay on the device until the job reads them.
+//   2. for m = 0 .. k_r - 1: (l_m, n_m) = loss(m), the summed loss of micro-batch m and its
+//      count (masked tokens, examples); backward of S * l_m (S = fp16 loss scale, else 1);
+//      gradients accumulate in the flat DDP buffer; before the last backward the rank's
+//      count n_r = sum_m n_m starts its all-reduce, and the last backward launches the
+//      bucket all-reduces (SUM over ranks). A rank with k_r = 0 joins with count 0 and a
+//      zero gradient, without a forward;
+//   3. finish the gradient sync: g = sum over ranks and micro-batches of S dl_m/dtheta and
+//      C = sum over ranks of n_r (on the device, with the gradients; C is exact in float64);
+//   4. the shared optimizer step at lr(scheduler step + 1) (optimizer_step.h): g / (S C) is
+//      the gradient of the global MEAN loss whatever W and the split (docs/architecture.md
+//      "Data parallel is exact"), then the inf/NaN check, clipping, AdamW/LAMB and the loss
+//      scaler, all on the device; both counters advance. fairseq's trainer (the paper's code)
+//      normalises the same way: gradients of the summed loss, divided after the all-reduce by
+//      the all-reduced sample size.
+// No host sync: the counts are host integers put on the device by a fill, C is read on the
+// device, and the result's tensors stay there until the job reads them (on log steps).
 #pragma once
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
@@ -68,10 +74,18 @@ struct StepTimes {
 /// Called at the end of each phase with its name (bench/step_profile counts ops per phase).
 using StepPhaseHook = std::function<void(const char* phase)>;
 
-/// The summed loss of micro-batch `m` (0-based) of this rank's share of the step: a 0-dim
-/// fp32 tensor (float64 for a float64 model) on the step's device, differentiable, not yet divided by anything. The
-/// callback runs the forward itself (under trainer::AutocastScope when it wants autocast).
-using MicroBatchLoss = std::function<at::Tensor(int64_t m)>;
+/// What the loss callback returns for one micro-batch.
+struct MicroBatchLoss {
+  /// The loss summed over the micro-batch's terms: a 0-dim fp32 tensor (float64 for a
+  /// float64 model) on the step's device, differentiable, divided by nothing.
+  at::Tensor sum;
+  /// The number of terms in `sum` (masked tokens, examples; >= 0), known on the host.
+  int64_t count = 0;
+};
+
+/// The loss of micro-batch `m` (0-based) of this rank's share of the step. The callback runs
+/// the forward itself (under trainer::AutocastScope when it wants autocast).
+using MicroBatchLossFn = std::function<MicroBatchLoss(int64_t m)>;
 
 class TrainStep {
  public:
@@ -82,12 +96,15 @@ class TrainStep {
   TrainStep(const checkpoint::NamedTensors& params, dist::Communicator& comm, const c10::Device& device,
             const TrainStepOptions& options);
 
-  /// Runs step t = state().step + 1 over `micro_batches` (>= 1) micro-batches of this rank,
-  /// normalised by `global_count` (> 0, the same on every rank). Collective. `times` and
-  /// `hook` may be null/empty (with them, phases are timed on the host: on a GPU the hook
-  /// must synchronise for the times to mean anything). Throws tupe::Error for bad counts, or
-  /// what the callback, the sync or the optimizer throw.
-  StepResult run(int64_t micro_batches, double global_count, const MicroBatchLoss& loss, StepTimes* times = nullptr,
+  /// Runs step t = state().step + 1 over `micro_batches` (>= 0; 0: this rank has nothing in
+  /// this step and only joins the sync) micro-batches of this rank, normalised by the sum
+  /// over ranks of the counts the callback returns (a step whose global count is 0 is
+  /// skipped on the device and counted like an overflow). Collective. `times` and `hook`
+  /// may be null/empty (with them, phases are timed on the host: on a GPU the hook must
+  /// synchronise for the times to mean anything). Throws tupe::Error for a negative
+  /// micro-batch count, a negative count or an undefined loss from the callback, or what the
+  /// callback, the sync or the optimizer throw.
+  StepResult run(int64_t micro_batches, const MicroBatchLossFn& loss, StepTimes* times = nullptr,
                  const StepPhaseHook& hook = {});
 
   /// The counters and the loss scaler (the scaler's values are read from the device: a host

@@ -54,16 +54,16 @@ SentencePieceModelType parse_sentencepiece_model_type(const std::string& key, co
   return parse_choice(key, text, kModelTypeWords);
 }
 
-void SentencePieceTrainOptions::check_values() const { fields().check(*this); }
+void VocabOptions::check_values() const { fields().check(*this); }
 
-void SentencePieceTrainOptions::validate() const {
+void VocabOptions::validate() const {
   TUPE_CHECK(!split_comma_list(input).empty(), "vocab.input: no input file given");
   TUPE_CHECK(!model.empty(), "vocab.model: no output path given");
   check_values();
 }
 
-const FieldTable<SentencePieceTrainOptions>& SentencePieceTrainOptions::fields() {
-  using S = SentencePieceTrainOptions;
+const FieldTable<VocabOptions>& VocabOptions::fields() {
+  using S = VocabOptions;
   static const FieldTable<S> table = [] {
     FieldTable<S> t("vocab");
     t.path_list("input", &S::input, "", "UTF-8 text files, comma-separated (one sentence or paragraph a line)")
@@ -94,7 +94,7 @@ const FieldTable<SentencePieceTrainOptions>& SentencePieceTrainOptions::fields()
   return table;
 }
 
-SentencePieceTrainResult train_sentencepiece(const SentencePieceTrainOptions& options) {
+SentencePieceTrainResult train_sentencepiece(const VocabOptions& options) {
   options.validate();
   const std::vector<std::string> inputs = split_comma_list(options.input);
   for (const auto& file : inputs) validate_utf8_file(file);

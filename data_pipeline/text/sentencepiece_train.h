@@ -35,8 +35,8 @@ SentencePieceModelType parse_sentencepiece_model_type(const std::string& key, co
 /// [vocab] section (`tupe vocab`). Every field -- its meaning, unit, default and range -- is
 /// described once, in the field table in sentencepiece_train.cpp (common/config_fields.h;
 /// docs/config.md).
-struct SentencePieceTrainOptions {
-  SentencePieceTrainOptions() { fields().reset(*this); }
+struct VocabOptions {
+  VocabOptions() { fields().reset(*this); }
   std::string input;
   std::string model;
   int64_t vocab_size;
@@ -54,7 +54,7 @@ struct SentencePieceTrainOptions {
   /// check_values(), and what training needs: input files and an output path. Throws
   /// tupe::Error "vocab.<key>: <cause>" (pure; does not touch files).
   void validate() const;
-  static const FieldTable<SentencePieceTrainOptions>& fields();
+  static const FieldTable<VocabOptions>& fields();
 };
 
 /// What train_sentencepiece() wrote.
@@ -70,6 +70,6 @@ struct SentencePieceTrainResult {
 /// "<file>: cannot open: <reason>". Throws tupe::Error "<model>: SentencePiece training
 /// failed: <status>" when the trainer refuses (e.g. vocab_size too large for the corpus).
 /// Not thread-safe: it sets SentencePiece's process-wide random seed.
-SentencePieceTrainResult train_sentencepiece(const SentencePieceTrainOptions& options);
+SentencePieceTrainResult train_sentencepiece(const VocabOptions& options);
 
 }  // namespace tupe::data_pipeline

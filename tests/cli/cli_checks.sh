@@ -46,6 +46,22 @@ rm -f "$bad"
 check_error "train.micro_batch_size" "$TUPE_BIN" pretrain --config "$cfg" --train.micro_batch_size -1
 check_error "key 'grad_reduce' is no longer read: gradients are always summed over ranks" "$TUPE_BIN" pretrain \
   --config "$cfg" --dist.grad_reduce average
+# dist.grad_scale is gone (any factor but 1 broke data-parallel exactness), in every job.
+check_error "key 'grad_scale' is no longer read: the training step divides the summed gradients" "$TUPE_BIN" pretrain \
+  --config "$cfg" --dist.grad_scale 1
+check_error "key 'grad_scale' is no longer read" "$TUPE_BIN" finetune --dist.grad_scale 0.5
+# Fine-tuning's optimizer keys moved to [optimizer] and [precision]; the old keys name the new ones.
+check_error "key 'beta2' moved to [optimizer], the section pre-training reads too: set optimizer.beta2" "$TUPE_BIN" \
+  finetune --finetune.beta2 0.98
+check_error "set precision.precision" "$TUPE_BIN" evaluate --finetune.precision fp32
+old_ft="$(mktemp)"; printf '[finetune]\ntasks = SST-2\nclip_grad_norm = 0.5\n' > "$old_ft"
+check_error "$old_ft [finetune]: key 'clip_grad_norm' moved to [optimizer]" "$TUPE_BIN" finetune --config "$old_ft"
+rm -f "$old_ft"
+# The protocol sets optimizer.lr, warmup_steps and total_steps of each fine-tuning run.
+check_error "optimizer.lr: fine-tuning sets it in every run from finetune.learning_rates" "$TUPE_BIN" finetune \
+  --optimizer.lr 1e-3
+check_error "optimizer.total_steps: fine-tuning sets it in every run from finetune.epochs" "$TUPE_BIN" finetune \
+  --optimizer.total_steps 100
 check_error "unknown subcommand" "$TUPE_BIN" pretrian
 check_error "too many positional options" "$TUPE_BIN" info --config "$cfg" stray_word
 # Paths in a config file are relative to the file's folder; on the command line, to the

@@ -1,8 +1,10 @@
 // Helpers of the damaged-shard tests: where a dataset's elements lie in a shard file, bit
-// flips and zeroed blocks at file offsets, and a version 3 shard turned into a version 2 one.
+// flips, zeroed blocks and rewritten tokens at file offsets, and a version 3 shard turned
+// into a version 2 one.
 #pragma once
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -65,6 +67,27 @@ inline void make_version2(const std::string& path) {
   ASSERT_TRUE(file.valid()) << path;
   ASSERT_GE(H5Ldelete(file.get(), kSampleChecksumsDataset, H5P_DEFAULT), 0);
   h5::write_int_attribute(path, file.get(), "format_version", 2);
+}
+
+/// Rewrites tokens [first, first + n) of `path` with other ids in the vocabulary (2000 +
+/// k mod 20000 for token k), then sets the access and modification times back to `before`'s:
+/// size and mtime as they were.
+inline void rewrite_in_place(const std::string& path, int64_t first, int64_t n, const struct stat& before) {
+  const Layout tokens = layout_of(path, kTokenIdsDataset);
+  const int fd = ::open(path.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0) << path;
+  for (int64_t k = first; k < first + n && k < tokens.numel; ++k) {
+    const auto id = static_cast<uint16_t>(2000 + k % 20000);
+    ASSERT_EQ(::pwrite(fd, &id, 2, tokens.offset_of(k)), 2);
+  }
+  const struct timespec times[2] = {before.st_atim, before.st_mtim};
+  ASSERT_EQ(::futimens(fd, times), 0);
+  ::close(fd);
+  struct stat after {};
+  ASSERT_EQ(::stat(path.c_str(), &after), 0);
+  ASSERT_EQ(after.st_size, before.st_size);
+  ASSERT_EQ(after.st_mtim.tv_nsec, before.st_mtim.tv_nsec);
+  ASSERT_EQ(after.st_mtim.tv_sec, before.st_mtim.tv_sec);
 }
 
 }  // namespace tupe::data_pipeline::test

@@ -16,13 +16,14 @@
 #include <sstream>
 #include <thread>
 
+#include "common/crc32c.h"
 #include "common/log.h"
 #include "data_pipeline/counter_rng.h"
-#include "common/crc32c.h"
 #include "data_pipeline/hdf5_util.h"
 #include "data_pipeline/shard_writer.h"
 #include "data_test_util.h"
 #include "shard_damage.h"
+#include "shard_test_util.h"
 
 namespace fs = std::filesystem;
 
@@ -33,48 +34,23 @@ using test::flip_bit;
 using test::Layout;
 using test::layout_of;
 using test::make_version2;
+using test::rewrite_in_place;
+using test::write_shard;
 
 ShardHeader header(int64_t vocab, int64_t shard_index, int64_t num_shards) {
-  ShardHeader h;
-  h.split = "train";
-  h.shard_index = shard_index;
-  h.num_shards = num_shards;
-  h.tokenizer_kind = "wordpiece";
-  h.vocab_size = vocab;
-  h.vocab_sha256 = std::string(64, 'c');
-  h.max_seq_len = 64;
-  h.packing = "full_sentences";
-  h.documents = "blank_line";
-  h.command_line = "test";
-  return h;
+  return test::shard_header(vocab, shard_index, num_shards, 'c', 64);
 }
 
 std::vector<std::vector<int32_t>> sequences(int64_t n, int64_t vocab, uint64_t seed) {
-  CounterRng rng(seed);
-  std::vector<std::vector<int32_t>> out(static_cast<size_t>(n));
-  const int32_t cls = vocab > 200 ? 101 : 2, sep = vocab > 200 ? 102 : 3;
-  for (auto& s : out) {
-    s.resize(3 + rng.below(62));
-    s.front() = cls;
-    s.back() = sep;
-    for (size_t j = 1; j + 1 < s.size(); ++j)
-      s[j] = 5 + static_cast<int32_t>(rng.below(static_cast<uint64_t>(vocab - 5)));
-  }
-  return out;
+  return test::random_sequences(n, seed, 62, vocab > 200 ? 101 : 2, vocab > 200 ? 102 : 3, [vocab](CounterRng& rng) {
+    return 5 + static_cast<int32_t>(rng.below(static_cast<uint64_t>(vocab - 5)));
+  });
 }
 
 ShardHeader small_vocab_header(int64_t vocab, int64_t s, int64_t n) {
   ShardHeader h = header(vocab, s, n);
   if (vocab <= 200) h.special = SpecialTokens{0, 1, 2, 3, 4};
   return h;
-}
-
-void write_shard(const std::string& path, const ShardHeader& h, const std::vector<std::vector<int32_t>>& seqs,
-                 const ShardWriterOptions& opt = {}) {
-  ShardWriter w(path, h, opt);
-  for (const auto& q : seqs) w.append(q.data(), static_cast<int64_t>(q.size()));
-  w.close();
-  w.commit();
 }
 
 DatasetOptions options(bool in_memory) {
@@ -308,26 +284,10 @@ TEST(DataChecksums, RewriteInPlaceWithTheModificationTimeRestoredIsRefused) {
   const std::string path = dir / "train-00000-of-00001.h5";
   const auto seqs = sequences(300, 30522, 15);
   write_shard(path, header(30522, 0, 1), seqs);
-  const Layout tokens = layout_of(path, kTokenIdsDataset);
   struct stat before {};
   ASSERT_EQ(::stat(path.c_str(), &before), 0);
   // Other ids (still inside the vocabulary) over tokens 500..899, size and mtime restored.
-  auto rewrite = [&] {
-    const int fd = ::open(path.c_str(), O_RDWR);
-    ASSERT_GE(fd, 0);
-    for (int64_t k = 500; k < 900; ++k) {
-      const uint16_t id = static_cast<uint16_t>(1000 + k);
-      ASSERT_EQ(::pwrite(fd, &id, 2, tokens.offset_of(k)), 2);
-    }
-    const struct timespec times[2] = {before.st_atim, before.st_mtim};
-    ASSERT_EQ(::futimens(fd, times), 0);
-    ::close(fd);
-    struct stat after {};
-    ASSERT_EQ(::stat(path.c_str(), &after), 0);
-    ASSERT_EQ(after.st_size, before.st_size);
-    ASSERT_EQ(after.st_mtim.tv_sec, before.st_mtim.tv_sec);
-    ASSERT_EQ(after.st_mtim.tv_nsec, before.st_mtim.tv_nsec);
-  };
+  auto rewrite = [&] { rewrite_in_place(path, 500, 400, before); };
   // While open: the change time gives it away at the next read, whichever sample.
   const auto ds = open_pretrain_dataset({path}, options(false));
   Sample s;

@@ -157,26 +157,6 @@ TEST(DataDamagedShards, SingleBitFlipsStopTheRunNamingTheSample) {
   EXPECT_EQ(r.status, 0) << r.output;
 }
 
-/// Rewrites tokens [first, first + n) of `path` with other ids in the vocabulary, then sets the
-/// access and modification times back to `before`'s: size and mtime as they were.
-void rewrite_in_place(const std::string& path, int64_t first, int64_t n, const struct stat& before) {
-  const test::Layout tokens = test::layout_of(path, kTokenIdsDataset);
-  const int fd = ::open(path.c_str(), O_RDWR);
-  ASSERT_GE(fd, 0) << path;
-  for (int64_t k = first; k < first + n && k < tokens.numel; ++k) {
-    const auto id = static_cast<uint16_t>(2000 + k % 20000);
-    ASSERT_EQ(::pwrite(fd, &id, 2, tokens.offset_of(k)), 2);
-  }
-  const struct timespec times[2] = {before.st_atim, before.st_mtim};
-  ASSERT_EQ(::futimens(fd, times), 0);
-  ::close(fd);
-  struct stat after {};
-  ASSERT_EQ(::stat(path.c_str(), &after), 0);
-  ASSERT_EQ(after.st_size, before.st_size);
-  ASSERT_EQ(after.st_mtim.tv_nsec, before.st_mtim.tv_nsec);
-  ASSERT_EQ(after.st_mtim.tv_sec, before.st_mtim.tv_sec);
-}
-
 TEST(DataDamagedShards, ARewriteInPlaceWithTheModificationTimeRestoredIsRefused) {
   Corpus c;
   // Before the run: the rewritten samples fail their checksums when read.
@@ -184,13 +164,13 @@ TEST(DataDamagedShards, ARewriteInPlaceWithTheModificationTimeRestoredIsRefused)
   const std::string path = c.shard(dir, 0);
   struct stat st {};
   ASSERT_EQ(::stat(path.c_str(), &st), 0);
-  rewrite_in_place(path, 1000, 3791, st);
+  test::rewrite_in_place(path, 1000, 3791, st);
   expect_one_error(test::run_command(c.pretrain(dir, 7)), {path + ": sample ", "checksum mismatch"});
   // While the run reads it: the next read sees the file changed (its change time moved).
   const std::string live = c.copy("rewritten-live");
   const std::string live_path = c.shard(live, 0);
   ASSERT_EQ(::stat(live_path.c_str(), &st), 0);
-  const auto r = run_and_act(c.pretrain(live, 300), [&] { rewrite_in_place(live_path, 1000, 3791, st); });
+  const auto r = run_and_act(c.pretrain(live, 300), [&] { test::rewrite_in_place(live_path, 1000, 3791, st); });
   // Usually "changed since it was opened (modified in place with its modification time
   // restored, ...: its change time moved)"; plain "modified in place" when a read came between
   // the writes and the restored time; "checksum mismatch" when a read's bytes came after its

@@ -38,7 +38,7 @@ struct GlobalStep {
   int64_t epoch = 0, first_position = 0, global_masked_count = 0;
 };
 
-GlobalStep assemble(const std::vector<Batch>& ranks) {
+GlobalStep assemble(const std::vector<MlmBatch>& ranks) {
   GlobalStep g;
   std::vector<at::Tensor> ids, att, pos, lab, idx;
   int64_t row_offset = 0;
@@ -80,14 +80,14 @@ void expect_same(const GlobalStep& a, const GlobalStep& b, const std::string& wh
 }
 
 /// `steps` global steps from `start` with W simulated ranks (one Loader each).
-std::vector<GlobalStep> run(const std::shared_ptr<const PretrainDataset>& ds, LoaderConfig cfg, int64_t world,
+std::vector<GlobalStep> run(const std::shared_ptr<const PretrainDataset>& ds, DataOptions cfg, int64_t world,
                             int64_t threads, LoaderState start, int64_t steps, LoaderState* end_state = nullptr) {
   cfg.num_threads = threads;
   std::vector<std::unique_ptr<Loader>> loaders;
   for (int64_t r = 0; r < world; ++r) loaders.push_back(std::make_unique<Loader>(ds, cfg, r, world, start));
   std::vector<GlobalStep> out;
   for (int64_t t = 0; t < steps; ++t) {
-    std::vector<Batch> parts;
+    std::vector<MlmBatch> parts;
     for (auto& l : loaders) parts.push_back(l->next());
     out.push_back(assemble(parts));
   }
@@ -96,8 +96,8 @@ std::vector<GlobalStep> run(const std::shared_ptr<const PretrainDataset>& ds, Lo
   return out;
 }
 
-LoaderConfig config(int64_t batch) {
-  LoaderConfig c;
+DataOptions config(int64_t batch) {
+  DataOptions c;
   c.global_batch_size = batch;
   c.seed = 77;
   c.prefetch_batches = 3;
@@ -164,7 +164,7 @@ TEST(DataLoader, PartialLastBatchIsDroppedTheSameWayForEveryWorldSize) {
   const auto ds = synthetic(250);
   std::set<int64_t> used_w1;
   for (const int64_t world : {1, 2, 3}) {
-    LoaderConfig cfg = config(12);
+    DataOptions cfg = config(12);
     Loader probe(ds, cfg, 0, world);
     EXPECT_EQ(probe.steps_per_epoch(), 20) << "epoch length independent of W";
     const auto steps = run(ds, cfg, world, 0, {}, 21);
@@ -193,7 +193,7 @@ TEST(DataLoader, GlobalStepIsIdenticalForWorldSizes123) {
 
 TEST(DataLoader, ResumeReproducesNextBatchesWithOtherWorldSizeAndThreads) {
   const auto ds = synthetic(150);
-  const LoaderConfig cfg = config(12);  // 12 steps per epoch
+  const DataOptions cfg = config(12);  // 12 steps per epoch
   const auto ref = run(ds, cfg, 1, 0, {}, 40);
   const GlobalSampler sampler(150, 12, 77);
   for (const int64_t stop : {0, 5, 12, 23, 31}) {
@@ -213,10 +213,10 @@ TEST(DataLoader, ResumeReproducesNextBatchesWithOtherWorldSizeAndThreads) {
 
 TEST(DataLoader, BatchLayoutPaddingAndMasks) {
   const auto ds = synthetic(96);
-  LoaderConfig cfg = config(32);
+  DataOptions cfg = config(32);
   Loader loader(ds, cfg, 1, 2);
   for (int step = 0; step < 3; ++step) {
-    const Batch b = loader.next();
+    const MlmBatch b = loader.next();
     ASSERT_EQ(b.input_ids.scalar_type(), at::kLong);
     ASSERT_EQ(b.attention_mask.scalar_type(), at::kLong);
     ASSERT_EQ(b.masked_positions.scalar_type(), at::kLong);
@@ -263,8 +263,8 @@ TEST(DataLoader, BatchLayoutPaddingAndMasks) {
 TEST(DataLoader, SliceRowsRebasesMaskedPositions) {
   const auto ds = synthetic(64);
   Loader loader(ds, config(16), 0, 1);
-  const Batch b = loader.next();
-  const Batch s = slice_rows(b, 5, 11);
+  const MlmBatch b = loader.next();
+  const MlmBatch s = slice_rows(b, 5, 11);
   const int64_t len = b.input_ids.size(1);
   EXPECT_TRUE(at::equal(s.input_ids, b.input_ids.slice(0, 5, 11)));
   std::vector<int64_t> expect_pos, expect_lab;
@@ -287,7 +287,7 @@ TEST(DataLoader, BadSettingsAreRefused) {
   test::expect_error([&] { Loader(ds, config(16), 0, 3); }, {"global_batch_size", "16", "world size 3"});
   test::expect_error([&] { Loader(ds, config(16), 2, 2); }, {"rank 2", "world size 2"});
   test::expect_error([&] { Loader(ds, config(100), 0, 1); }, {"64 samples", "100"});
-  LoaderConfig c = config(16);
+  DataOptions c = config(16);
   c.replace_with_mask = 0.95;
   test::expect_error([&] { Loader(ds, c, 0, 1); }, {"data.replace_with_random", "<= 1"});
   if (!at::hasCUDA()) {
@@ -299,7 +299,7 @@ TEST(DataLoader, BadSettingsAreRefused) {
 
 TEST(DataEval, CoversValidationOnceWithFixedMasks) {
   const auto ds = synthetic(50);
-  LoaderConfig cfg = config(12);
+  DataOptions cfg = config(12);
   std::vector<int> seen(50, 0);
   std::map<int64_t, std::vector<int64_t>> labels_by_sample;
   for (int pass = 0; pass < 2; ++pass) {

@@ -211,8 +211,8 @@ TEST(DataPreprocessConfig, PackingAndDocumentsAreWordsInConfigsAndEnumsInCode) {
   EXPECT_EQ(to_string(DocumentBoundary::kBlankLine), "blank_line");
   test::expect_error([] { parse_packing("preprocess.packing", "sentences"); },
                      {"preprocess.packing: expected full_sentences or document, got 'sentences'"});
-  PreprocessConfig c;
-  const auto& table = PreprocessConfig::fields();
+  PreprocessOptions c;
+  const auto& table = PreprocessOptions::fields();
   EXPECT_EQ(table.to_kv(c).at("packing"), "full_sentences");
   EXPECT_EQ(table.to_kv(c).at("documents"), "blank_line");
   table.apply(c, {{"packing", "document"}, {"documents", "line"}}, "p.ini [preprocess]");

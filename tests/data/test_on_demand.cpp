@@ -13,6 +13,7 @@
 #include "data_pipeline/loader.h"
 #include "data_pipeline/shard_writer.h"
 #include "data_test_util.h"
+#include "shard_test_util.h"
 
 namespace fs = std::filesystem;
 
@@ -22,44 +23,22 @@ namespace {
 constexpr int64_t kVocab = 30522;
 
 ShardHeader header(int64_t shard_index, int64_t num_shards) {
-  ShardHeader h;
-  h.split = "train";
-  h.shard_index = shard_index;
-  h.num_shards = num_shards;
-  h.tokenizer_kind = "wordpiece";
-  h.vocab_size = kVocab;
-  h.vocab_sha256 = std::string(64, 'b');
-  h.max_seq_len = 64;
-  h.packing = "full_sentences";
-  h.documents = "blank_line";
-  h.command_line = "test";
-  return h;
+  return test::shard_header(kVocab, shard_index, num_shards, 'b', 64);
 }
 
 /// [CLS] x... [SEP] with some [UNK]/[MASK] inside, so the candidate counts vary.
 std::vector<std::vector<int32_t>> sequences(int64_t n, uint64_t seed) {
-  CounterRng rng(seed);
-  std::vector<std::vector<int32_t>> out(static_cast<size_t>(n));
-  for (auto& s : out) {
-    s.resize(3 + rng.below(62));
-    s.front() = 101;
-    s.back() = 102;
-    for (size_t j = 1; j + 1 < s.size(); ++j)
-      s[j] = rng.below(10) == 0 ? (rng.below(2) ? 100 : 103) : 999 + static_cast<int32_t>(rng.below(kVocab - 999));
-  }
-  return out;
+  return test::random_sequences(n, seed, 62, 101, 102, [](CounterRng& rng) {
+    return rng.below(10) == 0 ? (rng.below(2) ? 100 : 103) : 999 + static_cast<int32_t>(rng.below(kVocab - 999));
+  });
 }
 
 void write_set(const std::string& dir, const std::vector<std::vector<std::vector<int32_t>>>& shards,
                const ShardWriterOptions& opt) {
   fs::create_directories(dir);
   const auto n = static_cast<int64_t>(shards.size());
-  for (int64_t s = 0; s < n; ++s) {
-    ShardWriter w(dir + "/" + shard_file_name("train", s, n), header(s, n), opt);
-    for (const auto& q : shards[static_cast<size_t>(s)]) w.append(q.data(), static_cast<int64_t>(q.size()));
-    w.close();
-    w.commit();
-  }
+  for (int64_t s = 0; s < n; ++s)
+    test::write_shard(dir + "/" + shard_file_name("train", s, n), header(s, n), shards[static_cast<size_t>(s)], opt);
 }
 
 std::vector<int64_t> shuffled(int64_t n, uint64_t seed) {
@@ -224,7 +203,7 @@ TEST(DataOnDemand, ShardChangedOrTruncatedAfterOpenIsAOneLineError) {
     expect_read_fails(*ds, ds->size() - 1, {path, "changed since it was opened", "size"});
     expect_read_fails(*ds, 0, {path, "changed since it was opened"});
     // Through the loader: its worker's error reaches next(), with the file named.
-    LoaderConfig lc;
+    DataOptions lc;
     lc.global_batch_size = 8;
     lc.num_threads = 1;
     Loader loader(ds, lc, 0, 1);

@@ -2,7 +2,6 @@
 // written by h5py (int32 and int64), and every kind of bad file.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
-
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,6 +15,7 @@
 #include "data_pipeline/loader.h"
 #include "data_pipeline/shard_writer.h"
 #include "data_test_util.h"
+#include "shard_test_util.h"
 
 namespace tupe::data_pipeline {
 namespace {
@@ -23,39 +23,18 @@ namespace {
 const std::string kSha(64, 'a');
 
 ShardHeader header(int64_t vocab, int64_t shard_index, int64_t num_shards) {
-  ShardHeader h;
-  h.split = "train";
-  h.shard_index = shard_index;
-  h.num_shards = num_shards;
-  h.tokenizer_kind = "wordpiece";
-  h.vocab_size = vocab;
-  h.vocab_sha256 = kSha;
-  h.max_seq_len = 32;
-  h.packing = "full_sentences";
-  h.documents = "blank_line";
-  h.command_line = "test";
+  ShardHeader h = test::shard_header(vocab, shard_index, num_shards, kSha.front(), 32);
   h.seed = 3;
   return h;
 }
 
 std::vector<std::vector<int32_t>> sequences(int64_t n, int64_t vocab, uint64_t seed) {
-  CounterRng rng(seed);
-  std::vector<std::vector<int32_t>> out(static_cast<size_t>(n));
-  for (auto& s : out) {
-    s.resize(3 + rng.below(30));
-    s.front() = 101;
-    s.back() = 102;
-    for (size_t j = 1; j + 1 < s.size(); ++j) s[j] = 110 + static_cast<int32_t>(rng.below(static_cast<uint64_t>(vocab - 110)));
-  }
-  return out;
+  return test::random_sequences(n, seed, 30, 101, 102, [vocab](CounterRng& rng) {
+    return 110 + static_cast<int32_t>(rng.below(static_cast<uint64_t>(vocab - 110)));
+  });
 }
 
-void write_shard(const std::string& path, const ShardHeader& h, const std::vector<std::vector<int32_t>>& seqs) {
-  ShardWriter w(path, h);
-  for (const auto& s : seqs) w.append(s.data(), static_cast<int64_t>(s.size()));
-  w.close();
-  w.commit();
-}
+using test::write_shard;
 
 nlohmann::json inspect(const std::string& path) {
   const auto r = test::run_command(test::python() + " " + test::test_source_dir() + "/shard_files.py inspect " + path);
@@ -308,10 +287,10 @@ TEST_F(DataNvidia, Int32AndInt64ShardsReadWithStaticMasks) {
       EXPECT_EQ(s.next_sentence_label, want.nsp) << r;
     }
     // Through the loader (natural order: evaluation iterator), stored masks used as they are.
-    LoaderConfig cfg;
+    DataOptions cfg;
     cfg.global_batch_size = 12;
     EvalIterator it(ds, cfg, 0, 1);
-    const Batch b = *it.next();
+    const MlmBatch b = *it.next();
     const int64_t len = b.input_ids.size(1);
     EXPECT_EQ(len, 24) << "the longest row (22 tokens) rounded up to 8";
     std::vector<int64_t> pos, lab;
@@ -331,7 +310,7 @@ TEST_F(DataNvidia, Int32AndInt64ShardsReadWithStaticMasks) {
     // Stored masks not used: originals restored, masks drawn dynamically.
     cfg.use_static_masks = false;
     EvalIterator dyn(ds, cfg, 0, 1);
-    const Batch d = *dyn.next();
+    const MlmBatch d = *dyn.next();
     for (int64_t k = 0; k < d.masked_positions.size(0); ++k) {
       const int64_t p = d.masked_positions[k].item<int64_t>();
       std::vector<int32_t> orig = nv_row(p / len).ids;
@@ -346,7 +325,7 @@ TEST_F(DataNvidia, Int32AndInt64ShardsReadWithStaticMasks) {
       int64_t sum = 0, global = -1;
       for (int64_t r = 0; r < 3; ++r) {
         EvalIterator part(ds, cfg, r, 3);
-        const Batch pb = *part.next();
+        const MlmBatch pb = *part.next();
         sum += pb.masked_positions.size(0);
         if (global >= 0) {
           EXPECT_EQ(pb.global_masked_count, global);

@@ -45,7 +45,7 @@ std::string normalise(const std::string& utf8) {
 struct Corpus {
   test::TempDir dir{"wikitext"};
   std::unique_ptr<Tokenizer> tokenizer;
-  PreprocessConfig config;
+  PreprocessOptions config;
   PreprocessPlan plan;
   std::shared_ptr<const PretrainDataset> train, validation;
   Corpus() {
@@ -158,14 +158,14 @@ TEST(DataWikitext, FullSentencePackingAndSplit) {
 TEST(DataWikitext, MaskingStatisticsOnRealData) {
   const Corpus& c = corpus();
   const SpecialTokens sp = c.tokenizer->special_tokens();
-  LoaderConfig cfg;
+  DataOptions cfg;
   cfg.global_batch_size = 64;
   cfg.num_threads = 2;
   Loader loader(c.train, cfg, 0, 1);
   int64_t masked = 0, as_mask = 0, as_random = 0, unchanged = 0, candidates = 0;
   Sample s;
   for (int64_t step = 0; step < loader.steps_per_epoch(); ++step) {
-    const Batch b = loader.next();
+    const MlmBatch b = loader.next();
     const int64_t len = b.input_ids.size(1);
     const auto* ids = b.input_ids.data_ptr<int64_t>();
     const auto* pos = b.masked_positions.data_ptr<int64_t>();
@@ -200,7 +200,7 @@ TEST(DataWikitext, MaskingStatisticsOnRealData) {
 
 TEST(DataWikitext, SameSampleSameMaskOtherEpochOtherMask) {
   const Corpus& c = corpus();
-  LoaderConfig cfg;
+  DataOptions cfg;
   cfg.global_batch_size = 32;
   const int64_t steps = Loader(c.train, cfg, 0, 1).steps_per_epoch();
   // The masks of each sample in epoch 0 (one run) and epoch 1 (a run resumed at epoch 1).
@@ -209,7 +209,7 @@ TEST(DataWikitext, SameSampleSameMaskOtherEpochOtherMask) {
     Loader loader(c.train, cfg, 0, 1, start);
     std::map<int64_t, std::vector<int64_t>> out;
     for (int64_t t = 0; t < steps; ++t) {
-      const Batch b = loader.next();
+      const MlmBatch b = loader.next();
       const int64_t len = b.input_ids.size(1);
       for (int64_t k = 0; k < b.masked_positions.size(0); ++k) {
         const int64_t p = b.masked_positions[k].item<int64_t>();

@@ -196,18 +196,68 @@ TEST(Ddp, UnusedParametersRaiseNamingThem) {
   EXPECT_THROW(ddp.finish_grad_sync(), Error);
 }
 
-TEST(Ddp, ScaleAppliedOnceEvenIfFinishIsCalledTwice) {
+TEST(Ddp, FinishTwiceLeavesTheSumUnscaled) {
   auto comm = make_mpi_comm();
   DistOptions options;
   options.bucket_size_bytes = 600;
-  options.grad_scale = 3.0 / comm->world_size();  // an average over the ranks, times 3
   Net net = make_net(*comm);
   DistributedDataParallel ddp(*comm, named_params(*net), options);
   grad_step(net, ddp, comm->rank(), 1);
   ddp.finish_grad_sync();  // second call: nothing
   const Reference ref = reference_grads(false, false, kInitSeed, kDataSeed, all_batches(comm->world_size(), 1));
-  EXPECT_DOUBLE_EQ(ddp.grad_scale_factor(), 3.0 / comm->world_size());
-  EXPECT_EQ(sum_over_ranks(wrong_vs_reference(net, ref, 3.0 / comm->world_size())), 0);
+  EXPECT_EQ(sum_over_ranks(wrong_vs_reference(net, ref, 1.0)), 0);
+}
+
+TEST(Ddp, CountTravelsWithTheSyncAndARankWithoutBackwardJoins) {
+  // Rank r counts r + 1 terms; the last rank has no micro-batch: it joins with count 0 and
+  // sync_without_backward, and every rank gets the sum of the others' gradients and counts.
+  auto comm = make_mpi_comm();
+  const int rank = comm->rank(), world = comm->world_size();
+  DistOptions options;
+  options.bucket_size_bytes = 600;
+  Net net = make_net(*comm);
+  DistributedDataParallel ddp(*comm, named_params(*net), options);
+  const bool idle = rank == world - 1;
+  for (int step = 0; step < 2; ++step) {  // twice: the count and the readiness reset per step
+    ddp.zero_grad_buffer();
+    const int64_t before = comm->counts().all_reduce;
+    if (idle) {
+      ddp.start_count_sync(0);
+      ddp.sync_without_backward();
+    } else {
+      auto [x, y] = batch(kDataSeed, rank, 0);
+      const at::Tensor l = loss(net, x, y);
+      ddp.start_count_sync(rank + 1);
+      l.backward();
+    }
+    ddp.finish_grad_sync();
+    // One count all-reduce and one per bucket, on every rank alike.
+    EXPECT_EQ(comm->counts().all_reduce - before, static_cast<int64_t>(ddp.num_buckets()) + 1);
+    std::vector<std::pair<int64_t, int64_t>> batches;
+    int64_t want_count = 0;
+    for (int r = 0; r + 1 < world; ++r) {
+      batches.emplace_back(r, 0);
+      want_count += r + 1;
+    }
+    EXPECT_EQ(ddp.global_count().scalar_type(), at::kDouble);
+    EXPECT_EQ(ddp.global_count().item<double>(), static_cast<double>(want_count)) << "step " << step;
+    const Reference ref = reference_grads(false, false, kInitSeed, kDataSeed, batches);
+    if (world > 1) {
+      EXPECT_EQ(sum_over_ranks(wrong_vs_reference(net, ref, 1.0)), 0) << "step " << step;
+    }
+  }
+  // The count is refused when negative, twice in a step, or on an accumulation micro-step.
+  ddp.zero_grad_buffer();
+  EXPECT_THROW(ddp.start_count_sync(-1), Error);
+  ddp.set_is_last_microbatch(false);
+  EXPECT_THROW(ddp.start_count_sync(1), Error);
+  EXPECT_THROW(ddp.sync_without_backward(), Error);
+  ddp.set_is_last_microbatch(true);
+  ddp.start_count_sync(1);
+  EXPECT_THROW(ddp.start_count_sync(1), Error);
+  ddp.sync_without_backward();
+  ddp.finish_grad_sync();
+  EXPECT_EQ(ddp.global_count().item<double>(), static_cast<double>(world));
 }
 
 TEST(Ddp, ConsecutiveStepsZeroTheBufferAndDetectADetachedGrad) {

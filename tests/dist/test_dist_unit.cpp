@@ -170,7 +170,6 @@ TEST(DistOptions, DefaultsAndParsing) {
   DistOptions o;
   EXPECT_NO_THROW(o.validate());
   EXPECT_EQ(o.bucket_size_bytes, 25 * 1024 * 1024);
-  EXPECT_EQ(o.grad_scale, 1.0);
   DistOptions::fields().apply(o, {{"backend", "mpi"}, {"reduce_dtype", "bf16"}, {"bucket_size_bytes", "1024"},
                                   {"timeout_s", "2.5"}}, "test");
   EXPECT_EQ(o.backend, BackendKind::kMpi);
@@ -211,6 +210,27 @@ TEST(DistOptions, ErrorsNameTheKey) {
               0u)
         << e.what();
   }
+}
+
+TEST(DistOptions, TheRemovedGradientScaleIsRefusedInOneLine) {
+  // Any factor but 1 broke "data parallel is exact"; 1 itself is refused too (the key is gone).
+  for (const char* value : {"1", "0.5"}) {
+    DistOptions o;
+    try {
+      DistOptions::fields().apply(o, {{"grad_scale", value}}, "cfg.ini [dist]");
+      FAIL() << "no error for grad_scale = " << value;
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_EQ(msg.rfind("cfg.ini [dist]: key 'grad_scale' is no longer read: the training step divides the summed "
+                          "gradients by the global batch's count",
+                          0),
+                0u)
+          << msg;
+      EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    }
+  }
+  EXPECT_EQ(DistOptions::fields().find("grad_scale"), nullptr);
+  EXPECT_EQ(DistOptions::fields().removed_keys().count("grad_scale"), 1u);
 }
 
 TEST(DistOptions, TestStallKeysAreNoConfigKeys) {

@@ -15,8 +15,8 @@
 namespace tupe::finetune::testing {
 
 /// A tiny TUPE-R config over the 30,522-entry BERT vocabulary.
-inline model::ModelConfig tiny_config() {
-  model::ModelConfig c;
+inline model::ModelOptions tiny_config() {
+  model::ModelOptions c;
   c.vocab_size = 30522;
   c.hidden_size = 32;
   c.num_layers = 2;
@@ -31,9 +31,8 @@ inline model::ModelConfig tiny_config() {
 /// change the tensors or the state before saving (renames, other variants, ...). Returns
 /// the step folder.
 inline std::filesystem::path write_pretraining_checkpoint(
-    const std::filesystem::path& dir, const model::ModelConfig& config, const std::string& vocab_sha256,
-    int64_t seed = 1, int64_t step = 100,
-    const std::function<void(checkpoint::CheckpointContents&)>& edit = nullptr) {
+    const std::filesystem::path& dir, const model::ModelOptions& config, const std::string& vocab_sha256,
+    int64_t seed = 1, int64_t step = 100, const std::function<void(checkpoint::CheckpointContents&)>& edit = nullptr) {
   at::manual_seed(static_cast<uint64_t>(seed));
   model::TupeBert net(config);
   checkpoint::CheckpointContents contents;
@@ -41,7 +40,7 @@ inline std::filesystem::path write_pretraining_checkpoint(
   contents.optimizer.metadata = {{"optimizer", "adamw"}};
   contents.state.step = step;
   contents.state.scheduler_step = step;
-  for (const auto& [k, v] : model::ModelConfig::fields().to_kv(config)) contents.state.config["model." + k] = v;
+  for (const auto& [k, v] : model::ModelOptions::fields().to_kv(config)) contents.state.config["model." + k] = v;
   contents.state.config["train.seed"] = std::to_string(seed);
   contents.state.vocab_sha256 = vocab_sha256;
   if (edit) edit(contents);

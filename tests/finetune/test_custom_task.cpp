@@ -95,8 +95,8 @@ TEST(GlueCustomJsonl, FieldsAndBadRows) {
   EXPECT_EQ(t.rows[7].line, 8);
 }
 
-CustomTaskConfig csv_task(const std::string& dir) {
-  CustomTaskConfig c;
+TaskOptions csv_task(const std::string& dir) {
+  TaskOptions c;
   c.name = "sentiment";
   c.train = dir + "/train.csv";
   c.dev = dir + "/dev.csv";
@@ -140,7 +140,7 @@ TEST(GlueCustomTask, JsonlRegressionTakesAnyFiniteScore) {
              "{\"a\": \"x\", \"b\": \"y\", \"score\": -2.5}\n{\"a\": \"x\", \"b\": \"y\", \"score\": \"nan\"}\n"
              "{\"a\": \"x\", \"score\": 1}\n");
   write_text(dir.path() / "dev.jsonl", "{\"a\": \"x\", \"b\": \"y\", \"score\": 7}\n");
-  CustomTaskConfig c;
+  TaskOptions c;
   c.name = "similarity";
   c.train = dir.str() + "/train.jsonl";
   c.dev = dir.str() + "/dev.jsonl";
@@ -159,11 +159,11 @@ TEST(GlueCustomTask, JsonlRegressionTakesAnyFiniteScore) {
 }
 
 TEST(GlueCustomTask, ConfigChecksNameTheKey) {
-  CustomTaskConfig ok = csv_task("/d");
+  TaskOptions ok = csv_task("/d");
   EXPECT_NO_THROW(ok.validate());
-  EXPECT_NO_THROW(CustomTaskConfig{}.validate());  // no [task]: nothing to check
+  EXPECT_NO_THROW(TaskOptions{}.validate());  // no [task]: nothing to check
   auto err = [&](auto change) {
-    CustomTaskConfig c = csv_task("/d");
+    TaskOptions c = csv_task("/d");
     change(c);
     return error_of([&] { c.validate(); });
   };
@@ -180,14 +180,14 @@ TEST(GlueCustomTask, ConfigChecksNameTheKey) {
   // check_values(): what another subcommand checks of a [task] section. A named task without
   // its files and columns (the owner may take them on its command line) passes; bad values do
   // not, and validate() still demands the files.
-  CustomTaskConfig partial;
+  TaskOptions partial;
   partial.name = "reviews";
   partial.kind = TaskKind::kRegression;
   EXPECT_NO_THROW(partial.check_values());
   EXPECT_EQ(error_of([&] { partial.validate(); }), "task.train: no train file given (task reviews)");
   partial.labels = "a,b";
   EXPECT_EQ(error_of([&] { partial.check_values(); }), "task.labels: a regression task has no label values (got 'a,b')");
-  partial = CustomTaskConfig{};
+  partial = TaskOptions{};
   partial.name = "reviews";
   EXPECT_NO_THROW(partial.check_values());  // a classification task's labels may come later
   EXPECT_EQ(error_of([&] { partial.validate(); }), "task.train: no train file given (task reviews)");
@@ -195,20 +195,20 @@ TEST(GlueCustomTask, ConfigChecksNameTheKey) {
   EXPECT_EQ(error_of([&] { partial.check_values(); }),
             "task.dev: cannot tell the format of '/d/dev.txt' from its extension (.tsv, .csv, .jsonl); set task.format");
   // format and kind are words of a fixed set, refused when the [task] section is read.
-  CustomTaskConfig read;
+  TaskOptions read;
   EXPECT_EQ(error_of([&] {
-              CustomTaskConfig::fields().apply(read, {{"format", "xlsx"}}, "t.ini [task]");
+              TaskOptions::fields().apply(read, {{"format", "xlsx"}}, "t.ini [task]");
             }),
             "t.ini [task]: key 'format': expected auto, tsv, csv or jsonl, got 'xlsx'");
   EXPECT_EQ(error_of([&] {
-              CustomTaskConfig::fields().apply(read, {{"kind", "ranking"}}, "t.ini [task]");
+              TaskOptions::fields().apply(read, {{"kind", "ranking"}}, "t.ini [task]");
             }),
             "t.ini [task]: key 'kind': expected classification or regression, got 'ranking'");
-  CustomTaskConfig::fields().apply(read, {{"format", "jsonl"}, {"kind", "regression"}}, "t.ini [task]");
+  TaskOptions::fields().apply(read, {{"format", "jsonl"}, {"kind", "regression"}}, "t.ini [task]");
   EXPECT_EQ(read.format, TableFormat::kJsonl);
   EXPECT_EQ(read.kind, TaskKind::kRegression);
-  EXPECT_EQ(CustomTaskConfig::fields().to_kv(read).at("format"), "jsonl");
-  EXPECT_EQ(CustomTaskConfig::fields().to_kv(read).at("kind"), "regression");
+  EXPECT_EQ(TaskOptions::fields().to_kv(read).at("format"), "jsonl");
+  EXPECT_EQ(TaskOptions::fields().to_kv(read).at("kind"), "regression");
   EXPECT_EQ(resolve_table_format(TableFormat::kAuto, "/d/x.JSON", "task.dev"), TableFormat::kJsonl);
   EXPECT_EQ(resolve_table_format(TableFormat::kCsv, "/d/x.tsv", "task.dev"), TableFormat::kCsv);
   EXPECT_EQ(error_of([] { read_table("/d/x.tsv", TableFormat::kAuto, true, {}); }),

@@ -124,8 +124,8 @@ TEST(GlueEndToEnd, EvaluateReproducesTheReportedRun) {
 }
 
 TEST(GlueEndToEnd, ResultsDoNotDependOnWorldSize) {
-  // Dropout off: 1 rank (7 micro-batches per step) and 2 ranks take the same steps (loss /
-  // global batch, SUM all-reduce).
+  // Dropout off: 1 rank (7 micro-batches per step) and 2 ranks take the same steps (the step
+  // divides the summed gradient by the global batch's examples).
   const json one = load_json(e2e_dir() / "ws1/results.json");
   const json two = load_json(e2e_dir() / "ws2/results.json");
   EXPECT_EQ(one["world_size"], 1);
@@ -141,6 +141,34 @@ TEST(GlueEndToEnd, ResultsDoNotDependOnWorldSize) {
     EXPECT_NEAR(r1["epochs"][e]["dev"]["dev"]["accuracy"].get<double>(),
                 r2["epochs"][e]["dev"]["dev"]["accuracy"].get<double>(), 2.01 / 872.0);
   }
+}
+
+TEST(GlueEndToEnd, LambWithAPolynomialScheduleFineTunes) {
+  // [optimizer] optimizer = lamb, schedule = polynomial, power = 2 on 2 ranks: the step ran
+  // LAMB, every epoch's last LR is the schedule's closed form at the protocol's warm-up and
+  // length, and the run learns (finite, falling training loss; no skipped step).
+  const json results = load_json(e2e_dir() / "lamb/results.json");
+  EXPECT_EQ(results["world_size"], 2);
+  EXPECT_EQ(results["config"]["optimizer.optimizer"], "lamb");
+  const json& run = task_of(results, "SST-2")["runs"][0];
+  EXPECT_EQ(run["optimizer"], "lamb");
+  const int64_t per_epoch = run["steps_per_epoch"], total = run["total_steps"], warmup = run["warmup_steps"];
+  EXPECT_EQ(per_epoch, 21);
+  EXPECT_EQ(total, 42);
+  EXPECT_EQ(warmup, std::llround(0.06 * 42));  // finetune.warmup_ratio of the run's steps
+  const double peak = run["lr"];
+  EXPECT_EQ(peak, 1e-2);
+  ASSERT_EQ(run["epochs"].size(), 2u);
+  for (const json& e : run["epochs"]) {
+    const int64_t t = e["step"];
+    const double progress = static_cast<double>(t - warmup) / static_cast<double>(total - warmup);
+    const double want = peak * (1.0 - progress) * (1.0 - progress);
+    EXPECT_NEAR(e["learning_rate"].get<double>(), want, 1e-15) << "step " << t;
+  }
+  const double l1 = run["epochs"][0]["train_loss"], l2 = run["epochs"][1]["train_loss"];
+  EXPECT_TRUE(std::isfinite(l1) && std::isfinite(l2)) << l1 << " " << l2;
+  EXPECT_LT(l2, l1);
+  EXPECT_EQ(run["skipped_steps"], 0);
 }
 
 TEST(GlueEndToEnd, Bf16JobRuns) {

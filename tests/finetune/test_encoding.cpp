@@ -78,14 +78,14 @@ TEST(GlueEncoding, BatchPaddingMaskAndSegments) {
   split.ids = {{101, 7, 8, 102, 9, 102}, {101, 5, 102}};
   split.first_segment_length = {4, 3};
   split.labels = {1, 0};
-  const Batch b = make_batch(split, {1, 0}, /*pad_id=*/0, /*with_segments=*/true, c10::Device(c10::kCPU));
+  const TaskBatch b = make_batch(split, {1, 0}, /*pad_id=*/0, /*with_segments=*/true, c10::Device(c10::kCPU));
   ASSERT_EQ(b.input_ids.sizes(), (at::IntArrayRef{2, 6}));
   EXPECT_TRUE(at::equal(b.input_ids, at::tensor({101, 5, 102, 0, 0, 0, 101, 7, 8, 102, 9, 102}, at::kLong).view({2, 6})));
   EXPECT_TRUE(at::equal(b.attention_mask, at::tensor({1, 1, 1, 0, 0, 0, 1, 1, 1, 1, 1, 1}, at::kLong).view({2, 6})));
   EXPECT_TRUE(at::equal(b.segment_ids, at::tensor({0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1}, at::kLong).view({2, 6})));
   EXPECT_TRUE(at::equal(b.labels, at::tensor({0, 1}, at::kLong)));
   EXPECT_FALSE(b.scores.defined());
-  const Batch no_seg = make_batch(split, {0}, 0, false, c10::Device(c10::kCPU));
+  const TaskBatch no_seg = make_batch(split, {0}, 0, false, c10::Device(c10::kCPU));
   EXPECT_FALSE(no_seg.segment_ids.defined());
 }
 

@@ -10,6 +10,7 @@
 #include "common/sha256.h"
 #include "tests/finetune/checkpoint_fixture.h"
 #include "tests/finetune/glue_test_util.h"
+#include "trainer/finetune/model_tokenizer.h"
 #include "trainer/finetune/saved_model.h"
 
 namespace tupe::finetune {
@@ -33,7 +34,7 @@ at::Tensor param(model::TupeBertImpl& m, const std::string& name) {
 
 TEST(GluePretrained, LoadsConfigAndEncoderExactly) {
   ScratchDir dir;
-  model::ModelConfig config = tiny_config();
+  model::ModelOptions config = tiny_config();
   config.position_encoding = model::PositionEncoding::kTupeAbsolute;
   config.type_vocab_size = 2;
   const auto step_dir = write_pretraining_checkpoint(dir.path(), config, kSha, /*seed=*/5, /*step=*/300);
@@ -42,7 +43,7 @@ TEST(GluePretrained, LoadsConfigAndEncoderExactly) {
   EXPECT_EQ(enc.dir, step_dir);
   EXPECT_EQ(enc.step(), 300);
   EXPECT_EQ(enc.vocab_sha256(), kSha);
-  EXPECT_EQ(model::ModelConfig::fields().to_kv(enc.config), model::ModelConfig::fields().to_kv(config));
+  EXPECT_EQ(model::ModelOptions::fields().to_kv(enc.config), model::ModelOptions::fields().to_kv(config));
   EXPECT_TRUE(enc.has_mlm_head);
   EXPECT_FALSE(enc.fine_tuned());
   int64_t encoder_tensors = 0;  // what load_encoder takes: every tensor but mlm_head.*
@@ -84,11 +85,11 @@ TEST(GluePretrained, OtherVariantMisShapedAndExtraTensorsAreListed) {
   ScratchDir dir;
   // BERT-A tensors under a config that claims TUPE-R: the positional term is missing and the
   // absolute position table is unexpected.
-  model::ModelConfig bert_a = tiny_config();
+  model::ModelOptions bert_a = tiny_config();
   bert_a.position_encoding = model::PositionEncoding::kBertAbsolute;
   bert_a.untie_cls = false;
   write_pretraining_checkpoint(dir.path(), bert_a, kSha, 1, 100, [](checkpoint::CheckpointContents& c) {
-    for (const auto& [k, v] : model::ModelConfig::fields().to_kv(tiny_config())) c.state.config["model." + k] = v;
+    for (const auto& [k, v] : model::ModelOptions::fields().to_kv(tiny_config())) c.state.config["model." + k] = v;
   });
   checkpoint::ModelCheckpoint enc = read_model_checkpoint(dir.path());
   EXPECT_EQ(enc.config.position_encoding, model::PositionEncoding::kTupeRelative);
@@ -123,7 +124,7 @@ TEST(GluePretrained, VocabularyAndConfigChecks) {
   EXPECT_NE(err.find(tok->vocab_sha256()), std::string::npos) << err;
 
   KeyValues saved;
-  for (const auto& [k, v] : model::ModelConfig::fields().to_kv(tiny_config())) saved["model." + k] = v;
+  for (const auto& [k, v] : model::ModelOptions::fields().to_kv(tiny_config())) saved["model." + k] = v;
   saved.erase("model.num_heads");
   saved.erase("model.position_encoding");
   EXPECT_EQ(error_of([&] { model::model_config_from_saved(saved, "state.json"); }),
@@ -136,12 +137,30 @@ TEST(GluePretrained, VocabularyAndConfigChecks) {
   EXPECT_NE(error_of([&] { read_model_checkpoint(empty.path()); }).find("holds no whole checkpoint"), std::string::npos);
 }
 
+TEST(GluePretrained, ACheckpointWithoutVocabularyAsksForOneByName) {
+  // No tokenizer.vocab given, and the checkpoint carries none and records none: the message
+  // that says so (and what to give) is the one the job reaches -- no earlier, generic check
+  // of an empty tokenizer.vocab stands in front of it.
+  ScratchDir dir;
+  const auto step = write_pretraining_checkpoint(dir.path(), tiny_config(), kSha);
+  const checkpoint::ModelCheckpoint ckpt = read_model_checkpoint(step.string());
+  data_pipeline::TokenizerOptions none;
+  ASSERT_TRUE(none.vocab.empty());
+  const std::string err = error_of([&] { checkpoint_tokenizer_options(none, {}, ckpt, false); });
+  EXPECT_EQ(err.rfind("tokenizer.vocab: " + ckpt.dir.string() +
+                          " carries no vocabulary and records none that is "
+                          "readable; give --tokenizer.vocab",
+                      0),
+            0u)
+      << err;
+}
+
 TEST(GluePretrained, FinetunedModelRoundTrip) {
   ScratchDir dir;
   model::TupeBert net(tiny_config(), 1);
   const auto weights = finetuned_parameters(*net);
   KeyValues config;
-  for (const auto& [k, v] : model::ModelConfig::fields().to_kv(tiny_config())) config["model." + k] = v;
+  for (const auto& [k, v] : model::ModelOptions::fields().to_kv(tiny_config())) config["model." + k] = v;
   config["glue.task"] = "STS-B";
   config["glue.max_length"] = "96";
   // The model carries its vocabulary: a cased one, recorded as such.

@@ -90,7 +90,7 @@ TEST(GlueReport, TableOneLayoutAndAverage) {
 }
 
 TEST(GlueReport, VariantNames) {
-  model::ModelConfig c;
+  model::ModelOptions c;
   EXPECT_EQ(variant_name(c), "TUPE-R");
   c.untie_cls = false;
   EXPECT_EQ(variant_name(c), "TUPE-R (tie-cls)");

@@ -37,8 +37,8 @@ std::string why_no_cuda() {
   return "this build did not compile the CUDA/NCCL path (see the 'tupe: CUDA' CMake line): GPU test skipped";
 }
 
-model::ModelConfig small_config(model::PositionEncoding pe, bool untie_cls) {
-  model::ModelConfig c = model::testing::small_config(pe, untie_cls, /*d=*/64, /*H=*/4);  // dropout off
+model::ModelOptions small_config(model::PositionEncoding pe, bool untie_cls) {
+  model::ModelOptions c = model::testing::small_config(pe, untie_cls, /*d=*/64, /*H=*/4);  // dropout off
   c.vocab_size = 120;
   c.ffn_size = 128;
   c.max_positions = 32;

@@ -21,7 +21,7 @@ std::string why_no_cuda();
 
 /// A small config of `pe` (d 64, 4 heads, 2 layers, vocabulary 120, 32 positions); dropout
 /// off so CPU and GPU runs compute the same function.
-model::ModelConfig small_config(model::PositionEncoding pe, bool untie_cls);
+model::ModelOptions small_config(model::PositionEncoding pe, bool untie_cls);
 
 /// One MLM batch: B = 3 rows of L = 24 ids in [4, 120), row 1 padded after 17 tokens, row
 /// 2 after 9; token 0 of each row is [CLS] (id 2); 15% masked positions. Deterministic.

@@ -198,7 +198,7 @@ at::Tensor masked_attention_grad(model::SelfAttention& attn, int64_t L, bool avo
 TEST(CudaSdpa, MaskedTrainingStaysFiniteAtTheCudnnNanLengths) {
   TUPE_REQUIRE_CUDA();
   const at::Device cuda(at::kCUDA, 0);
-  model::ModelConfig c = small_config(model::PositionEncoding::kBertAbsolute, false);
+  model::ModelOptions c = small_config(model::PositionEncoding::kBertAbsolute, false);
   c.hidden_size = 64;
   c.num_heads = 1;  // d_h = 64, scale 1/8
   c.attention_dropout = 0.0;

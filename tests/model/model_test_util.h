@@ -24,8 +24,8 @@ inline std::string seed_text(uint64_t seed) {
 }
 
 /// A small config of the given variant; dropout off.
-inline ModelConfig small_config(PositionEncoding pe, bool untie_cls, int64_t d = 16, int64_t H = 4) {
-  ModelConfig c;
+inline ModelOptions small_config(PositionEncoding pe, bool untie_cls, int64_t d = 16, int64_t H = 4) {
+  ModelOptions c;
   c.vocab_size = 50;
   c.hidden_size = d;
   c.num_layers = 2;

@@ -18,7 +18,7 @@ TEST(HfParity, BertAbsoluteMatchesTransformersBertModel) {
   ASSERT_NE(path, nullptr) << "TUPE_HF_BERT_REFERENCE not set (the CTest fixture writes it)";
   auto file = tupe::checkpoint::read_safetensors(path);
   const auto cfg_json = nlohmann::json::parse(file.metadata.at("config"));
-  tupe::model::ModelConfig c;
+  tupe::model::ModelOptions c;
   c.vocab_size = cfg_json["vocab_size"];
   c.hidden_size = cfg_json["hidden_size"];
   c.num_layers = cfg_json["num_layers"];

@@ -12,24 +12,24 @@
 
 namespace {
 
-using tupe::model::ModelConfig;
+using tupe::model::ModelOptions;
 using tupe::model::PositionEncoding;
 using tupe::model::TupeBert;
 
-ModelConfig base(PositionEncoding pe, bool untie) {
-  ModelConfig c;  // defaults are BERT-Base: 12 layers, d 768, 12 heads, FFN 3072, 512 positions
+ModelOptions base(PositionEncoding pe, bool untie) {
+  ModelOptions c;  // defaults are BERT-Base: 12 layers, d 768, 12 heads, FFN 3072, 512 positions
   c.position_encoding = pe;
   c.untie_cls = untie;
   return c;
 }
 
-int64_t params_of(const ModelConfig& c) {
+int64_t params_of(const ModelOptions& c) {
   TupeBert m(c);
   return tupe::model::count_parameters(*m);
 }
 
 TEST(ParameterCounts, TupeMinusBertAtBaseSizes) {
-  const ModelConfig c = base(PositionEncoding::kBertAbsolute, false);
+  const ModelOptions c = base(PositionEncoding::kBertAbsolute, false);
   const int64_t d = c.hidden_size, H = c.num_heads;
   // docs/model.md: U^Q and U^K with biases, 2 (d^2 + d) = 1,181,184, plus the position LN (2 d = 1,536).
   const int64_t projections = 2 * (d * d + d), position_ln = 2 * d;
@@ -140,7 +140,7 @@ TEST(Model, FiniteDifferenceGradients) {
   }
 }
 
-TEST(ModelConfig, ValidateNamesTheKey) {
+TEST(ModelOptions, ValidateNamesTheKey) {
   auto c = tupe::model::testing::small_config(PositionEncoding::kBertAbsolute, true);
   try {
     c.validate();

@@ -24,6 +24,9 @@ Usage: pretrain_checks.py CHECK WORKDIR
               ($TUPE_VALIDATION_REFERENCE, validation_reference.cpp) to 1e-6 relative
   tensorboard pretrain's and finetune's TensorBoard scalars (read by the tensorboard package)
               equal their metrics JSONL / results.json; off when switched off
+  warnings    under mpirun -np 2 a job warns once, not once per rank (shards of format
+              version 2, a config-file tokenizer value the shards contradict), and
+              effective_config.ini shows the shards' tokenizer values
 Environment: TUPE_BIN (the tupe executable), TUPE_SOURCE_DIR, TUPE_SHARED_DATA.
 """
 import json
@@ -452,6 +455,50 @@ def check_tensorboard(work):
     if os.path.exists(os.path.join(glue, "tensorboard")):
         sys.exit("FAILED: finetune.tensorboard false still wrote " + os.path.join(glue, "tensorboard"))
     print("tensorboard OK")
+
+
+def check_warnings(work):
+    import h5py
+    v2 = os.path.join(work, "v2")
+    shutil.rmtree(v2, ignore_errors=True)
+    os.makedirs(v2)
+    shards = os.path.join(work, "..", "shards")
+    for name in sorted(os.listdir(shards)):
+        if not name.startswith("train-"):
+            continue
+        path = os.path.join(v2, name)
+        shutil.copy(os.path.join(shards, name), path)
+        with h5py.File(path, "r+") as f:  # what format version 2 wrote: no per-sample checksums
+            del f["sample_checksums"]
+            dtype = f.attrs["format_version"].dtype
+            f.attrs.create("format_version", 2, dtype=dtype)
+    # tiny.ini with lower_case = false: the uncased shards contradict it, and a config file yields.
+    text = open(os.path.join(SRC, "configs", "tiny.ini")).read()
+    assert "lower_case = true" in text
+    cfg = os.path.join(work, "tiny_cased.ini")
+    vocab = os.path.join(DATA, "vocab", "bert-base-uncased-vocab.txt")
+    with open(cfg, "w") as f:
+        for line in text.replace("lower_case = true", "lower_case = false").splitlines():
+            f.write(("vocab = " + vocab if line.startswith("vocab = ") else line) + "\n")
+    ck = os.path.join(work, "ck")
+    shutil.rmtree(ck, ignore_errors=True)
+    args = pretrain_args(work, ck, **{"data.train_shards": v2, "train.max_steps": 2})
+    args[args.index("--config") + 1] = cfg
+    p = mpirun(2, args)
+    for what in ("read unverified", "tokenizer.lower_case = false of " + cfg):
+        n = p.stderr.count(what)
+        print(f"'{what}': {n} time(s) from 2 ranks")
+        if n != 1:
+            sys.exit(f"FAILED: '{what}' printed {n} times, not once\n{p.stderr[-3000:]}")
+    effective = open(os.path.join(ck, "effective_config.ini")).read()
+    section = effective[effective.index("[tokenizer]"):].split("\n\n")[0]
+    print("effective_config.ini:", section.replace("\n", "; "))
+    if "lower_case = true" not in section.splitlines():
+        sys.exit(f"FAILED: effective_config.ini does not show the shards' lower_case = true:\n{section}")
+    state = json.load(open(os.path.join(ck, "step_00000002", "trainer_state.json")))
+    if state["config"]["tokenizer.lower_case"] != "true":
+        sys.exit(f"FAILED: the checkpoint's config says {state['config']['tokenizer.lower_case']}")
+    print("warnings once per job OK; effective_config.ini shows the shards' tokenizer")
 
 
 if __name__ == "__main__":

@@ -69,9 +69,9 @@ TEST(BatchPlan, PaperPresetsStartAtEveryClusterSize) {
   for (const char* name : {"tupe-a-base", "tupe-r-base", "bert-a-base", "bert-r-base", "tupe-r-base-tie-cls"}) {
     const std::string path = source_dir() + "/configs/" + name + ".ini";
     const KeyValues kv = read_ini(path);
-    data_pipeline::LoaderConfig data;
+    data_pipeline::DataOptions data;
     TrainOptions train;
-    data_pipeline::LoaderConfig::fields().apply(data, ini_section(kv, "data"), path + " [data]");
+    data_pipeline::DataOptions::fields().apply(data, ini_section(kv, "data"), path + " [data]");
     TrainOptions::fields().apply(train, ini_section(kv, "train"), path + " [train]");
     ASSERT_EQ(data.global_batch_size, 256) << path;  // the paper's batch (docs/model.md)
     for (int64_t W : {1, 2, 4, 8, 16, 32, 64, 128, 256}) {

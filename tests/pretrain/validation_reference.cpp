@@ -29,8 +29,8 @@ int main(int argc, char** argv) {
     TUPE_CHECK(argc == 2, "usage: validation_reference STEP_FOLDER");
     const checkpoint::ModelCheckpoint ckpt = checkpoint::read_model_checkpoint(argv[1]);
     const KeyValues& saved = ckpt.saved_config();
-    data_pipeline::LoaderConfig data;
-    data_pipeline::LoaderConfig::fields().apply(data, ini_section(saved, "data"), ckpt.dir.string() + " [data]");
+    data_pipeline::DataOptions data;
+    data_pipeline::DataOptions::fields().apply(data, ini_section(saved, "data"), ckpt.dir.string() + " [data]");
     data.pin_memory = data_pipeline::PinMemory::kOff;
     TUPE_CHECK(!data.validation_shards.empty(), argv[1] << ": the run had no data.validation_shards");
     const auto eval_batches = saved.find("train.eval_batches");

@@ -46,7 +46,7 @@ std::string error_of(F&& f) {
 /// Trains, loads through make_tokenizer, and checks ids and round trips on every line.
 void train_and_check(const std::string& input, SentencePieceModelType model_type, int64_t vocab_size, bool lower) {
   ScratchDir dir("spm_" + to_string(model_type));
-  SentencePieceTrainOptions o;
+  VocabOptions o;
   o.input = input;
   o.model = dir.file("shakespeare.model");
   o.vocab_size = vocab_size;
@@ -115,7 +115,7 @@ TEST(TextSentencePieceTrain, BpeLowerCasedOnPartOfTinyShakespeare) {
 
 TEST(TextSentencePieceTrain, BadInputAndOptions) {
   ScratchDir dir("spm_bad");
-  SentencePieceTrainOptions o;
+  VocabOptions o;
   o.model = dir.file("m.model");
   o.input = dir.file("absent.txt");
   EXPECT_EQ(error_of([&] { train_sentencepiece(o); }), o.input + ": cannot open: No such file or directory");
@@ -132,14 +132,14 @@ TEST(TextSentencePieceTrain, BadInputAndOptions) {
   EXPECT_FALSE(std::filesystem::exists(o.model + ".tmp"));
   // model_type is an enum: a wrong word is refused when the [vocab] section is read.
   EXPECT_EQ(error_of([&] {
-              SentencePieceTrainOptions::fields().apply(o, {{"model_type", "wordpiece"}}, "v.ini [vocab]");
+              VocabOptions::fields().apply(o, {{"model_type", "wordpiece"}}, "v.ini [vocab]");
             }),
             "v.ini [vocab]: key 'model_type': expected unigram or bpe, got 'wordpiece'");
   EXPECT_EQ(error_of([] { parse_sentencepiece_model_type("vocab.model_type", "wordpiece"); }),
             "vocab.model_type: expected unigram or bpe, got 'wordpiece'");
-  SentencePieceTrainOptions::fields().apply(o, {{"model_type", "bpe"}}, "v.ini [vocab]");
+  VocabOptions::fields().apply(o, {{"model_type", "bpe"}}, "v.ini [vocab]");
   EXPECT_EQ(o.model_type, SentencePieceModelType::kBpe);
-  EXPECT_EQ(SentencePieceTrainOptions::fields().to_kv(o).at("model_type"), "bpe");
+  EXPECT_EQ(VocabOptions::fields().to_kv(o).at("model_type"), "bpe");
   o.vocab_size = 5;
   EXPECT_NE(error_of([&] { o.validate(); }).find("vocab.vocab_size:"), std::string::npos);
 }

@@ -282,11 +282,11 @@ def finetuned(work, pretrained_work=None):
         run(TUPE, "finetune", "--config", os.path.join(SOURCE, "configs", "glue", "tiny.ini"), "--finetune.checkpoint", ckpt,
             "--finetune.data_dir", GLUE, "--finetune.tasks", "SST-2", "--finetune.train_rows", rows, "--finetune.epochs", epochs,
             "--finetune.learning_rates", lr, "--finetune.seeds", "1",
-            "--finetune.max_length", "64", "--finetune.threads", "1", "--finetune.precision", "fp32",
+            "--finetune.max_length", "64", "--finetune.threads", "1", "--precision.precision", "fp32",
             "--tokenizer.vocab", VOCAB, "--finetune.output_dir", glue_out)
         model_dir = os.path.join(glue_out, "models", "SST-2")
         run(TUPE, "evaluate", "--model", model_dir, "--tokenizer.vocab", VOCAB, "--finetune.data_dir", GLUE,
-            "--finetune.output_dir", eval_out, "--finetune.threads", "1", "--finetune.precision", "fp32")
+            "--finetune.output_dir", eval_out, "--finetune.threads", "1", "--precision.precision", "fp32")
         out = os.path.join(work, "hf_ft_" + name)
         stdout = export(model_dir, out)
         remote = variant != "bert-absolute"

@@ -233,7 +233,7 @@ def errors(work, pre):
     glue_out = os.path.join(work, "glue")
     run(TUPE, "finetune", "--config", os.path.join(SOURCE, "configs", "glue", "tiny.ini"), "--finetune.checkpoint", ckpt,
         "--finetune.data_dir", GLUE, "--finetune.tasks", "SST-2", "--finetune.train_rows", "64", "--finetune.epochs", "1",
-        "--finetune.predict_test", "false", "--finetune.threads", "1", "--finetune.precision", "fp32",
+        "--finetune.predict_test", "false", "--finetune.threads", "1", "--precision.precision", "fp32",
         "--tokenizer.vocab", VOCAB, "--finetune.output_dir", glue_out)
     model = os.path.join(glue_out, "models", "SST-2")
     ckpt = model

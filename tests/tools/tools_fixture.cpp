@@ -56,7 +56,7 @@ at::Tensor sinusoids(const at::Tensor& positions, int64_t d) {
 }
 
 int make(const std::string& dir, const std::string& variant, const std::string& table, const std::string& vocab) {
-  model::ModelConfig c;
+  model::ModelOptions c;
   c.vocab_size = 30522;
   c.hidden_size = 32;
   c.num_layers = 2;
@@ -94,7 +94,7 @@ int make(const std::string& dir, const std::string& variant, const std::string& 
   contents.optimizer.metadata = {{"optimizer", "adamw"}};
   contents.state.step = 100;
   contents.state.scheduler_step = 100;
-  for (const auto& [k, v] : model::ModelConfig::fields().to_kv(c)) contents.state.config["model." + k] = v;
+  for (const auto& [k, v] : model::ModelOptions::fields().to_kv(c)) contents.state.config["model." + k] = v;
   contents.state.config["tokenizer.lower_case"] = "true";
   contents.state.vocab_sha256 = file_sha256_hex(vocab);
   checkpoint::CheckpointOptions options;

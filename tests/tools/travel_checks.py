@@ -187,7 +187,7 @@ def finetuned(work, away):
     p = run(TUPE, "finetune", "--config", os.path.join(SOURCE, "configs", "glue", "tiny.ini"), "--finetune.checkpoint",
             away, "--finetune.data_dir", GLUE, "--finetune.tasks", "SST-2", "--finetune.train_rows", "200",
             "--finetune.epochs", "1", "--finetune.learning_rates", "1e-3", "--finetune.seeds", "1",
-            "--finetune.max_length", "64", "--finetune.threads", "1", "--finetune.precision", "fp32",
+            "--finetune.max_length", "64", "--finetune.threads", "1", "--precision.precision", "fp32",
             "--finetune.output_dir", out)
     both = p.stdout + p.stderr
     check(both.count("# GLUE dev results") == 1, f"the GLUE table printed once ({both.count('# GLUE dev results')})")
@@ -199,7 +199,7 @@ def finetuned(work, away):
     state = json.load(open(os.path.join(model, "step_" + "%08d" % int(os.listdir(model)[0][5:]), "trainer_state.json")))
     check(state["tokenizer"] == {"kind": "wordpiece", "lower_case": False, "vocab_file": "vocab.txt"},
           "the fine-tuned model records the tokenizer and carries the vocabulary")
-    common = ["--model", model, "--finetune.data_dir", GLUE, "--finetune.threads", "1", "--finetune.precision", "fp32"]
+    common = ["--model", model, "--finetune.data_dir", GLUE, "--finetune.threads", "1", "--precision.precision", "fp32"]
     run(TUPE, "evaluate", *common, "--finetune.output_dir", os.path.join(work, "eval"))
     run(TUPE, "evaluate", *common, "--finetune.output_dir", os.path.join(work, "eval_explicit"),
         "--tokenizer.vocab", CASED, "--tokenizer.lower_case", "false")

@@ -1,12 +1,14 @@
-// LR schedules against their closed form, the shared optimizer step's unscale + clip against
-// a float64 two-pass reference, the dynamic loss scaler's skip/backoff/growth/divergence rules with the shared
-// optimizer step (trainer/optimizer_step.h), and the options structs.
+// LR schedules against their closed form, the shared optimizer step's normalise + unscale +
+// clip against a float64 two-pass reference, the dynamic loss scaler's
+// skip/backoff/growth/divergence rules with the shared optimizer step
+// (trainer/optimizer_step.h), and the options structs.
 #include <cmath>
 #include <limits>
 
 #include "checkpoint/checkpoint_options.h"
 #include "common/error.h"
 #include "tests/trainer/test_util.h"
+#include "trainer/autocast.h"
 #include "trainer/loss_scaler.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/optimizer.h"
@@ -54,6 +56,9 @@ TEST(TrainerLrSchedule, PolynomialDecayAndEdgeCases) {
 
 // ---- Loss scaler and the shared optimizer step ------------------------------------------
 
+/// The global count C as the step passes it: [1] float64.
+at::Tensor count(double c) { return at::full({1}, c, at::kDouble); }
+
 PrecisionOptions fp16_options() {
   PrecisionOptions o;
   o.precision = Precision::kFp16;
@@ -97,7 +102,7 @@ TEST(TrainerLossScaler, InfGradientsSkipTheStepOnTheDeviceAndHalveTheScale) {
 
   // Finite scaled grads are divided by the scale and applied.
   fp.flat.fill_(65536.0 * 0.25);
-  StepResult out = step.apply(fp.flat, 1);
+  StepResult out = step.apply(fp.flat, 1, count(1));
   EXPECT_EQ(out.found_inf.item<float>(), 0.0f);
   EXPECT_TRUE(at::equal(fp.flat, at::full({3}, 0.25)));
   EXPECT_FLOAT_EQ(out.grad_norm.item<float>(), 0.25f * std::sqrt(3.0f));
@@ -110,7 +115,7 @@ TEST(TrainerLossScaler, InfGradientsSkipTheStepOnTheDeviceAndHalveTheScale) {
     const double scale_before = scaler.scale();
     fp.flat.fill_(1.0);
     fp.flat[1] = bad;
-    out = step.apply(fp.flat, 2);
+    out = step.apply(fp.flat, 2, count(1));
     EXPECT_EQ(out.found_inf.item<float>(), 1.0f);
     EXPECT_TRUE(testing::bitwise_equal(fp.params[0].second.detach(), before));
     const auto moments_after = opt.state_dict();
@@ -124,27 +129,30 @@ TEST(TrainerLossScaler, InfGradientsSkipTheStepOnTheDeviceAndHalveTheScale) {
   EXPECT_EQ(scaler.state().total_skips, 2);
 }
 
-TEST(TrainerLossScaler, OneMultiplyEqualsUnscaleThenClip) {
-  // The reference is the two-pass procedure in float64: g / S, then torch's clip rule.
-  for (double max_norm : {1.0, 1e6, 0.0}) {  // clipping active; inactive; off
-    DynamicLossScaler scaler(fp16_options());  // S = 65536
-    const double S = scaler.scale();
-    FlatParams fp({210, 7, 27});
-    at::manual_seed(17);
-    fp.flat.copy_(at::randn({244}) * (S * 3.0));
-    const at::Tensor unscaled = fp.flat.to(at::kDouble) / S;
-    const double norm = unscaled.norm().item<double>();
-    const double c = max_norm > 0 && norm > max_norm ? max_norm / (norm + 1e-6) : 1.0;
-    OptimizerOptions oo;
-    AdamW opt(fp.params, oo);
-    const LrSchedule schedule(0.0 + 1e-9, 0, 100, ScheduleKind::kLinear);
-    OptimizerStep step(opt, scaler, schedule, max_norm);
-    const StepResult out = step.apply(fp.flat, 1);
-    EXPECT_NEAR(out.grad_norm.item<double>(), norm, 1e-6 * norm) << max_norm;
-    const double err = (fp.flat.to(at::kDouble) - unscaled * c).abs().max().item<double>() / (unscaled * c).abs().max().item<double>();
-    EXPECT_LE(err, 2e-7) << max_norm;  // float32 rounding of one product
-  }
-  // S = 1 (bf16/fp32) and no clipping: nothing is written.
+TEST(TrainerLossScaler, OneMultiplyEqualsNormaliseUnscaleThenClip) {
+  // The reference is the two-pass procedure in float64: g / (S C), then torch's clip rule.
+  for (const double C : {1.0, 37.0, 19661.0})
+    for (double max_norm : {1.0, 1e6, 0.0}) {    // clipping active; inactive; off
+      DynamicLossScaler scaler(fp16_options());  // S = 65536
+      const double S = scaler.scale();
+      FlatParams fp({210, 7, 27});
+      at::manual_seed(17);
+      fp.flat.copy_(at::randn({244}) * (S * C * 3.0));
+      const at::Tensor unscaled = fp.flat.to(at::kDouble) / (S * C);
+      const double norm = unscaled.norm().item<double>();
+      const double c = max_norm > 0 && norm > max_norm ? max_norm / (norm + 1e-6) : 1.0;
+      OptimizerOptions oo;
+      AdamW opt(fp.params, oo);
+      const LrSchedule schedule(0.0 + 1e-9, 0, 100, ScheduleKind::kLinear);
+      OptimizerStep step(opt, scaler, schedule, max_norm);
+      const StepResult out = step.apply(fp.flat, 1, count(C));
+      EXPECT_NEAR(out.grad_norm.item<double>(), norm, 1e-6 * norm) << max_norm << " C " << C;
+      EXPECT_EQ(out.count.item<double>(), C);
+      const double err = (fp.flat.to(at::kDouble) - unscaled * c).abs().max().item<double>() /
+                         (unscaled * c).abs().max().item<double>();
+      EXPECT_LE(err, 3e-7) << max_norm << " C " << C;  // float32 rounding of 1 / (S C) and of one product
+    }
+  // S = 1 (bf16/fp32), C = 1 and no clipping: the multiply by exactly 1 leaves every bit.
   PrecisionOptions o;
   o.precision = Precision::kBf16;
   DynamicLossScaler one(o);
@@ -153,7 +161,7 @@ TEST(TrainerLossScaler, OneMultiplyEqualsUnscaleThenClip) {
   const at::Tensor before = fp.flat.clone();
   AdamW opt(fp.params, OptimizerOptions{});
   const LrSchedule schedule(1e-3, 0, 100, ScheduleKind::kLinear);
-  OptimizerStep(opt, one, schedule, 0.0).apply(fp.flat, 1);
+  OptimizerStep(opt, one, schedule, 0.0).apply(fp.flat, 1, count(1));
   EXPECT_TRUE(testing::bitwise_equal(fp.flat, before));
 }
 
@@ -230,9 +238,29 @@ TEST(TrainerOptimizerStep, LrCountsEveryStepAppliedOrSkipped) {
   OptimizerStep step(opt, scaler, schedule, 1.0);
   for (int64_t t = 1; t <= 6; ++t) {
     fp.flat.fill_(t == 3 ? std::numeric_limits<float>::infinity() : 1.0f);
-    EXPECT_DOUBLE_EQ(step.apply(fp.flat, t).lr, schedule.lr(t)) << t;  // step 3 skipped, the LR goes on
+    EXPECT_DOUBLE_EQ(step.apply(fp.flat, t, count(2)).lr, schedule.lr(t)) << t;  // step 3 skipped, the LR goes on
   }
-  EXPECT_THROW(step.apply(fp.flat, 0), Error);
+  EXPECT_THROW(step.apply(fp.flat, 0, count(2)), Error);
+  EXPECT_THROW(step.apply(fp.flat, 7, at::Tensor()), Error);               // no count
+  EXPECT_THROW(step.apply(fp.flat, 7, at::ones({1}, at::kFloat)), Error);  // a float32 count
+}
+
+TEST(TrainerOptimizerStep, AGlobalCountOfZeroSkipsTheStepOnTheDevice) {
+  // Nothing to learn from (no masked token, no example on any rank): 0 / 0 is not finite,
+  // so the step is skipped like an overflow and counted; the weights and moments keep their bits.
+  PrecisionOptions o;
+  o.precision = Precision::kFp32;
+  DynamicLossScaler scaler(o);
+  FlatParams fp({6});
+  AdamW opt(fp.params, OptimizerOptions{});
+  const LrSchedule schedule(1e-3, 0, 10, ScheduleKind::kLinear);
+  OptimizerStep step(opt, scaler, schedule, 1.0);
+  fp.flat.zero_();  // summed over no terms
+  const at::Tensor before = fp.params[0].second.detach().clone();
+  const StepResult out = step.apply(fp.flat, 1, count(0));
+  EXPECT_EQ(out.found_inf.item<float>(), 1.0f);
+  EXPECT_TRUE(testing::bitwise_equal(fp.params[0].second.detach(), before));
+  EXPECT_EQ(scaler.state().total_skips, 1);
 }
 
 // ---- Options -------------------------------------------------------------------------
@@ -280,6 +308,33 @@ TEST(TrainerOptions, PaperDefaultsRoundTripAndValidationNamesTheKey) {
   checkpoint::CheckpointOptions bad_keep;
   bad_keep.keep_last = -1;
   EXPECT_EQ(message(bad_keep).rfind("checkpoint.keep_last:", 0), 0u);
+}
+
+TEST(TrainerOptions, PrecisionAutoResolvesByDeviceAndFp16NeedsAGpu) {
+  // auto: bf16 on a GPU, fp32 on the CPU (fine-tuning's and evaluation's default); the
+  // others are what they say, and fp16 (loss scaling) is refused on the CPU in one line.
+  EXPECT_EQ(resolve_precision(Precision::kAuto, true), Precision::kBf16);
+  EXPECT_EQ(resolve_precision(Precision::kAuto, false), Precision::kFp32);
+  for (const Precision p : {Precision::kFp32, Precision::kBf16}) {
+    EXPECT_EQ(resolve_precision(p, false), p);
+    EXPECT_EQ(resolve_precision(p, true), p);
+  }
+  EXPECT_EQ(resolve_precision(Precision::kFp16, true), Precision::kFp16);
+  try {
+    resolve_precision(Precision::kFp16, false);
+    FAIL() << "fp16 accepted on the CPU";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("precision.precision: fp16 with loss scaling is for GPUs", 0), 0u)
+        << e.what();
+  }
+  EXPECT_EQ(default_finetune_precision().precision, Precision::kAuto);
+  EXPECT_EQ(default_finetune_precision().initial_scale, PrecisionOptions{}.initial_scale);
+  PrecisionOptions parsed;
+  PrecisionOptions::fields().apply(parsed, {{"precision", "auto"}}, "test");
+  EXPECT_EQ(parsed.precision, Precision::kAuto);
+  EXPECT_EQ(to_string(Precision::kAuto), "auto");
+  EXPECT_THROW(autocast_dtype(Precision::kAuto), Error);  // resolved first, always
+  EXPECT_EQ(autocast_dtype(Precision::kFp16), at::kHalf);
 }
 
 }  // namespace

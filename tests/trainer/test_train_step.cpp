@@ -3,6 +3,8 @@
 // - the synchronised gradient is that of the GLOBAL mean loss, whatever the world size and
 //   whatever the split into micro-batches (ranks with different micro-batch counts, one rank
 //   with a zero-weighted example), and the first update is AdamW's;
+// - with unequal counts across ranks (and a rank without examples) the step's own
+//   normalisation gives the float64 closed form of the global mean's loss and gradient;
 // - state()/load_state() with the optimizer's state dict resume bitwise: the same dropout
 //   draws (seeded per step and rank) and the same weights as the uninterrupted steps.
 // Every rank computes its verdict; the verdicts are summed over ranks (tests/dist/mpi_test_env.h).
@@ -10,6 +12,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "tests/dist/mpi_test_env.h"
@@ -77,10 +81,10 @@ TEST(TrainerTrainStep, GradientOfTheGlobalMeanWhateverTheSplit) {
   for (int64_t i = rank; i < kExamples; i += world) mine.push_back(i);
   const bool extra = rank == world - 1;
   const int64_t micro = (static_cast<int64_t>(mine.size()) + 1) / 2 + (extra ? 1 : 0);
-  const StepResult out = step.run(micro, static_cast<double>(kExamples), [&](int64_t m) {
-    if (extra && m == micro - 1) return ce_sum(params, x, y, {0}) * 0.0;
+  const StepResult out = step.run(micro, [&](int64_t m) {
+    if (extra && m == micro - 1) return MicroBatchLoss{ce_sum(params, x, y, {0}) * 0.0, 0};
     std::vector<int64_t> rows(mine.begin() + 2 * m, mine.begin() + std::min<int64_t>(2 * m + 2, static_cast<int64_t>(mine.size())));
-    return ce_sum(params, x, y, rows);
+    return MicroBatchLoss{ce_sum(params, x, y, rows), static_cast<int64_t>(rows.size())};
   });
 
   // Reference in float64: gradient of the mean CE over all examples, one AdamW step.
@@ -124,12 +128,13 @@ std::vector<at::Tensor> run_steps(TrainStep& step, const checkpoint::NamedTensor
     EXPECT_EQ(step.step() + 1, t);
     std::vector<int64_t> mine;
     for (int64_t i = rank; i < kExamples; i += world) mine.push_back(i);
-    step.run(1, static_cast<double>(kExamples), [&](int64_t) {
+    step.run(1, [&](int64_t) {
       const at::Tensor keep = at::rand({static_cast<int64_t>(mine.size()), kClasses}).gt(0.2);  // a dropout mask
       draws.push_back(keep.clone());
       const at::Tensor idx = at::tensor(mine, at::kLong);
       const at::Tensor logits = at::linear(x.index_select(0, idx), params[0].second, params[1].second) * keep / 0.8;
-      return at::cross_entropy_loss(logits, y.index_select(0, idx), {}, at::Reduction::Sum);
+      return MicroBatchLoss{at::cross_entropy_loss(logits, y.index_select(0, idx), {}, at::Reduction::Sum),
+                            static_cast<int64_t>(mine.size())};
     });
   }
   return draws;
@@ -172,24 +177,123 @@ TEST(TrainerTrainStep, StateAndLoadStateResumeBitwise) {
   EXPECT_EQ(sum_over_ranks(bad), 0);
 }
 
-TEST(TrainerTrainStep, RefusesAStepWithoutMicroBatchesOrCount) {
+/// The closed form of the softmax regression's mean cross-entropy over `rows`, in float64:
+/// L = (1/N) sum_i -log p_i[y_i], dL/dW = (1/N) sum_i (p_i - e_{y_i}) x_i^T, dL/db = (1/N) sum_i (p_i - e_{y_i}),
+/// p_i = softmax(W x_i + b), written out with explicit loops (no autograd).
+struct ClosedForm {
+  double loss = 0;
+  std::vector<double> dw, db;  ///< (C, F) row-major, (C)
+};
+ClosedForm mean_ce_closed_form(const checkpoint::NamedTensors& params, const at::Tensor& x, const at::Tensor& y,
+                               const std::vector<int64_t>& rows) {
+  const at::Tensor w = params[0].second.detach().to(at::kDouble).contiguous(),
+                   b = params[1].second.detach().to(at::kDouble);
+  const at::Tensor xd = x.to(at::kDouble).contiguous();
+  ClosedForm f;
+  f.dw.assign(kClasses * kFeatures, 0.0);
+  f.db.assign(kClasses, 0.0);
+  const double n = static_cast<double>(rows.size());
+  for (int64_t i : rows) {
+    double z[kClasses], zmax = -INFINITY, norm = 0;
+    for (int64_t c = 0; c < kClasses; ++c) {
+      z[c] = b[c].item<double>();
+      for (int64_t k = 0; k < kFeatures; ++k) z[c] += w[c][k].item<double>() * xd[i][k].item<double>();
+      zmax = std::max(zmax, z[c]);
+    }
+    for (int64_t c = 0; c < kClasses; ++c) norm += std::exp(z[c] - zmax);
+    const int64_t label = y[i].item<int64_t>();
+    f.loss += -(z[label] - zmax - std::log(norm)) / n;
+    for (int64_t c = 0; c < kClasses; ++c) {
+      const double r = std::exp(z[c] - zmax) / norm - (c == label ? 1.0 : 0.0);
+      f.db[static_cast<size_t>(c)] += r / n;
+      for (int64_t k = 0; k < kFeatures; ++k)
+        f.dw[static_cast<size_t>(c * kFeatures + k)] += r * xd[i][k].item<double>() / n;
+    }
+  }
+  return f;
+}
+
+TEST(TrainerTrainStep, UnequalCountsAcrossRanksGiveTheGlobalMean) {
+  // The step normalises: each rank returns summed losses with their counts, and the ranks'
+  // counts differ -- rank r holds the next r + 2 examples of the data (2, 3, 4, ...), split
+  // into micro-batches of 1, 2, 1, ... examples, and with 3 ranks or
+  // more the last rank holds none (0 micro-batches: it joins the sync without a forward).
+  // The synchronised gradient and the mean loss are the float64 closed form of the mean over
+  // every example that some rank held, whatever the world size.
+  auto comm = make_mpi_comm();
+  const int rank = comm->rank(), world = comm->world_size();
+  const auto [x, y] = examples();
+  checkpoint::NamedTensors params = fresh_params();
+  const checkpoint::NamedTensors initial = detached_copy(params);
+  TrainStep step(params, *comm, c10::Device(c10::kCPU), options());
+  const int holders = world >= 3 ? world - 1 : world;
+  std::vector<int64_t> all, mine;
+  int64_t next = 0;
+  for (int r = 0; r < holders; ++r)
+    for (int64_t k = 0; k < r + 2 && next < kExamples; ++k, ++next) {
+      all.push_back(next);
+      if (r == rank) mine.push_back(next);
+    }
+  // Micro-batches of 1, 2, 1, 2, ... examples.
+  std::vector<std::vector<int64_t>> micro;
+  for (size_t i = 0; i < mine.size();) {
+    const size_t take = std::min(mine.size() - i, micro.size() % 2 == 0 ? size_t{1} : size_t{2});
+    micro.emplace_back(mine.begin() + static_cast<std::ptrdiff_t>(i),
+                       mine.begin() + static_cast<std::ptrdiff_t>(i + take));
+    i += take;
+  }
+  const StepResult out = step.run(static_cast<int64_t>(micro.size()), [&](int64_t m) {
+    const auto& rows = micro[static_cast<size_t>(m)];
+    return MicroBatchLoss{ce_sum(params, x, y, rows), static_cast<int64_t>(rows.size())};
+  });
+  const ClosedForm want = mean_ce_closed_form(initial, x, y, all);
+  int64_t bad = 0;
+  bad += out.count.item<double>() == static_cast<double>(all.size()) ? 0 : 1;
+  EXPECT_EQ(out.count.item<double>(), static_cast<double>(all.size())) << "rank " << rank;
+  bad += out.found_inf.item<float>() == 0.0f ? 0 : 1;
+  // The mean loss: the ranks' loss sums over the global count.
+  at::Tensor sums = out.loss_sum.to(at::kDouble).reshape({1}).clone();
+  comm->all_reduce({sums}, "test loss")->wait();
+  const double mean_loss = sums.item<double>() / out.count.item<double>();
+  bad += std::abs(mean_loss - want.loss) <= 1e-6 * want.loss ? 0 : 1;
+  EXPECT_NEAR(mean_loss, want.loss, 1e-6 * want.loss) << "rank " << rank;
+  double max_diff = 0, scale = 0;
+  const at::Tensor gw = params[0].second.grad().to(at::kDouble), gb = params[1].second.grad().to(at::kDouble);
+  for (int64_t c = 0; c < kClasses; ++c) {
+    max_diff = std::max(max_diff, std::abs(gb[c].item<double>() - want.db[static_cast<size_t>(c)]));
+    scale = std::max(scale, std::abs(want.db[static_cast<size_t>(c)]));
+    for (int64_t k = 0; k < kFeatures; ++k) {
+      const double wv = want.dw[static_cast<size_t>(c * kFeatures + k)];
+      max_diff = std::max(max_diff, std::abs(gw[c][k].item<double>() - wv));
+      scale = std::max(scale, std::abs(wv));
+    }
+  }
+  bad += max_diff <= 1e-6 * scale ? 0 : 1;
+  EXPECT_LE(max_diff, 1e-6 * scale) << "rank " << rank << ": gradient differs from the closed form";
+  EXPECT_EQ(sum_over_ranks(bad), 0);
+}
+
+TEST(TrainerTrainStep, RefusesBadCountsAndLosses) {
   auto comm = make_mpi_comm();
   checkpoint::NamedTensors params = fresh_params();
   TrainStep step(params, *comm, c10::Device(c10::kCPU), options());
-  const auto zero = [&](int64_t) { return params[1].second.sum() * 0.0; };
+  const auto zero = [&](int64_t) { return MicroBatchLoss{params[1].second.sum() * 0.0, 1}; };
   int64_t bad = 0;
-  try {
-    step.run(0, 1.0, zero);
-    ++bad;
-  } catch (const Error& e) {
-    bad += std::string(e.what()).find("0 micro-batches") == std::string::npos ? 1 : 0;
-  }
-  try {
-    step.run(1, 0.0, zero);
-    ++bad;
-  } catch (const Error& e) {
-    bad += std::string(e.what()).find("nothing to learn from") == std::string::npos ? 1 : 0;
-  }
+  auto expect_refused = [&](const std::function<void()>& f, const std::string& fragment) {
+    try {
+      f();
+      ++bad;
+    } catch (const Error& e) {
+      bad += std::string(e.what()).find(fragment) == std::string::npos ? 1 : 0;
+    }
+  };
+  // Refused before any collective, on every rank alike.
+  expect_refused([&] { step.run(-1, zero); }, "-1 micro-batches");
+  expect_refused([&] { step.run(1, [&](int64_t) {
+                         return MicroBatchLoss{params[1].second.sum(), -2};
+                       }); },
+                 "negative count -2");
+  expect_refused([&] { step.run(1, [&](int64_t) { return MicroBatchLoss{params[1].second, 1}; }); }, "not one value");
   bad += step.step() == 0 ? 0 : 1;
   EXPECT_EQ(sum_over_ranks(bad), 0);
 }

@@ -102,7 +102,7 @@ int run(int argc, char** argv) {
   dist_options.timeout_s = 0;
   dist::MpiCommunicator comm(env, dist_options, /*watchdog=*/nullptr);
 
-  data_pipeline::LoaderConfig data;
+  data_pipeline::DataOptions data;
   data.train_shards = shards;
   data.global_batch_size = s.i("batch");
   data.seed = s.i("data_seed");
@@ -111,7 +111,7 @@ int run(int argc, char** argv) {
   data.validate();
   const auto dataset = data_pipeline::open_pretrain_dataset({shards}, data.dataset_options("train", ""));
 
-  model::ModelConfig mc;
+  model::ModelOptions mc;
   mc.vocab_size = dataset->info().vocab_size;
   mc.hidden_size = s.i("hidden");
   mc.num_layers = s.i("layers");
@@ -168,7 +168,7 @@ int run(int argc, char** argv) {
   nlohmann::json steps = nlohmann::json::array();
   const int64_t n_steps = s.i("steps");
   for (int64_t t = 1; t <= n_steps; ++t) {
-    const data_pipeline::Batch b = loader.next();
+    const data_pipeline::MlmBatch b = loader.next();
     const double count = static_cast<double>(b.global_masked_count);
     const trainer::StepResult r = pretrain::run_mlm_step(step, *net, b, plan, at::kFloat);
     TUPE_CHECK(r.found_inf.item<float>() == 0.0f, "step " << t << ": non-finite gradients");

@@ -68,7 +68,7 @@ void write_tupe_layout(const fs::path& tmp, const checkpoint::ModelCheckpoint& c
   }
   const std::string variant = model::to_string(ckpt.config.position_encoding);
   nlohmann::json model_kv = nlohmann::json::object();
-  for (const auto& [k, v] : model::ModelConfig::fields().to_kv(ckpt.config)) model_kv[k] = v;
+  for (const auto& [k, v] : model::ModelOptions::fields().to_kv(ckpt.config)) model_kv[k] = v;
   nlohmann::json cfg = {{"format", "tupe-model"},
                         {"format_version", 1},
                         {"architecture", "TUPE-BERT (Ke, He, Liu, ICLR 2021)"},

@@ -9,8 +9,8 @@
 
 namespace tupe::exporting {
 
-checkpoint::NamedTensors to_hf_bert_tensors(const checkpoint::NamedTensors& tupe_tensors, const model::ModelConfig& config,
-                                         const std::string& where) {
+checkpoint::NamedTensors to_hf_bert_tensors(const checkpoint::NamedTensors& tupe_tensors,
+                                            const model::ModelOptions& config, const std::string& where) {
   const std::string refusal = model::hf_bert_refusal(config);
   TUPE_CHECK(refusal.empty(), where << ": cannot export to HuggingFace BertForMaskedLM: " << refusal);
   checkpoint::NamedTensors out;
@@ -36,7 +36,8 @@ checkpoint::NamedTensors to_hf_bert_tensors(const checkpoint::NamedTensors& tupe
   return out;
 }
 
-nlohmann::json hf_bert_config(const model::ModelConfig& c, int64_t num_labels, const std::vector<std::string>& labels) {
+nlohmann::json hf_bert_config(const model::ModelOptions& c, int64_t num_labels,
+                              const std::vector<std::string>& labels) {
   nlohmann::json cfg = {
       {"architectures", {num_labels > 0 ? "BertForSequenceClassification" : "BertForMaskedLM"}},
       {"model_type", "bert"},

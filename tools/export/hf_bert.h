@@ -15,13 +15,13 @@ namespace tupe::exporting {
 /// contiguous: a pre-training checkpoint (mlm_head.*) or a fine-tuned model (sentence_head.*).
 /// Throws tupe::Error "<where>: ..." when the config is refused, a tensor has no HF name, or
 /// an expected tensor is missing.
-checkpoint::NamedTensors to_hf_bert_tensors(const checkpoint::NamedTensors& tupe_tensors, const model::ModelConfig& config,
-                                         const std::string& where);
+checkpoint::NamedTensors to_hf_bert_tensors(const checkpoint::NamedTensors& tupe_tensors,
+                                            const model::ModelOptions& config, const std::string& where);
 
 /// config.json of transformers' BertConfig (model_type "bert") for BertForMaskedLM, or with
 /// num_labels > 0 for BertForSequenceClassification (labels: names in id order, may be empty;
 /// num_labels 1 = regression).
-nlohmann::json hf_bert_config(const model::ModelConfig& config, int64_t num_labels = 0,
+nlohmann::json hf_bert_config(const model::ModelOptions& config, int64_t num_labels = 0,
                               const std::vector<std::string>& labels = {});
 
 }  // namespace tupe::exporting

@@ -20,7 +20,7 @@ checkpoint::NamedTensors to_hf_tupe_tensors(const checkpoint::NamedTensors& tupe
   return out;
 }
 
-nlohmann::json hf_tupe_config(const model::ModelConfig& c, const HeadInfo& heads) {
+nlohmann::json hf_tupe_config(const model::ModelOptions& c, const HeadInfo& heads) {
   using nlohmann::json;
   const bool untied = c.has_untied_positions(), relative = c.has_relative_bias();
   const bool cls_buckets = relative && c.untie_cls;

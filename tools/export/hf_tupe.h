@@ -36,7 +36,7 @@ struct HeadInfo {
 };
 
 /// config.json of TupeConfig for `config` (architectures from `heads`).
-nlohmann::json hf_tupe_config(const model::ModelConfig& config, const HeadInfo& heads);
+nlohmann::json hf_tupe_config(const model::ModelOptions& config, const HeadInfo& heads);
 
 /// The modeling files: {file name, text}, as compiled into this binary.
 const std::vector<std::pair<std::string, std::string>>& hf_tupe_sources();

@@ -138,14 +138,14 @@ std::string token_text(const data_pipeline::Tokenizer& tokenizer, int64_t id) {
 }
 
 /// Model inputs of some lines, padded to the longest: ids and mask (B, L) int64.
-struct Batch {
+struct PredictBatch {
   at::Tensor ids, mask, segments;
   int64_t length = 0;
 };
 
-Batch make_batch(const std::vector<InputLine>& lines, const std::vector<size_t>& rows, int32_t pad, bool segments,
-                 const c10::Device& device) {
-  Batch b;
+PredictBatch make_batch(const std::vector<InputLine>& lines, const std::vector<size_t>& rows, int32_t pad,
+                        bool segments, const c10::Device& device) {
+  PredictBatch b;
   for (size_t r : rows) b.length = std::max<int64_t>(b.length, static_cast<int64_t>(lines[r].ids.size()));
   const auto n = static_cast<int64_t>(rows.size());
   at::Tensor ids = at::full({n, b.length}, pad, at::kLong), mask = at::zeros({n, b.length}, at::kLong);
@@ -185,7 +185,7 @@ Ranked fill_mask(model::TupeBertImpl& net, const std::vector<InputLine>& lines, 
   Ranked ranked(lines.size());
   const int64_t k = std::min<int64_t>(o.top_k, net.config.vocab_size);
   for (const auto& rows : batches(lines, o.batch_size)) {
-    Batch b = make_batch(lines, rows, pad, segments, device);
+    PredictBatch b = make_batch(lines, rows, pad, segments, device);
     std::vector<int64_t> flat;
     for (size_t i = 0; i < rows.size(); ++i)
       for (int64_t p : lines[rows[i]].mask_positions) flat.push_back(static_cast<int64_t>(i) * b.length + p);
@@ -264,7 +264,7 @@ void embeddings(model::TupeBertImpl& net, const std::vector<InputLine>& lines, c
   const bool tokens = o.pooling == Pooling::kTokens;
   at::Tensor out = tokens ? at::zeros({n, max_tokens, d}, at::kFloat) : at::zeros({n, d}, at::kFloat);
   for (const auto& rows : batches(lines, o.batch_size)) {
-    Batch b = make_batch(lines, rows, pad, segments, device);
+    PredictBatch b = make_batch(lines, rows, pad, segments, device);
     at::Tensor hidden;
     {
       trainer::AutocastScope autocast(device.type(), autocast_dtype(o.precision));
@@ -281,7 +281,7 @@ void embeddings(model::TupeBertImpl& net, const std::vector<InputLine>& lines, c
   }
   std::vector<size_t> all(lines.size());
   std::iota(all.begin(), all.end(), size_t{0});
-  Batch whole = make_batch(lines, all, pad, false, c10::Device(c10::kCPU));
+  PredictBatch whole = make_batch(lines, all, pad, false, c10::Device(c10::kCPU));
   checkpoint::write_safetensors(
       o.output, {{"input_ids", whole.ids}, {"attention_mask", whole.mask}, {tokens ? "hidden" : "cls", out}},
       {{"format", "tupe-embeddings"}, {"pooling", to_string(o.pooling)}, {"checkpoint", ckpt_dir.string()}});

@@ -81,8 +81,8 @@ EncodedSplit encode_split(const data_pipeline::Tokenizer& tokenizer, const TaskS
   return out;
 }
 
-Batch make_batch(const EncodedSplit& split, const std::vector<int64_t>& rows, int32_t pad_id, bool with_segments,
-                 const c10::Device& device) {
+TaskBatch make_batch(const EncodedSplit& split, const std::vector<int64_t>& rows, int32_t pad_id, bool with_segments,
+                     const c10::Device& device) {
   TUPE_CHECK(!rows.empty(), "make_batch: no rows");
   const int64_t B = static_cast<int64_t>(rows.size());
   int64_t L = 0;
@@ -102,7 +102,7 @@ Batch make_batch(const EncodedSplit& split, const std::vector<int64_t>& rows, in
       seg_a[i][static_cast<int64_t>(t)] = static_cast<int64_t>(t) >= split.first_segment_length[r] ? 1 : 0;
     }
   }
-  Batch b;
+  TaskBatch b;
   b.input_ids = ids.to(device);
   b.attention_mask = mask.to(device);
   if (with_segments) b.segment_ids = seg.to(device);

@@ -54,7 +54,7 @@ EncodedSplit encode_split(const data_pipeline::Tokenizer& tokenizer, const TaskS
                           bool pair, int64_t max_length, int num_threads);
 
 /// Model inputs of some rows of an encoded split, padded to their longest row.
-struct Batch {
+struct TaskBatch {
   at::Tensor input_ids;       ///< (B, L) int64, [PAD] after each row's end
   at::Tensor attention_mask;  ///< (B, L) int64, 1 real token, 0 padding
   at::Tensor segment_ids;     ///< (B, L) int64 0/1; undefined when not asked for
@@ -63,7 +63,7 @@ struct Batch {
 };
 
 /// Builds the batch of `rows` (indices into `split`, not empty) on `device`.
-Batch make_batch(const EncodedSplit& split, const std::vector<int64_t>& rows, int32_t pad_id, bool with_segments,
-                 const c10::Device& device);
+TaskBatch make_batch(const EncodedSplit& split, const std::vector<int64_t>& rows, int32_t pad_id, bool with_segments,
+                     const c10::Device& device);
 
 }  // namespace tupe::finetune

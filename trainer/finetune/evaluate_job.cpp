@@ -6,11 +6,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "checkpoint/durable_io.h"
 #include "checkpoint/model_checkpoint.h"
@@ -19,6 +18,7 @@
 #include "dist/agreement.h"
 #include "dist/context.h"
 #include "dist/device.h"
+#include "trainer/autocast.h"
 #include "trainer/finetune/evaluation.h"
 #include "trainer/finetune/model_tokenizer.h"
 #include "trainer/finetune/report.h"
@@ -35,7 +35,7 @@ struct EvaluateJob {
   EvaluateJob(const dist::MpiEnv& e, const EvaluateJobConfig& c) : env(e), c(c), cfg(c.finetune) {}
   const dist::MpiEnv& env;
   const EvaluateJobConfig& c;
-  const FinetuneConfig& cfg;
+  const FinetuneOptions& cfg;
   // load_model
   std::unique_ptr<data_pipeline::Tokenizer> tokenizer;
   std::optional<checkpoint::ModelCheckpoint> saved;
@@ -46,7 +46,7 @@ struct EvaluateJob {
   std::unique_ptr<dist::DistContext> context;
   model::TupeBert net{nullptr};
   InferenceSettings settings;
-  bool bf16 = false;
+  trainer::Precision precision = trainer::Precision::kFp32;  ///< precision.precision resolved
   TaskData data;
   // evaluate_dev, predict_test
   nlohmann::json report;
@@ -55,6 +55,7 @@ struct EvaluateJob {
 
 void check_config(const EvaluateJob& job) {
   job.cfg.validate();
+  job.c.precision.validate();
   data_pipeline::TokenizerOptions::fields().check(job.c.tokenizer);  // the vocabulary may come from the model
   job.c.dist.validate();
   TUPE_CHECK(!job.c.model.empty(), "evaluate: no model given (--model DIR)");
@@ -72,7 +73,8 @@ void load_model(EvaluateJob& job) {
   job.saved = checkpoint::read_model_checkpoint(job.c.model);
   const checkpoint::ModelCheckpoint& saved = *job.saved;
   checkpoint::require_fine_tuned(saved);
-  job.tokenizer = data_pipeline::make_tokenizer(checkpoint_tokenizer_options(job.c.tokenizer, job.c.given, saved));
+  job.tokenizer = data_pipeline::make_tokenizer(
+      checkpoint_tokenizer_options(job.c.tokenizer, job.c.given, saved, job.env.rank() == 0));
   checkpoint::check_vocabulary(saved.vocab_sha256(), job.tokenizer->vocab_sha256(), saved.dir.string());
   job.task = &saved_model_task(saved.task, saved.saved_config(), job.c.task,
                                (saved.dir / "trainer_state.json").string(), &job.custom);
@@ -89,13 +91,13 @@ void load_model(EvaluateJob& job) {
 /// The device and communicator, the model on it in eval mode, the encoded splits.
 void setup_inference(EvaluateJob& job) {
   const c10::Device device = dist::resolve_device(job.env, job.cfg.device, "finetune.device");
-  job.bf16 = uses_bf16(job.cfg.precision, device.is_cuda());
+  job.precision = trainer::resolve_precision(job.c.precision.precision, device.is_cuda());
   job.context = std::make_unique<dist::DistContext>(job.env, job.c.dist, device);
   job.net = checkpoint::build_model(*job.saved);
   job.net->to(job.context->device());
   job.net->eval();
   job.settings.device = job.context->device();
-  job.settings.autocast_dtype = job.bf16 ? at::kBFloat16 : at::kFloat;
+  job.settings.autocast_dtype = trainer::autocast_dtype(job.precision);
   job.settings.pad_id = job.tokenizer->special_tokens().pad;
   job.settings.segments = job.saved->config.type_vocab_size > 0;
   job.settings.batch_rows = job.cfg.eval_batch_size;
@@ -113,7 +115,7 @@ void evaluate_dev(EvaluateJob& job) {
   report["model"] = job.saved->dir.string();
   report["max_length"] = job.max_length;
   report["world_size"] = job.env.world_size();
-  report["precision"] = job.bf16 ? "bf16" : "fp32";
+  report["precision"] = trainer::to_string(job.precision);
   report["skipped_rows"] = job.data.skipped_rows;
   report["dev"] = nlohmann::json::object();
   for (const EncodedSplit& split : job.data.dev) {

@@ -12,15 +12,18 @@
 #include "dist/options.h"
 #include "trainer/finetune/finetune_config.h"
 #include "trainer/finetune/tasks/custom_task.h"
+#include "trainer/options.h"
 
 namespace tupe::finetune {
 
 /// What `tupe evaluate` reads: [finetune] (data_dir, output_dir, max_length: 0 = the
-/// length the model was trained with, eval_batch_size, device, precision, threads,
-/// skip_bad_rows, predict_test), [task], [tokenizer], [dist] and the model folder.
+/// length the model was trained with, eval_batch_size, device, threads, skip_bad_rows,
+/// predict_test), precision.precision (the autocast dtype; default auto), [task],
+/// [tokenizer], [dist] and the model folder.
 struct EvaluateJobConfig {
-  FinetuneConfig finetune;
-  CustomTaskConfig task;  ///< a custom task's files, when its name is the model's task
+  FinetuneOptions finetune;
+  trainer::PrecisionOptions precision = trainer::default_finetune_precision();  ///< [precision]: precision only
+  TaskOptions task;  ///< a custom task's files, when its name is the model's task
   data_pipeline::TokenizerOptions tokenizer;
   dist::DistOptions dist;
   std::string model;    ///< <finetune output_dir>/models/<TASK> or one of its step_<N> folders

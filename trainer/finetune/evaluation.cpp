@@ -29,7 +29,7 @@ at::Tensor predict_outputs(model::TupeBertImpl& model, const EncodedSplit& split
       const size_t end = std::min(mine.size(), begin + static_cast<size_t>(settings.batch_rows));
       std::vector<int64_t> rows(mine.begin() + static_cast<std::ptrdiff_t>(begin),
                                 mine.begin() + static_cast<std::ptrdiff_t>(end));
-      Batch batch = make_batch(split, rows, settings.pad_id, settings.segments, settings.device);
+      TaskBatch batch = make_batch(split, rows, settings.pad_id, settings.segments, settings.device);
       at::Tensor out;
       {
         trainer::AutocastScope autocast(settings.device.type(), settings.autocast_dtype);

@@ -20,7 +20,7 @@ namespace tupe::finetune {
 /// How inference runs on this rank.
 struct InferenceSettings {
   c10::Device device = c10::Device(c10::kCPU);
-  at::ScalarType autocast_dtype = at::kFloat;  ///< kBFloat16: bf16 autocast; kFloat: fp32
+  at::ScalarType autocast_dtype = at::kFloat;  ///< kBFloat16 / kHalf: bf16 / fp16 autocast; kFloat: fp32
   int32_t pad_id = 0;                          ///< [PAD]
   bool segments = false;                       ///< feed segment ids (model.type_vocab_size > 0)
   int64_t batch_rows = 64;                     ///< examples per forward on this rank

@@ -9,11 +9,7 @@
 
 namespace tupe::finetune {
 
-bool uses_bf16(FinetunePrecision p, bool on_cuda) {
-  return p == FinetunePrecision::kBf16 || (p == FinetunePrecision::kAuto && on_cuda);
-}
-
-std::vector<double> FinetuneConfig::learning_rate_list() const {
+std::vector<double> FinetuneOptions::learning_rate_list() const {
   std::vector<double> out;
   std::set<double> seen;
   for (const auto& item : split_comma_list(learning_rates)) {
@@ -26,7 +22,7 @@ std::vector<double> FinetuneConfig::learning_rate_list() const {
   return out;
 }
 
-std::vector<int64_t> FinetuneConfig::seed_list() const {
+std::vector<int64_t> FinetuneOptions::seed_list() const {
   std::vector<int64_t> out;
   std::set<int64_t> seen;
   for (const auto& item : split_comma_list(seeds)) {
@@ -39,7 +35,7 @@ std::vector<int64_t> FinetuneConfig::seed_list() const {
   return out;
 }
 
-void FinetuneConfig::validate() const {
+void FinetuneOptions::validate() const {
   fields().check(*this);
   check_task_list_syntax(tasks, "finetune.tasks");  // names are resolved by the job (custom tasks)
   learning_rate_list();
@@ -48,7 +44,7 @@ void FinetuneConfig::validate() const {
 
 namespace {
 
-using C = FinetuneConfig;
+using C = FinetuneOptions;
 
 /// The job's fields: what to fine-tune, from where, to where, and the grid.
 void add_job_fields(FieldTable<C>& t) {
@@ -61,7 +57,7 @@ void add_job_fields(FieldTable<C>& t) {
       .path("output_dir", &C::output_dir, "glue_results", "folder of results.json, results.md, submission/, models/")
       .not_empty()
       .text("learning_rates", &C::learning_rates, "2e-5,3e-5,4e-5,5e-5",
-            "peak learning-rate grid, comma-separated (positive, distinct)")
+            "peak learning-rate grid, comma-separated (positive, distinct): each run's optimizer.lr")
       .text("seeds", &C::seeds, "1,2,3,4,5",
             "seeds per learning rate, comma-separated (>= 0, distinct): sentence-head init, data order, dropout")
       .integer("batch_size", &C::batch_size, 32, "examples", "global batch: per optimizer step over all ranks")
@@ -73,24 +69,13 @@ void add_job_fields(FieldTable<C>& t) {
       .at_least(0);
 }
 
-/// The optimizer's and the dropout's fields.
+/// The protocol's warm-up and the dropout's fields; the keys that moved to [optimizer] and
+/// [precision], refused with the new key's name.
 void add_optimizer_fields(FieldTable<C>& t) {
   t.real("warmup_ratio", &C::warmup_ratio, 0.06, "fraction",
-         "of the optimizer steps: linear warm-up, then linear decay to 0")
+         "of a run's optimizer steps: the warm-up (optimizer.warmup_steps), then optimizer.schedule's decay to 0")
       .at_least(0)
       .at_most(1)
-      .real("beta1", &C::beta1, 0.9, "", "Adam first-moment decay")
-      .at_least(0)
-      .below(1)
-      .real("beta2", &C::beta2, 0.999, "", "Adam second-moment decay")
-      .at_least(0)
-      .below(1)
-      .real("eps", &C::eps, 1e-6, "", "Adam epsilon")
-      .positive()
-      .real("weight_decay", &C::weight_decay, 0.01, "", "decoupled weight decay (not on biases, LayerNorm)")
-      .at_least(0)
-      .real("clip_grad_norm", &C::clip_grad_norm, 1.0, "", "max global gradient L2 norm; 0 = no clipping")
-      .at_least(0)
       .real("hidden_dropout", &C::hidden_dropout, 0.1, "probability",
             "dropout on embeddings, sublayer outputs and the sentence head")
       .at_least(0)
@@ -98,6 +83,11 @@ void add_optimizer_fields(FieldTable<C>& t) {
       .real("attention_dropout", &C::attention_dropout, 0.1, "probability", "dropout on attention probabilities")
       .at_least(0)
       .below(1);
+  for (const char* key : {"beta1", "beta2", "eps", "weight_decay", "clip_grad_norm"})
+    t.removed(key, std::string("moved to [optimizer], the section pre-training reads too: set optimizer.") + key);
+  t.removed("precision",
+            "moved to [precision], the section pre-training reads too: set precision.precision "
+            "(fp32, bf16, fp16 or auto; fine-tuning's default auto)");
 }
 
 /// Lengths, evaluation, device and outputs.
@@ -114,8 +104,6 @@ void add_run_fields(FieldTable<C>& t) {
       .positive()
       .choice("select_epoch", &C::select_epoch, kSelectEpochWords, SelectEpoch::kBest,
               "the epoch whose dev metric a run reports: the best (the earliest of equals) or the last")
-      .choice("precision", &C::precision, kFinetunePrecisionWords, FinetunePrecision::kAuto,
-              "autocast dtype: fp32, bf16, or auto (bf16 on a GPU, fp32 on the CPU)")
       .choice("device", &C::device, dist::kDeviceRequestWords, dist::DeviceRequest::kAuto,
               "cuda:<local rank> when a GPU is visible (auto), the CPU, or a GPU")
       .integer("threads", &C::threads, 0, "", "intra-op CPU threads per rank; 0 = LibTorch's default")
@@ -132,7 +120,7 @@ void add_run_fields(FieldTable<C>& t) {
 
 }  // namespace
 
-const FieldTable<FinetuneConfig>& FinetuneConfig::fields() {
+const FieldTable<FinetuneOptions>& FinetuneOptions::fields() {
   static const FieldTable<C> table = [] {
     FieldTable<C> t("finetune");
     add_job_fields(t);

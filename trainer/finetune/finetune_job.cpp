@@ -17,6 +17,7 @@
 #include "dist/agreement.h"
 #include "dist/context.h"
 #include "dist/device.h"
+#include "trainer/autocast.h"
 #include "trainer/finetune/model_tokenizer.h"
 #include "trainer/finetune/protocol.h"
 #include "trainer/finetune/saved_model.h"
@@ -31,7 +32,7 @@ struct FinetuneJob {
   FinetuneJob(const dist::MpiEnv& e, const FinetuneJobConfig& c) : env(e), c(c), cfg(c.finetune) {}
   const dist::MpiEnv& env;
   const FinetuneJobConfig& c;
-  const FinetuneConfig& cfg;
+  const FinetuneOptions& cfg;
   // check_config
   TaskSpec custom;  ///< the [task] section's task; outlives every pointer to it in `tasks`
   std::vector<const TaskSpec*> tasks;
@@ -39,7 +40,7 @@ struct FinetuneJob {
   std::unique_ptr<data_pipeline::Tokenizer> tokenizer;
   data_pipeline::TokenizerOptions tokenizer_options;   ///< as resolved against the checkpoint (model_tokenizer.h)
   std::optional<checkpoint::ModelCheckpoint> encoder;  ///< the pre-training checkpoint
-  model::ModelConfig model_config;                     ///< its config with the fine-tuning dropout
+  model::ModelOptions model_config;                    ///< its config with the fine-tuning dropout
   int64_t max_length = 0;
   std::unique_ptr<dist::DistContext> context;
   RunEnvironment run_env;
@@ -47,14 +48,40 @@ struct FinetuneJob {
   std::vector<TaskResult> results;
 };
 
+/// The [optimizer] keys the protocol sets in every run, and the [finetune] key that sets each.
+constexpr std::pair<const char*, const char*> kProtocolKeys[] = {{"optimizer.lr", "finetune.learning_rates"},
+                                                                 {"optimizer.warmup_steps", "finetune.warmup_ratio"},
+                                                                 {"optimizer.total_steps", "finetune.epochs"}};
+
+/// The protocol's keys: one typed on the command line is refused (it would be ignored); one
+/// from a config file (a project file's pre-training values) yields, with one warning on
+/// rank 0 for the job.
+void check_protocol_keys(const KeyValues& given, bool rank_zero) {
+  std::string yielded;
+  for (const auto& [key, by] : kProtocolKeys) {
+    const auto it = given.find(key);
+    if (it == given.end()) continue;
+    TUPE_CHECK(it->second != kGivenOnCommandLine,
+               key << ": fine-tuning sets it in every run from " << by << " (the protocol); leave it out");
+    yielded += (yielded.empty() ? "" : ", ") + std::string(key) + " (" + it->second + ")";
+  }
+  if (rank_zero && !yielded.empty())
+    log::warn(yielded + " ignored: fine-tuning sets them from finetune.learning_rates, warmup_ratio and epochs");
+}
+
 /// Validates the sections and the task files; the ranks agree on the config and the files.
 void check_config(FinetuneJob& job) {
   const FinetuneJobConfig& c = job.c;
-  const FinetuneConfig& cfg = job.cfg;
+  const FinetuneOptions& cfg = job.cfg;
   cfg.validate();
   c.task.validate();
   if (c.task.enabled()) job.custom = custom_task_spec(c.task);
   data_pipeline::TokenizerOptions::fields().check(c.tokenizer);  // the vocabulary may come from the checkpoint
+  check_protocol_keys(c.given, job.env.rank() == 0);
+  // The ranges only: warm-up and length are each run's (warmup_steps <= total_steps is
+  // checked there), whatever a project file's pre-training values say.
+  trainer::OptimizerOptions::fields().check(c.optimizer);
+  c.precision.validate();
   c.dist.validate();
   TUPE_CHECK(!cfg.checkpoint.empty(), "finetune.checkpoint: no pre-training checkpoint given");
   job.tasks = parse_task_list(cfg.tasks, "finetune.tasks", c.task.enabled() ? &job.custom : nullptr);
@@ -86,11 +113,11 @@ void load_encoder_once_hashed(FinetuneJob& job) {
 /// The tokenizer checked against the checkpoint, the model config with the fine-tuning
 /// dropout, the device and communicator, and what every run shares.
 void setup_job(FinetuneJob& job) {
-  const FinetuneConfig& cfg = job.cfg;
+  const FinetuneOptions& cfg = job.cfg;
   if (cfg.threads > 0) at::set_num_threads(static_cast<int>(cfg.threads));
   load_encoder_once_hashed(job);
   const checkpoint::ModelCheckpoint& enc = *job.encoder;
-  job.tokenizer_options = checkpoint_tokenizer_options(job.c.tokenizer, job.c.given, enc);
+  job.tokenizer_options = checkpoint_tokenizer_options(job.c.tokenizer, job.c.given, enc, job.env.rank() == 0);
   job.tokenizer = data_pipeline::make_tokenizer(job.tokenizer_options);
   checkpoint::check_vocabulary(enc.vocab_sha256(), job.tokenizer->vocab_sha256(), enc.dir.string());
   job.model_config = enc.config;
@@ -104,17 +131,20 @@ void setup_job(FinetuneJob& job) {
              "finetune.max_length: " << job.max_length << " exceeds the checkpoint's model.max_positions "
                                      << job.model_config.max_positions);
   const c10::Device device = dist::resolve_device(job.env, cfg.device, "finetune.device");
-  const bool bf16 = uses_bf16(cfg.precision, device.is_cuda());
+  trainer::PrecisionOptions precision = job.c.precision;
+  precision.precision = trainer::resolve_precision(precision.precision, device.is_cuda());
   job.context = std::make_unique<dist::DistContext>(job.env, job.c.dist, device);
   RunEnvironment& r = job.run_env;
   r.dist = job.context.get();
   r.config = &cfg;
+  r.optimizer = job.c.optimizer;
+  r.precision = precision;
   r.dist_options = job.c.dist;
   r.model_config = job.model_config;
   r.encoder = &enc.contents.model;
   r.encoder_where = enc.weights_file();
   r.inference.device = job.context->device();
-  r.inference.autocast_dtype = bf16 ? at::kBFloat16 : at::kFloat;
+  r.inference.autocast_dtype = trainer::autocast_dtype(precision.precision);
   r.inference.pad_id = job.tokenizer->special_tokens().pad;
   r.inference.segments = job.model_config.type_vocab_size > 0;
   r.inference.batch_rows = cfg.eval_batch_size;
@@ -123,7 +153,7 @@ void setup_job(FinetuneJob& job) {
   job.header.checkpoint = enc.dir.string();
   job.header.world_size = job.env.world_size();
   job.header.device = job.context->device().str();
-  job.header.precision = bf16 ? "bf16" : "fp32";
+  job.header.precision = trainer::to_string(precision.precision);
   job.header.config = job.c.effective;
 }
 
@@ -132,7 +162,7 @@ std::filesystem::path save_reported_model(const FinetuneJob& job, const TaskSpec
                                           const checkpoint::NamedTensors& reported) {
   const RunRecord& run = result.runs.at(result.submission_run);
   KeyValues saved = job.c.effective;
-  for (const auto& [k, v] : model::ModelConfig::fields().to_kv(job.model_config)) saved["model." + k] = v;
+  for (const auto& [k, v] : model::ModelOptions::fields().to_kv(job.model_config)) saved["model." + k] = v;
   std::string labels;
   for (const auto& l : task.labels) labels += (labels.empty() ? "" : ",") + l;
   saved["glue.task"] = task.name;
@@ -157,7 +187,7 @@ std::filesystem::path save_reported_model(const FinetuneJob& job, const TaskSpec
 /// (rewritten after every task: partial results survive a later failure).
 void run_one_task(FinetuneJob& job, const TaskSpec& task, const std::vector<double>& lrs,
                   const std::vector<int64_t>& seeds) {
-  const FinetuneConfig& cfg = job.cfg;
+  const FinetuneOptions& cfg = job.cfg;
   const bool rank0 = job.env.rank() == 0;
   const TaskData data =
       load_task_data(task, cfg, *job.tokenizer, job.max_length, cfg.predict_test, std::max(1, at::get_num_threads()));
@@ -181,7 +211,7 @@ void run_one_task(FinetuneJob& job, const TaskSpec& task, const std::vector<doub
 std::vector<TaskResult> run_finetune_job(const dist::MpiEnv& env, const FinetuneJobConfig& config,
                                          const std::function<void()>& on_start) {
   FinetuneJob job(env, config);
-  const FinetuneConfig& cfg = job.cfg;
+  const FinetuneOptions& cfg = job.cfg;
   check_config(job);
   setup_job(job);
   const auto lrs = cfg.learning_rate_list();
@@ -189,8 +219,11 @@ std::vector<TaskResult> run_finetune_job(const dist::MpiEnv& env, const Finetune
   if (env.rank() == 0 && on_start) on_start();
   log::info("# fine-tuning " + job.header.model_name + " from " + job.header.checkpoint + " (step " +
             std::to_string(job.header.pretrain_steps) + ") on " + std::to_string(env.world_size()) + " rank(s), " +
-            job.header.device + ", " + job.header.precision + "; " + std::to_string(lrs.size()) + " LR(s) x " +
-            std::to_string(seeds.size()) + " seed(s); max length " + std::to_string(job.max_length));
+            job.header.device + ", " + job.header.precision + ", " +
+            choice_word(config.optimizer.optimizer, trainer::kOptimizerKindWords) + " with a " +
+            choice_word(config.optimizer.schedule, trainer::kScheduleKindWords) + " schedule; " +
+            std::to_string(lrs.size()) + " LR(s) x " + std::to_string(seeds.size()) + " seed(s); max length " +
+            std::to_string(job.max_length));
   for (const TaskSpec* task : job.tasks) run_one_task(job, *task, lrs, seeds);
   if (env.rank() == 0)  // the job's result: rank 0 alone, whatever --log-ranks says
     log::info("\n" + results_markdown(job.header, job.results) + "\nwrote " + cfg.output_dir + "/results.json, " +

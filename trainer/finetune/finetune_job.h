@@ -14,13 +14,18 @@
 #include "trainer/finetune/finetune_config.h"
 #include "trainer/finetune/report.h"
 #include "trainer/finetune/tasks/custom_task.h"
+#include "trainer/options.h"
 
 namespace tupe::finetune {
 
 /// What `tupe finetune` reads from its config.
 struct FinetuneJobConfig {
-  FinetuneConfig finetune;          ///< [finetune]
-  CustomTaskConfig task;            ///< [task]: a custom task (custom_task.h), run when finetune.tasks names it
+  FinetuneOptions finetune;  ///< [finetune]
+  /// [optimizer], pre-training's section: everything but lr, warmup_steps and total_steps,
+  /// which each run sets from finetune.learning_rates, warmup_ratio and epochs.
+  trainer::OptimizerOptions optimizer;
+  trainer::PrecisionOptions precision = trainer::default_finetune_precision();  ///< [precision] (default auto)
+  TaskOptions task;          ///< [task]: a custom task (custom_task.h), run when finetune.tasks names it
   data_pipeline::TokenizerOptions tokenizer;  ///< [tokenizer]: the pre-training vocabulary (model_tokenizer.h)
   dist::DistOptions dist;           ///< [dist]
   KeyValues effective;              ///< the whole effective config (reports, saved models)

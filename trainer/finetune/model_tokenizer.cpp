@@ -10,28 +10,29 @@ namespace tupe::finetune {
 
 namespace {
 
-/// Refuses a command-line value that differs from the record; warns about a file's.
+/// Refuses a command-line value that differs from the record; warns about a file's (when `warn`).
 void reconcile(const KeyValues& given, const std::string& key, const std::string& value, const std::string& recorded,
-               const std::string& source) {
+               const std::string& source, bool warn) {
   const auto it = given.find(key);
   if (it == given.end() || value == recorded) return;
   TUPE_CHECK(it->second != kGivenOnCommandLine,
              key << ": " << value << " contradicts the checkpoint's " << recorded << " (" << source << "); leave it out");
-  log::warn(key + " = " + value + " of " + it->second + " ignored: the checkpoint records " + recorded + " (" + source +
-            ")");
+  if (warn)
+    log::warn(key + " = " + value + " of " + it->second + " ignored: the checkpoint records " + recorded + " (" +
+              source + ")");
 }
 
 }  // namespace
 
 data_pipeline::TokenizerOptions checkpoint_tokenizer_options(const data_pipeline::TokenizerOptions& options,
                                                              const KeyValues& given,
-                                                             const checkpoint::ModelCheckpoint& ckpt) {
+                                                             const checkpoint::ModelCheckpoint& ckpt, bool warn) {
   data_pipeline::TokenizerOptions t = options;
   std::string source;
   if (const auto recorded = checkpoint::recorded_tokenizer(ckpt, &source)) {
-    reconcile(given, "tokenizer.kind", data_pipeline::to_string(t.kind), recorded->kind, source);
+    reconcile(given, "tokenizer.kind", data_pipeline::to_string(t.kind), recorded->kind, source, warn);
     reconcile(given, "tokenizer.lower_case", t.lower_case ? "true" : "false", recorded->lower_case ? "true" : "false",
-              source);
+              source, warn);
     t.kind = data_pipeline::parse_tokenizer_kind("tokenizer.kind", recorded->kind);
     t.lower_case = recorded->lower_case;
   }
@@ -40,8 +41,10 @@ data_pipeline::TokenizerOptions checkpoint_tokenizer_options(const data_pipeline
     const auto it = given.find("tokenizer.vocab");
     if (it != given.end() && it->second != kGivenOnCommandLine && std::filesystem::is_regular_file(t.vocab) &&
         file_sha256_hex(t.vocab) != ckpt.vocab_sha256()) {
-      log::warn("tokenizer.vocab = " + t.vocab + " of " + it->second + " ignored: it is not the checkpoint's vocabulary; "
-                "using the one it carries (" + carried.string() + ")");
+      if (warn)
+        log::warn("tokenizer.vocab = " + t.vocab + " of " + it->second +
+                  " ignored: it is not the checkpoint's vocabulary; using the one it carries (" + carried.string() +
+                  ")");
       t.vocab = carried.string();
     }
   }

@@ -20,10 +20,12 @@ namespace tupe::finetune {
 
 /// The [tokenizer] options to build `ckpt`'s tokenizer with: `options` as parsed, `given`
 /// the keys the user set -> kGivenOnCommandLine or the config file (ConfigCli::given).
-/// Throws ONE-line tupe::Error "tokenizer.<key>: X contradicts the checkpoint's Y (<where>)"
-/// or "tokenizer.vocab: ... give --tokenizer.vocab" when no vocabulary is known.
+/// `warn`: log the warnings of config-file values that yield (every rank resolves the same
+/// options; pass true on rank 0 alone, so a job warns once). Throws ONE-line tupe::Error
+/// "tokenizer.<key>: X contradicts the checkpoint's Y (<where>)" or "tokenizer.vocab: ...
+/// give --tokenizer.vocab" when no vocabulary is known.
 data_pipeline::TokenizerOptions checkpoint_tokenizer_options(const data_pipeline::TokenizerOptions& options,
                                                              const KeyValues& given,
-                                                             const checkpoint::ModelCheckpoint& ckpt);
+                                                             const checkpoint::ModelCheckpoint& ckpt, bool warn);
 
 }  // namespace tupe::finetune

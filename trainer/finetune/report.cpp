@@ -54,7 +54,7 @@ bool column_value(const std::vector<TaskResult>& results, const std::string& col
 
 }  // namespace
 
-std::string variant_name(const model::ModelConfig& c) {
+std::string variant_name(const model::ModelOptions& c) {
   std::string name;
   switch (c.position_encoding) {
     case model::PositionEncoding::kBertAbsolute: name = "BERT-A"; break;
@@ -77,6 +77,7 @@ json run_json(const TaskSpec& task, const RunRecord& run) {
   j["total_steps"] = run.total_steps;
   j["warmup_steps"] = run.warmup_steps;
   j["skipped_steps"] = run.skipped_steps;
+  j["optimizer"] = run.optimizer;
   j["seconds"] = run.seconds;
   j["selected_epoch"] = run.selected_epoch;
   j["score"] = run.score;

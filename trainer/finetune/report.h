@@ -29,13 +29,13 @@ struct ReportHeader {
   std::string checkpoint;      ///< its folder
   int world_size = 1;
   std::string device;          ///< "cpu" / "cuda:0"
-  std::string precision;       ///< "fp32" / "bf16"
+  std::string precision;       ///< "fp32" / "bf16" / "fp16" (precision.precision resolved)
   KeyValues config;            ///< the effective configuration
 };
 
 /// The table row name of a model config: "TUPE-R", "TUPE-A", "BERT-R", "BERT-A" (+ " (tie-cls)"
 /// for TUPE with untie_cls off).
-std::string variant_name(const model::ModelConfig& config);
+std::string variant_name(const model::ModelOptions& config);
 
 /// The JSON document of results.json (format "tupe-glue-results", version 1).
 nlohmann::json results_json(const ReportHeader& header, const std::vector<TaskResult>& results);

@@ -67,7 +67,7 @@ struct Run {
   const RunEnvironment& env;
   const TaskData& data;
   const TaskSpec& task;
-  const FinetuneConfig& cfg;
+  const FinetuneOptions& cfg;
   dist::Communicator& comm;
   const c10::Device device;
   const int rank, world;
@@ -126,31 +126,26 @@ void build_model(Run& r) {
   dist::broadcast_tensors(r.comm, head, 0);
 }
 
-/// The training step: AdamW with the paper's betas, eps and weight decay at this run's peak
-/// LR, linear warm-up and decay, bf16 autocast or fp32 (no loss scaling), summed gradients.
+/// The training step: the [optimizer] section at this run's peak LR, warm-up and length (the
+/// protocol's), the [precision] section's precision, summed gradients.
 void build_step(Run& r) {
   trainer::TrainStepOptions o;
-  o.optimizer.optimizer = trainer::OptimizerKind::kAdamW;
+  o.optimizer = r.env.optimizer;
   o.optimizer.lr = r.rec.lr;
-  o.optimizer.beta1 = r.cfg.beta1;
-  o.optimizer.beta2 = r.cfg.beta2;
-  o.optimizer.eps = r.cfg.eps;
-  o.optimizer.weight_decay = r.cfg.weight_decay;
   o.optimizer.warmup_steps = r.rec.warmup_steps;
   o.optimizer.total_steps = r.rec.total_steps;
-  o.optimizer.clip_grad_norm = r.cfg.clip_grad_norm;
-  o.precision.precision =
-      r.env.inference.autocast_dtype == at::kBFloat16 ? trainer::Precision::kBf16 : trainer::Precision::kFp32;
+  o.optimizer.validate();
+  o.precision = r.env.precision;
   o.dist = r.env.dist_options;
-  o.dist.grad_scale = 1.0;  // the loss is already divided by the global batch
   o.seed = static_cast<int64_t>(hash_words({static_cast<uint64_t>(r.rec.seed), kDropoutStream}));
   r.step = std::make_unique<trainer::TrainStep>(r.params, r.comm, r.device, o);
+  r.rec.optimizer = r.step->optimizer().kind();
 }
 
 /// Summed loss of some training rows: cross-entropy (classification) or squared error
 /// (regression) of the sentence head, the forward under the run's autocast.
 at::Tensor example_loss_sum(Run& r, const std::vector<int64_t>& rows) {
-  const Batch batch = make_batch(r.data.train, rows, r.env.inference.pad_id, r.env.inference.segments, r.device);
+  const TaskBatch batch = make_batch(r.data.train, rows, r.env.inference.pad_id, r.env.inference.segments, r.device);
   at::Tensor out;
   {
     trainer::AutocastScope autocast(r.device.type(), r.env.inference.autocast_dtype);
@@ -163,31 +158,32 @@ at::Tensor example_loss_sum(Run& r, const std::vector<int64_t>& rows) {
 }
 
 /// One optimizer step over the global batch `k` of the epoch's `order`: this rank takes
-/// examples r, r + W, ... of it, in micro-batches; a rank without examples in the batch
-/// joins with a zero loss on one example (every rank takes part in every all-reduce).
-/// Adds this rank's summed loss to `loss_sum` (on the device); returns the step's LR.
+/// examples r, r + W, ... of it, in micro-batches (none when r is past the batch's last
+/// example: the step lets such a rank join without a forward). Adds this rank's summed loss
+/// to `loss_sum` (on the device); returns the step's LR.
 double train_batch(Run& r, const std::vector<int64_t>& order, int64_t k, at::Tensor& loss_sum) {
   const int64_t begin = k * r.cfg.batch_size, end = std::min(r.n_train, begin + r.cfg.batch_size);
   std::vector<int64_t> mine;
   for (int64_t i = begin + r.rank; i < end; i += r.world) mine.push_back(order[static_cast<size_t>(i)]);
-  const bool idle = mine.empty();
-  if (idle) mine.push_back(order[static_cast<size_t>(begin)]);
-  const size_t micro = r.cfg.micro_batch_size > 0 ? static_cast<size_t>(r.cfg.micro_batch_size) : mine.size();
+  const size_t micro =
+      r.cfg.micro_batch_size > 0 ? static_cast<size_t>(r.cfg.micro_batch_size) : std::max<size_t>(1, mine.size());
   const auto micro_batches = static_cast<int64_t>((mine.size() + micro - 1) / micro);
   const auto loss = [&](int64_t m) {
     const auto first = mine.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(m) * micro);
-    const auto last = mine.begin() + static_cast<std::ptrdiff_t>(std::min(mine.size(), (static_cast<size_t>(m) + 1) * micro));
-    const at::Tensor l = example_loss_sum(r, std::vector<int64_t>(first, last));
-    return idle ? l * 0.0 : l;
+    const auto last =
+        mine.begin() + static_cast<std::ptrdiff_t>(std::min(mine.size(), (static_cast<size_t>(m) + 1) * micro));
+    const std::vector<int64_t> rows(first, last);
+    return trainer::MicroBatchLoss{example_loss_sum(r, rows), static_cast<int64_t>(rows.size())};
   };
   r.comm.set_step(r.step->step() + 1);
-  const trainer::StepResult out = r.step->run(micro_batches, static_cast<double>(end - begin), loss);
+  const trainer::StepResult out = r.step->run(micro_batches, loss);
   loss_sum.add_(out.loss_sum);
   return out.lr;
 }
 
 /// One epoch of optimizer steps in the order of (seed, epoch); its record carries the mean
-/// training loss over all ranks (the one host sync of the epoch, besides the log line).
+/// training loss over all ranks. The steps never read the device; the epoch's end does,
+/// twice: the loss scaler's divergence check and the loss's all-reduce.
 EpochRecord train_epoch(Run& r, int64_t epoch) {
   const std::vector<int64_t> order =
       permutation(r.n_train, hash_words({static_cast<uint64_t>(r.rec.seed), kOrderStream, static_cast<uint64_t>(epoch)}));

@@ -2,18 +2,19 @@
 // paper's settings"), data-parallel over the ranks of a DistContext.
 //
 // Per run: the sentence head is initialised from the seed (rank 0's copy broadcast), the
-// encoder is the pre-training checkpoint's (strict copy); AdamW (paper betas, eps, weight
-// decay; no decay on biases/LayerNorm) on every parameter but mlm_head.*; the LR rises
-// linearly over warmup_ratio of the steps and decays linearly to 0 at the last step.
+// encoder is the pre-training checkpoint's (strict copy); the [optimizer] section's optimizer
+// (AdamW or LAMB; no weight decay on biases/LayerNorm) on every parameter but mlm_head.*,
+// at this run's peak LR, rising linearly over warmup_ratio of the run's steps and decaying
+// to 0 at its last step by optimizer.schedule; the [precision] section's precision.
 // One optimizer step t over the global batch b_t of batch_size examples (the epoch's order is
 // a pure function of (seed, epoch)) is trainer/train_step.h's, the step pre-training runs,
-// with the loss
-//     l = sum over the micro-batch's examples of CE(logits, label)  (or (y - score)^2 for STS-B)
-// normalised by |b_t|: rank r takes examples r, r + W, ... of b_t, in micro-batches; a rank
-// without examples in b_t back-propagates 0 x l of one example so that every rank joins
-// every all-reduce. So the update equals one rank's on the whole batch whatever W
-// (docs/architecture.md "Data parallel is exact"). Dropout is seeded per step t and rank r
-// from a seed derived from the run's seed (trainer::step_seed).
+// with the loss of a micro-batch
+//     l = sum over its examples of CE(logits, label)  (or (y - score)^2 for STS-B)
+// and its count, the micro-batch's examples: rank r takes examples r, r + W, ... of b_t, in
+// micro-batches, and the step divides by the examples of b_t over all ranks (a rank without
+// examples in b_t joins the step with none). So the update equals one rank's on the whole
+// batch whatever W (docs/architecture.md "Data parallel is exact"). Dropout is seeded per
+// step t and rank r from a seed derived from the run's seed (trainer::step_seed).
 // After every epoch: the dev metrics; the run reports the best (or last) epoch by the task's
 // primary metric on its first dev split.
 #pragma once
@@ -29,15 +30,18 @@
 #include "trainer/finetune/finetune_config.h"
 #include "trainer/finetune/metrics.h"
 #include "trainer/finetune/task_data.h"
+#include "trainer/options.h"
 
 namespace tupe::finetune {
 
 /// What every run of a job shares.
 struct RunEnvironment {
   dist::DistContext* dist = nullptr;               ///< ranks, device, communicator
-  const FinetuneConfig* config = nullptr;          ///< the [finetune] options
-  dist::DistOptions dist_options;                  ///< bucket size etc. (grad_scale forced to 1)
-  model::ModelConfig model_config;                 ///< the checkpoint's, with the fine-tuning dropout
+  const FinetuneOptions* config = nullptr;         ///< the [finetune] options
+  trainer::OptimizerOptions optimizer;             ///< [optimizer]; each run sets lr, warmup_steps, total_steps
+  trainer::PrecisionOptions precision;             ///< [precision] with precision resolved (never auto)
+  dist::DistOptions dist_options;                  ///< bucket size, wire dtype, timeout
+  model::ModelOptions model_config;                ///< the checkpoint's, with the fine-tuning dropout
   const checkpoint::NamedTensors* encoder = nullptr;  ///< the pre-training checkpoint's tensors (CPU)
   std::string encoder_where;                       ///< names the checkpoint in errors
   InferenceSettings inference;                     ///< device, autocast dtype, [PAD], segments, eval batch
@@ -59,6 +63,7 @@ struct RunRecord {
   int64_t epochs = 0;
   int64_t steps_per_epoch = 0, total_steps = 0, warmup_steps = 0;
   int64_t skipped_steps = 0;       ///< steps skipped for non-finite gradients
+  std::string optimizer;           ///< the step's optimizer, as it was built ("adamw" | "lamb")
   std::vector<EpochRecord> history;
   int64_t selected_epoch = 0;      ///< 1-based epoch the run reports (select_epoch best | last)
   double score = 0;                ///< primary metric at selected_epoch

@@ -26,7 +26,7 @@ void note_skipped(TaskData& data, const SplitData& split) {
     if (data.skipped_messages.size() < 20) data.skipped_messages.push_back(m);
 }
 
-void load_eval_splits(TaskData& data, const TaskSpec& task, const FinetuneConfig& config,
+void load_eval_splits(TaskData& data, const TaskSpec& task, const FinetuneOptions& config,
                       const data_pipeline::Tokenizer& tokenizer, bool with_test, int num_threads) {
   const ReadOptions read{config.skip_bad_rows};
   for (const auto& spec : task.dev) {
@@ -105,7 +105,7 @@ void check_task_files(const std::vector<const TaskSpec*>& tasks, const std::stri
                      << (missing_test == missing.size() ? " (finetune.predict_test = false skips the test files)" : ""));
 }
 
-TaskData load_task_data(const TaskSpec& task, const FinetuneConfig& config, const data_pipeline::Tokenizer& tokenizer,
+TaskData load_task_data(const TaskSpec& task, const FinetuneOptions& config, const data_pipeline::Tokenizer& tokenizer,
                         int64_t max_length, bool with_test, int num_threads) {
   TUPE_CHECK(max_length >= 3, task.name << ": max_length must be >= 3, got " << max_length);
   TaskData data;
@@ -128,7 +128,7 @@ TaskData load_task_data(const TaskSpec& task, const FinetuneConfig& config, cons
   return data;
 }
 
-TaskData load_eval_data(const TaskSpec& task, const FinetuneConfig& config, const data_pipeline::Tokenizer& tokenizer,
+TaskData load_eval_data(const TaskSpec& task, const FinetuneOptions& config, const data_pipeline::Tokenizer& tokenizer,
                         int64_t max_length, bool with_test, int num_threads) {
   TUPE_CHECK(max_length >= 3, task.name << ": max_length must be >= 3, got " << max_length);
   TaskData data;

@@ -44,11 +44,11 @@ std::vector<std::pair<std::string, std::string>> describe_task_files(const std::
 /// config.train_rows rows drawn with config.data_seed, kept in file order), the dev splits,
 /// and the test splits when config.predict_test. `max_length` >= 3. Throws tupe::Error
 /// naming the file (and line) on bad input.
-TaskData load_task_data(const TaskSpec& task, const FinetuneConfig& config, const data_pipeline::Tokenizer& tokenizer,
+TaskData load_task_data(const TaskSpec& task, const FinetuneOptions& config, const data_pipeline::Tokenizer& tokenizer,
                         int64_t max_length, bool with_test, int num_threads);
 
 /// Reads and encodes only the dev and test splits (for `tupe evaluate`).
-TaskData load_eval_data(const TaskSpec& task, const FinetuneConfig& config, const data_pipeline::Tokenizer& tokenizer,
+TaskData load_eval_data(const TaskSpec& task, const FinetuneOptions& config, const data_pipeline::Tokenizer& tokenizer,
                         int64_t max_length, bool with_test, int num_threads);
 
 }  // namespace tupe::finetune

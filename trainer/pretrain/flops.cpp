@@ -6,7 +6,7 @@
 
 namespace tupe::pretrain {
 
-double training_flops_per_token(const model::ModelConfig& c, int64_t seq_len, int64_t rows, double masked_per_token) {
+double training_flops_per_token(const model::ModelOptions& c, int64_t seq_len, int64_t rows, double masked_per_token) {
   TUPE_CHECK(seq_len >= 1 && rows >= 1,
              "flops: sequence length " << seq_len << " and rows " << rows << " must be positive");
   TUPE_CHECK(masked_per_token >= 0 && masked_per_token <= 1,

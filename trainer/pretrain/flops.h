@@ -25,7 +25,7 @@ namespace tupe::pretrain {
 
 /// 3 F above (FLOPs per padded token of one training step). Throws tupe::Error for
 /// seq_len < 1, rows < 1 or masked_per_token outside [0, 1].
-double training_flops_per_token(const model::ModelConfig& config, int64_t seq_len, int64_t rows,
+double training_flops_per_token(const model::ModelOptions& config, int64_t seq_len, int64_t rows,
                                 double masked_per_token);
 
 /// Dense peak TFLOP/s of a GPU named `device_name` (as CUDA reports it) in `precision`

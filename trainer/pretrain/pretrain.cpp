@@ -19,7 +19,7 @@ namespace tupe::pretrain {
 
 std::vector<std::string> resume_must_match_keys() {
   std::vector<std::string> keys;
-  for (const auto& f : model::ModelConfig::fields().fields())
+  for (const auto& f : model::ModelOptions::fields().fields())
     if (f.name.find("dropout") == std::string::npos) keys.push_back("model." + f.name);
   for (const char* k : {"data.global_batch_size", "data.seed", "data.mask_probability", "data.replace_with_mask",
                         "data.replace_with_random", "optimizer.optimizer", "vocab_sha256"})
@@ -43,8 +43,7 @@ void setup_device(PretrainJob& job) {
   if (cfg.train.threads > 0) at::set_num_threads(static_cast<int>(cfg.train.threads));
   const c10::Device chosen = dist::resolve_device(job.env, cfg.train.device, "train.device");
   job.use_cuda = chosen.is_cuda();
-  TUPE_CHECK(!(cfg.precision.precision == trainer::Precision::kFp16 && !job.use_cuda),
-             "precision.precision: fp16 with loss scaling is for GPUs; use bf16 or fp32 on CPU");
+  job.precision = trainer::resolve_precision(cfg.precision.precision, job.use_cuda);
   job.context = std::make_unique<dist::DistContext>(job.env, cfg.dist, chosen);
   if (job.use_cuda) {  // TF32 tensor cores for fp32 matmuls (train.tf32)
     at::globalContext().setAllowTF32CuBLAS(cfg.train.tf32);
@@ -57,12 +56,17 @@ void setup_device(PretrainJob& job) {
 
 void open_data(PretrainJob& job) {
   const PretrainConfig& cfg = job.cfg;
-  job.train_data = data_pipeline::open_pretrain_dataset(split_comma_list(cfg.data.train_shards),
-                                                        cfg.data.dataset_options("train", cfg.train.vocab_sha256));
-  if (!cfg.data.validation_shards.empty())
-    job.validation_data = data_pipeline::open_pretrain_dataset(
-        split_comma_list(cfg.data.validation_shards),
-        cfg.data.dataset_options("validation", job.train_data->info().vocab_sha256));
+  // Every rank opens the same shards: rank 0 alone says that some are read unverified.
+  data_pipeline::DatasetOptions train_options = cfg.data.dataset_options("train", cfg.train.vocab_sha256);
+  train_options.warn_unverified = job.rank == 0;
+  job.train_data = data_pipeline::open_pretrain_dataset(split_comma_list(cfg.data.train_shards), train_options);
+  if (!cfg.data.validation_shards.empty()) {
+    data_pipeline::DatasetOptions validation_options =
+        cfg.data.dataset_options("validation", job.train_data->info().vocab_sha256);
+    validation_options.warn_unverified = job.rank == 0;
+    job.validation_data =
+        data_pipeline::open_pretrain_dataset(split_comma_list(cfg.data.validation_shards), validation_options);
+  }
   // Every rank reads the same shards (relative paths, node-local copies).
   auto entries = data_pipeline::describe_shards(job.train_data->info(), "train");
   if (job.validation_data)
@@ -120,18 +124,23 @@ checkpoint::TrainerState checkpoint_record(PretrainJob& job) {
     const auto pos = job.loader->state();
     s.data = checkpoint::DataPosition{pos.epoch, pos.consumed_samples};
   }
-  s.config = job.cfg.effective;
+  s.config = resolved_effective(job);
   s.vocab_sha256 = job.vocab_sha256;
   s.world_size = job.world;
   s.tokenizer = job.tokenizer_record;
-  if (s.tokenizer) {  // the config's tokenizer.* keys say what the record says, not the defaults
-    s.config["tokenizer.kind"] = s.tokenizer->kind;
-    s.config["tokenizer.lower_case"] = s.tokenizer->lower_case ? "true" : "false";
-  } else {  // unknown: no default may pass for a record
-    s.config.erase("tokenizer.kind");
-    s.config.erase("tokenizer.lower_case");
-  }
   return s;
+}
+
+KeyValues resolved_effective(const PretrainJob& job) {
+  KeyValues kv = job.cfg.effective;
+  if (job.tokenizer_record) {  // the config's tokenizer.* keys say what the record says, not the defaults
+    kv["tokenizer.kind"] = job.tokenizer_record->kind;
+    kv["tokenizer.lower_case"] = job.tokenizer_record->lower_case ? "true" : "false";
+  } else {  // unknown: no default may pass for a record
+    kv.erase("tokenizer.kind");
+    kv.erase("tokenizer.lower_case");
+  }
+  return kv;
 }
 
 namespace {
@@ -182,13 +191,13 @@ void announce(PretrainJob& job) {
   job.peak_source = "train.peak_tflops";
   if (job.peak_tflops <= 0 && job.use_cuda) {
     const std::string name = dist::cuda_device_name(job.device().index());
-    job.peak_tflops = table_peak_tflops(name, cfg.precision.precision, cfg.train.tf32);
+    job.peak_tflops = table_peak_tflops(name, job.precision, cfg.train.tf32);
     job.peak_source =
         job.peak_tflops > 0 ? name + " datasheet" : "unknown GPU '" + name + "': set train.peak_tflops for MFU";
   } else if (job.peak_tflops <= 0) {
     std::string text;
     if (job.rank == 0) {
-      const std::string dtype = cfg.precision.precision == trainer::Precision::kBf16 ? "bf16" : "fp32";
+      const std::string dtype = job.precision == trainer::Precision::kBf16 ? "bf16" : "fp32";
       const PeakFigure peak = cached_cpu_peak(tupe_cache_dir(), at::get_num_threads(), dtype);
       char value[64];
       std::snprintf(value, sizeof value, "%.17g", peak.tflops);
@@ -203,16 +212,15 @@ void announce(PretrainJob& job) {
   std::ostringstream msg;
   msg << "pre-training " << model::to_string(cfg.model.position_encoding) << " (" << model::count_parameters(*job.net)
       << " parameters) on " << job.world << " rank(s), " << job.device().str() << ", " << job.comm().backend_name()
-      << " all-reduce in " << job.step->ddp().num_buckets() << " bucket(s); global batch "
-      << cfg.data.global_batch_size << " = " << job.world << " x " << job.plan.accumulation << " x "
-      << job.plan.micro_batch << "; " << job.loader->steps_per_epoch() << " steps per epoch; precision "
-      << to_string(cfg.precision.precision) << "; MFU peak "
+      << " all-reduce in " << job.step->ddp().num_buckets() << " bucket(s); global batch " << cfg.data.global_batch_size
+      << " = " << job.world << " x " << job.plan.accumulation << " x " << job.plan.micro_batch << "; "
+      << job.loader->steps_per_epoch() << " steps per epoch; precision " << to_string(job.precision) << "; MFU peak "
       << (job.peak_tflops > 0 ? three_digits(job.peak_tflops) + " TFLOP/s (" + peak_source + ")" : peak_source);
   job.progress->message(msg.str());
 }
 
 PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cfg, const std::string& resume,
-                               const std::function<void()>& on_start) {
+                               const std::function<void(const KeyValues& effective)>& on_start) {
   check_config(cfg);
   // Every rank runs the same effective config (the first differing key is named).
   dist::require_agreement(env, "config check", dist::config_entries(cfg.effective));
@@ -223,7 +231,7 @@ PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cf
   build_model(job);
   resume_job(job, resume);
   start_loader(job);
-  if (on_start && job.rank == 0) on_start();
+  if (on_start && job.rank == 0) on_start(resolved_effective(job));
   announce(job);
   train_loop(job);
   job.result.final_step = job.step->step();

@@ -4,17 +4,18 @@
 //   1. dropout RNG seeded from (train.seed, t, rank): randomness is a pure function of the
 //      step, so a resumed run draws exactly what the straight run drew;
 //   2. this rank's B/W rows of global step t from the loader, split into micro-batches of
-//      train.micro_batch_size; for each: forward under autocast, loss
-//        L_m = sum over its masked tokens of CE / (masked tokens of the GLOBAL batch)
-//      (so the summed gradient equals the gradient of the global mean, whatever W and the
-//      accumulation split: docs/architecture.md "Invariants"), backward of L_m * S
-//      (S = fp16 loss scale); the buckets all-reduce (SUM) during the last micro-step's
-//      backward only;
-//   3. one pass over the grads: their global norm (inf/NaN iff some grad is; the step's
-//      one host sync), then unscale and clip with one multiply; the loss scaler decides
-//      whether to apply; AdamW/LAMB at lr(scheduler step + 1); fp32 master weights;
-//   4. every train.log_every steps the global loss (one all-reduce), a progress line and a
-//      metrics record; validation every train.eval_every; a checkpoint every
+//      train.micro_batch_size; for each: forward under autocast, the loss
+//        l_m = sum over its masked tokens of CE, with its count (those masked tokens),
+//      backward of l_m * S (S = fp16 loss scale); the counts and the gradient buckets
+//      all-reduce (SUM) during the last micro-step's backward only (trainer/train_step.h);
+//   3. on the device: the gradients divided by the masked tokens of the GLOBAL batch (so they
+//      are the gradient of the global mean, whatever W and the accumulation split:
+//      docs/architecture.md "Invariants"), their global norm (inf/NaN iff some grad is),
+//      unscale and clip with one multiply; the loss scaler decides whether to apply;
+//      AdamW/LAMB at lr(scheduler step + 1); fp32 master weights. No host sync in a step;
+//   4. every train.log_every steps the global loss (one all-reduce; reading the step's
+//      results there is a host sync, which the other steps do not have), a progress line
+//      and a metrics record; validation every train.eval_every; a checkpoint every
 //      checkpoint.every_steps, at the end, and after SIGTERM/SIGUSR1 (agreed by all ranks).
 #pragma once
 #include <cstdint>
@@ -36,8 +37,8 @@ namespace tupe::pretrain {
 
 /// Everything `tupe pretrain` reads from its config.
 struct PretrainConfig {
-  model::ModelConfig model;
-  data_pipeline::LoaderConfig data;
+  model::ModelOptions model;
+  data_pipeline::DataOptions data;
   trainer::OptimizerOptions optimizer;
   trainer::PrecisionOptions precision;
   ::tupe::checkpoint::CheckpointOptions checkpoint;
@@ -69,10 +70,12 @@ void install_checkpoint_signal_handlers();
 
 /// Runs pre-training. `resume`: "none", "auto" (newest whole checkpoint under
 /// checkpoint.dir, or a fresh start, saying so) or a checkpoint folder. `on_start` (may be
-/// empty) runs on rank 0 once every check has passed, before step 1: the CLI writes the
-/// effective config into checkpoint.dir there (a refused run writes nothing). Collective:
-/// every rank calls it. Throws tupe::Error on bad config, data, checkpoints or a failed step.
+/// empty) runs on rank 0 once every check has passed, before step 1, with the effective
+/// config as the job resolved it (config.effective with tokenizer.kind and
+/// tokenizer.lower_case as the shards record them, what the checkpoints save): the CLI
+/// writes it into checkpoint.dir there (a refused run writes nothing). Collective: every
+/// rank calls it. Throws tupe::Error on bad config, data, checkpoints or a failed step.
 PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& config, const std::string& resume,
-                               const std::function<void()>& on_start = {});
+                               const std::function<void(const KeyValues& effective)>& on_start = {});
 
 }  // namespace tupe::pretrain

@@ -40,10 +40,11 @@ struct PretrainJob {
   // setup_device
   std::unique_ptr<dist::DistContext> context;  ///< communicator and watchdog of this rank
   bool use_cuda = false;
+  trainer::Precision precision = trainer::Precision::kFp32;  ///< precision.precision resolved (auto -> bf16 | fp32)
   std::unique_ptr<Progress> progress;  ///< rank 0 prints
   // open_data
   std::shared_ptr<const data_pipeline::PretrainDataset> train_data, validation_data;  ///< validation may be null
-  data_pipeline::LoaderConfig loader_config;  ///< cfg.data with pin_memory resolved
+  data_pipeline::DataOptions loader_config;   ///< cfg.data with pin_memory resolved
   BatchPlan plan;                             ///< micro-batch and accumulation
   std::optional<checkpoint::TokenizerRecord> tokenizer_record;  ///< what checkpoints record (record_tokenizer)
   std::string vocab_bytes;                    ///< the vocabulary file checkpoints carry ("" = none)
@@ -77,9 +78,14 @@ void open_data(PretrainJob& job);
 /// Builds the model with rank 0's initial weights on every rank, the training step and the
 /// checkpoint store (rank 0 checks checkpoint.dir is writable).
 void build_model(PretrainJob& job);
+/// The effective config as the job resolved it: cfg.effective with tokenizer.kind and
+/// tokenizer.lower_case as the tokenizer record says (left out when the job has none: no
+/// default may pass for a record). What checkpoints save and effective_config.ini shows.
+KeyValues resolved_effective(const PretrainJob& job);
 /// What a checkpoint of the job records now: the step's counters and loss scaler, the data
 /// position after the last batch taken (the start position before the loader runs), the
-/// effective config, the vocabulary hash and the world size. Reads the scaler (a host sync).
+/// resolved effective config, the vocabulary hash and the world size. Reads the scaler (a
+/// host sync).
 checkpoint::TrainerState checkpoint_record(PretrainJob& job);
 /// Starts the loader at the (resumed) data position and opens the metrics log.
 void start_loader(PretrainJob& job);

@@ -38,12 +38,12 @@ double evaluate(PretrainJob& job) {
   double count = 0;
   {
     at::NoGradGuard no_grad;
-    const auto amp = trainer::autocast_dtype(cfg.precision.precision);
+    const auto amp = trainer::autocast_dtype(job.precision);
     for (int64_t s = 0; cfg.train.eval_batches == 0 || s < cfg.train.eval_batches; ++s) {
       auto b = it.next();
       if (!b) break;
       if (b->rows() == 0 || b->masked_positions.numel() == 0) continue;
-      const data_pipeline::Batch d = data_pipeline::to_device(*b, job.device());
+      const data_pipeline::MlmBatch d = data_pipeline::to_device(*b, job.device());
       sums[0] += masked_lm_loss_sum(*job.net, d, amp, job.device()).to(at::kDouble);
       count += static_cast<double>(b->masked_positions.numel());
     }
@@ -90,12 +90,17 @@ struct Window {
 
 /// A log step: the global loss (one all-reduce), the progress line and a metrics record.
 /// The only step that reads the device (loss, norm, skips, scale).
-void log_step(PretrainJob& job, const data_pipeline::Batch& batch, const trainer::StepResult& out, Window& window) {
+void log_step(PretrainJob& job, const data_pipeline::MlmBatch& batch, const trainer::StepResult& out, Window& window) {
   const PretrainConfig& cfg = job.cfg;
   trainer::DynamicLossScaler& scaler = job.step->scaler();
   const int64_t step = job.step->step();
   scaler.check_divergence(step);
-  const double global_masked = static_cast<double>(batch.global_masked_count);
+  // The step's own count (the all-reduced masked tokens) must be the loader's: a mismatch
+  // means the loss was normalised by something else than the global batch.
+  const double global_masked = out.count.item<double>();
+  TUPE_CHECK(global_masked == static_cast<double>(batch.global_masked_count),
+             "step " << step << ": the ranks' micro-batches hold " << global_masked << " masked tokens, the loader's "
+                     << "global batch " << batch.global_masked_count);
   const double local_loss_sum = out.loss_sum.item<double>();
   const double grad_norm = out.found_inf.item<float>() > 0 ? INFINITY : out.grad_norm.item<double>();
   const double global_loss =
@@ -161,7 +166,7 @@ void install_checkpoint_signal_handlers() {
 
 void train_loop(PretrainJob& job) {
   Window window;
-  const auto amp = trainer::autocast_dtype(job.cfg.precision.precision);
+  const auto amp = trainer::autocast_dtype(job.precision);
   while (job.step->step() < job.max_steps) {
     const int64_t step = job.step->step() + 1;
     job.comm().set_step(step);
@@ -171,7 +176,7 @@ void train_loop(PretrainJob& job) {
       job.result.stopped_by_signal = true;
       return;
     }
-    const data_pipeline::Batch batch = job.loader->next();
+    const data_pipeline::MlmBatch batch = job.loader->next();
     const trainer::StepResult out = run_mlm_step(*job.step, *job.net, batch, job.plan, amp);
     ++window.steps;
     window.tokens += batch.input_ids.numel() * job.world;

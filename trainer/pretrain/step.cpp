@@ -16,7 +16,7 @@ trainer::TrainStepOptions step_options(const PretrainConfig& cfg) {
   return o;
 }
 
-at::Tensor masked_lm_loss_sum(model::TupeBertImpl& net, const data_pipeline::Batch& b, at::ScalarType amp,
+at::Tensor masked_lm_loss_sum(model::TupeBertImpl& net, const data_pipeline::MlmBatch& b, at::ScalarType amp,
                               const c10::Device& device) {
   at::Tensor logits;
   {
@@ -28,22 +28,22 @@ at::Tensor masked_lm_loss_sum(model::TupeBertImpl& net, const data_pipeline::Bat
   return at::cross_entropy_loss(l, b.masked_labels, /*weight=*/{}, at::Reduction::Sum);
 }
 
-trainer::StepResult run_mlm_step(trainer::TrainStep& step, model::TupeBertImpl& net, const data_pipeline::Batch& batch,
-                                 const BatchPlan& plan, at::ScalarType amp, trainer::StepTimes* times,
-                                 const trainer::StepPhaseHook& hook) {
+trainer::StepResult run_mlm_step(trainer::TrainStep& step, model::TupeBertImpl& net,
+                                 const data_pipeline::MlmBatch& batch, const BatchPlan& plan, at::ScalarType amp,
+                                 trainer::StepTimes* times, const trainer::StepPhaseHook& hook) {
   TUPE_CHECK(plan.accumulation >= 1 && plan.micro_batch * plan.accumulation == batch.rows(),
              "step: " << plan.accumulation << " micro-batches of " << plan.micro_batch << " rows do not make this rank's "
                       << batch.rows() << " rows");
   const c10::Device device = step.device();
   const auto micro_loss = [&](int64_t m) {
     // Sliced on the host (no device-side index arithmetic), then one copy per tensor.
-    const data_pipeline::Batch mb = data_pipeline::to_device(
+    const data_pipeline::MlmBatch mb = data_pipeline::to_device(
         plan.accumulation == 1 ? batch
                                : data_pipeline::slice_rows(batch, m * plan.micro_batch, (m + 1) * plan.micro_batch),
         device);
-    return masked_lm_loss_sum(net, mb, amp, device);
+    return trainer::MicroBatchLoss{masked_lm_loss_sum(net, mb, amp, device), mb.masked_positions.numel()};
   };
-  return step.run(plan.accumulation, static_cast<double>(batch.global_masked_count), micro_loss, times, hook);
+  return step.run(plan.accumulation, micro_loss, times, hook);
 }
 
 }  // namespace tupe::pretrain

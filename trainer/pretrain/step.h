@@ -2,9 +2,10 @@
 // B / W rows (on the host) are split into k micro-batches of b rows (batch_plan.h), each
 // sliced on the host and copied to the device non-blocking; the loss of micro-batch m is
 //   l_m = sum over its masked tokens of CE(logits, original id)
-// (forward under autocast, the cross-entropy in fp32), normalised by the masked tokens of
-// the GLOBAL batch (Batch::global_masked_count). What the job runs per optimizer step, and
-// what bench/step_profile measures.
+// (forward under autocast, the cross-entropy in fp32), with its count, the micro-batch's
+// masked tokens; the step divides by their sum over ranks, the masked tokens of the GLOBAL
+// batch (what the loader reports as MlmBatch::global_masked_count). What the job runs per
+// optimizer step, and what bench/step_profile measures.
 #pragma once
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
@@ -23,14 +24,14 @@ trainer::TrainStepOptions step_options(const PretrainConfig& cfg);
 
 /// Sum of the cross-entropy over the masked tokens of `b` (on `device`): a 0-dim fp32 tensor,
 /// the forward under autocast `amp` (trainer::autocast_dtype).
-at::Tensor masked_lm_loss_sum(model::TupeBertImpl& net, const data_pipeline::Batch& b, at::ScalarType amp,
+at::Tensor masked_lm_loss_sum(model::TupeBertImpl& net, const data_pipeline::MlmBatch& b, at::ScalarType amp,
                               const c10::Device& device);
 
 /// One pre-training step of `step` on this rank's host batch, in plan.accumulation
 /// micro-batches of plan.micro_batch rows. `times`/`hook` as TrainStep::run. Throws
 /// tupe::Error from the step.
-trainer::StepResult run_mlm_step(trainer::TrainStep& step, model::TupeBertImpl& net, const data_pipeline::Batch& batch,
-                                 const BatchPlan& plan, at::ScalarType amp, trainer::StepTimes* times = nullptr,
-                                 const trainer::StepPhaseHook& hook = {});
+trainer::StepResult run_mlm_step(trainer::TrainStep& step, model::TupeBertImpl& net,
+                                 const data_pipeline::MlmBatch& batch, const BatchPlan& plan, at::ScalarType amp,
+                                 trainer::StepTimes* times = nullptr, const trainer::StepPhaseHook& hook = {});
 
 }  // namespace tupe::pretrain

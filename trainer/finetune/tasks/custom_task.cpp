@@ -20,7 +20,7 @@ std::string extension_lower(const std::string& path) {
   return ext;
 }
 
-std::vector<std::string> metric_list(const CustomTaskConfig& c) {
+std::vector<std::string> metric_list(const TaskOptions& c) {
   if (!c.metrics.empty()) return split_comma_list(c.metrics);
   if (c.kind == TaskKind::kRegression) return {"pearson", "spearman"};
   return {"accuracy"};
@@ -28,8 +28,8 @@ std::vector<std::string> metric_list(const CustomTaskConfig& c) {
 
 }  // namespace
 
-const FieldTable<CustomTaskConfig>& CustomTaskConfig::fields() {
-  using S = CustomTaskConfig;
+const FieldTable<TaskOptions>& TaskOptions::fields() {
+  using S = TaskOptions;
   static const FieldTable<S> table = [] {
     FieldTable<S> t("task");
     t.text("name", &S::name, "",
@@ -65,7 +65,7 @@ TableFormat resolve_table_format(TableFormat format, const std::string& path, co
   TUPE_FAIL(key << ": cannot tell the format of '" << path << "' from its extension (.tsv, .csv, .jsonl); set task.format");
 }
 
-void CustomTaskConfig::check_values() const {
+void TaskOptions::check_values() const {
   fields().check(*this);
   if (name.empty()) return;  // no custom task: the other keys are not used
   for (char c : name)
@@ -105,7 +105,7 @@ void CustomTaskConfig::check_values() const {
   TUPE_CHECK(std::set<std::string>(m.begin(), m.end()).size() == m.size(), "task.metrics: a metric is listed twice");
 }
 
-void CustomTaskConfig::validate() const {
+void TaskOptions::validate() const {
   check_values();
   if (!name.empty()) {
     TUPE_CHECK(!train.empty(), "task.train: no train file given (task " << name << ")");
@@ -118,7 +118,7 @@ void CustomTaskConfig::validate() const {
   }
 }
 
-TaskSpec custom_task_spec(const CustomTaskConfig& c) {
+TaskSpec custom_task_spec(const TaskOptions& c) {
   c.validate();
   TUPE_CHECK(c.enabled(), "task.name: no custom task configured");
   TaskSpec t;
@@ -157,12 +157,12 @@ TaskSpec custom_task_spec(const CustomTaskConfig& c) {
   return t;
 }
 
-bool custom_task_from_saved(const KeyValues& saved, const std::string& where, CustomTaskConfig* out) {
+bool custom_task_from_saved(const KeyValues& saved, const std::string& where, TaskOptions* out) {
   KeyValues kv;
   for (const auto& [k, v] : saved)
     if (k.rfind("task.", 0) == 0) kv[k.substr(5)] = v;
-  CustomTaskConfig c;
-  CustomTaskConfig::fields().apply(c, kv, where + " [task]");
+  TaskOptions c;
+  TaskOptions::fields().apply(c, kv, where + " [task]");
   if (!c.enabled()) return false;
   try {
     c.validate();
@@ -173,13 +173,13 @@ bool custom_task_from_saved(const KeyValues& saved, const std::string& where, Cu
   return true;
 }
 
-const TaskSpec& saved_model_task(const std::string& name, const KeyValues& saved, const CustomTaskConfig& given,
+const TaskSpec& saved_model_task(const std::string& name, const KeyValues& saved, const TaskOptions& given,
                                  const std::string& where, TaskSpec* storage) {
   if (given.enabled() && given.name == name) {
     *storage = custom_task_spec(given);
     return *storage;
   }
-  CustomTaskConfig recorded;
+  TaskOptions recorded;
   if (custom_task_from_saved(saved, where, &recorded) && recorded.name == name) {
     *storage = custom_task_spec(recorded);
     return *storage;

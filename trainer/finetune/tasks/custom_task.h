@@ -36,8 +36,8 @@ namespace tupe::finetune {
 
 /// [task] section. Every field -- its meaning, default and range -- is described once, in the
 /// field table in custom_task.cpp (common/config_fields.h; docs/config.md).
-struct CustomTaskConfig {
-  CustomTaskConfig() { fields().reset(*this); }
+struct TaskOptions {
+  TaskOptions() { fields().reset(*this); }
   std::string name;
   std::string train;
   std::string dev;
@@ -62,7 +62,7 @@ struct CustomTaskConfig {
   /// the text and label columns, a classification task's labels. Throws tupe::Error
   /// "task.<key>: <cause>" (pure: files are not opened).
   void validate() const;
-  static const FieldTable<CustomTaskConfig>& fields();
+  static const FieldTable<TaskOptions>& fields();
 };
 
 /// The file format of `path` under `format` (auto: by extension; never kAuto). Throws
@@ -71,17 +71,17 @@ TableFormat resolve_table_format(TableFormat format, const std::string& path, co
 
 /// The TaskSpec of a validated, enabled config: splits "train", "dev" (table column = name),
 /// "test" (submission <name>.tsv) with the files as given.
-TaskSpec custom_task_spec(const CustomTaskConfig& config);
+TaskSpec custom_task_spec(const TaskOptions& config);
 
 /// The custom task a saved config ("task.*" keys of a fine-tuned model) describes into `out`;
 /// false when the keys name no task. Throws tupe::Error "<where>: ..." on bad keys.
-bool custom_task_from_saved(const KeyValues& saved, const std::string& where, CustomTaskConfig* out);
+bool custom_task_from_saved(const KeyValues& saved, const std::string& where, TaskOptions* out);
 
 /// The task of a fine-tuned model whose "glue.task" is `name`: `given` (the [task] section of
 /// the command, e.g. new file paths) when it has that name, else the custom task its saved
 /// config describes, else the GLUE task. `storage` holds a custom spec. Throws tupe::Error
 /// "<where>: unknown GLUE task ..." when none fits.
-const TaskSpec& saved_model_task(const std::string& name, const KeyValues& saved, const CustomTaskConfig& given,
+const TaskSpec& saved_model_task(const std::string& name, const KeyValues& saved, const TaskOptions& given,
                                  const std::string& where, TaskSpec* storage);
 
 }  // namespace tupe::finetune

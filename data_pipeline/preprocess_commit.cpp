@@ -1,0 +1,215 @@
+#include "data_pipeline/preprocess_commit.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <set>
+#include <sstream>
+
+#include "common/error.h"
+#include "common/log.h"
+
+namespace tupe::data_pipeline {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// Runs `f`: "" when it returns, else its error's one-line text.
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+    return "";
+  } catch (const Error& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("internal error: ") + e.what();
+  }
+}
+
+std::string human_bytes(int64_t b) {
+  char buf[32];
+  if (b >= (int64_t{1} << 20))
+    std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(b) / (1 << 20));
+  else
+    std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(b) / 1024);
+  return buf;
+}
+
+/// Rank 0's progress line: streams, bytes, rate, ETA (from this rank's input bytes; every
+/// rank has about the same share) and sequences.
+std::string progress_line(const PreprocessProgress& p, double seconds, int world) {
+  const double secs = std::max(1e-3, seconds);
+  const double mb_per_s = static_cast<double>(p.bytes_done) / 1e6 / secs;
+  const double eta = p.bytes_done > 0
+                         ? secs * static_cast<double>(p.bytes_total - p.bytes_done) / static_cast<double>(p.bytes_done)
+                         : 0.0;
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "preprocess: rank 0 of %d: %lld/%lld streams, %s of %s, %.1f MB/s, %.1f M tokens/s, ETA %.0f s, "
+                "%lld sequences",
+                world, static_cast<long long>(p.pieces_done), static_cast<long long>(p.pieces_total),
+                human_bytes(p.bytes_done).c_str(), human_bytes(p.bytes_total).c_str(), mb_per_s,
+                static_cast<double>(p.tokens) / 1e6 / secs, eta, static_cast<long long>(p.sequences));
+  return line;
+}
+
+/// What phase 1 leaves for the others.
+struct Plan {
+  std::unique_ptr<Tokenizer> tokenizer;
+  PreprocessPlan plan;
+  std::vector<std::string> existing;  ///< shards already in the output folder
+  std::string run_id;
+};
+
+/// Phase 1: inputs, tokenizer and output folder; then the ranks agree on what the run is
+/// made of and share rank 0's run id; stale temporary files of this host are removed.
+Plan plan_run(const PreprocessRequest& request, const PreprocessOptions& config, const TokenizerOptions& tokenizer,
+              RankAgreement& ranks) {
+  Plan p;
+  const std::string& output = request.output;
+  run_agreed(ranks, [&] {
+    TUPE_CHECK(!request.inputs.empty(), "preprocess: no input given (--input FILE_OR_FOLDER)");
+    p.plan = plan_preprocess(request.inputs, output, config);
+    p.tokenizer = make_tokenizer(tokenizer);
+    p.existing = existing_shards(output);
+    TUPE_CHECK(p.existing.empty() || request.overwrite, output << ": already holds shards (" << p.existing.front()
+                                                               << ", ...); pass --overwrite to replace them");
+    std::error_code ec;
+    fs::create_directories(output, ec);
+    TUPE_CHECK(fs::is_directory(output), output << ": cannot create the output folder (" << ec.message() << ")");
+  });
+  // Every rank must see the same inputs and settings: a mixed set is never written. The
+  // ranks compare the output folder as an absolute path (one relative path from ranks
+  // started in different working folders would split one set over two folders); the run id
+  // keeps it as given, so runs from different folders write identical shards.
+  const auto description = describe_preprocess_run(p.plan, config, *p.tokenizer, output);
+  auto compared = description;
+  for (auto& [key, value] : compared)
+    if (key == "output") value = fs::absolute(output).lexically_normal().string();
+  const std::string differ = ranks.first_difference("preprocess input check", compared);
+  if (!differ.empty()) throw AgreedError(differ);
+  p.run_id = ranks.broadcast(ranks.rank() == 0 ? preprocess_run_id(description, p.plan) : std::string(), 0);
+  std::vector<std::string> other_hosts;
+  for (const auto& f : remove_stale_temp_shards(output, &other_hosts))
+    log::warn("preprocess: removed " + f + ", left by a writer that no longer runs");
+  if (ranks.rank() == 0)
+    for (const auto& f : other_hosts)
+      log::warn("preprocess: kept " + f + " (written on another host; remove it if no run writes there)");
+  log::info(
+      "# " + std::to_string(p.plan.files.size()) + " input files, " + std::to_string(p.plan.pieces.size()) + " pieces" +
+      (p.plan.streamed.empty()
+           ? ""
+           : " (+ those of " + std::to_string(p.plan.streamed.size()) + " compressed files, read whole by each rank)") +
+      ", " + std::to_string(p.plan.jobs.size()) + " shards, " + std::to_string(ranks.world_size()) + " ranks");
+  return p;
+}
+
+/// Phase 3, after every rank wrote its shards: the wanted split is not empty, every rank
+/// renames its shards into place; a failed rename takes back what the others renamed.
+void commit_all(std::vector<std::unique_ptr<ShardWriter>>& writers, const Plan& p, const PreprocessRequest& request,
+                const PreprocessOptions& config, RankAgreement& ranks) {
+  const std::string wanted = config.writes_train() ? "train" : "validation";
+  int64_t wanted_sequences = 0;
+  for (const auto& w : writers)
+    if (w->split() == wanted) wanted_sequences += w->num_sequences();
+  if (ranks.sum({wanted_sequences})[0] == 0) {
+    writers.clear();  // removes the temporary files
+    throw AgreedError(p.plan.files.front().path + (p.plan.files.size() > 1 ? " (and the other inputs)" : "") + ": no " +
+                      (config.writes_train() ? "training" : "validation") + " sequences (no tokenisable text)");
+  }
+  std::vector<std::string> committed;
+  const std::string error = ranks.first_error(error_of([&] {
+    for (auto& w : writers) {
+      w->commit();
+      committed.push_back(w->final_path());
+    }
+  }));
+  if (error.empty()) return;
+  std::error_code ec;
+  for (const auto& f : committed) fs::remove(f, ec);
+  if (ranks.rank() == 0 && request.overwrite)
+    for (const auto& old : p.existing) fs::remove(old, ec);  // half replaced: no set at all, never a mixed one
+  writers.clear();                                           // removes the temporary files not renamed
+  throw AgreedError(error);
+}
+
+}  // namespace
+
+void run_agreed(RankAgreement& ranks, const std::function<void()>& phase) {
+  const std::string error = ranks.first_error(error_of(phase));
+  if (!error.empty()) throw AgreedError(error);  // every rank holds the same message
+}
+
+PreprocessSummary run_preprocess(const PreprocessRequest& request, const PreprocessOptions& config,
+                                 const TokenizerOptions& tokenizer, RankAgreement& ranks) {
+  const int rank = ranks.rank(), world = ranks.world_size();
+  const Plan p = plan_run(request, config, tokenizer, ranks);
+
+  // Phase 2: every rank writes its shards under temporary names.
+  const auto t0 = Clock::now();
+  auto last_print = t0;
+  std::vector<std::unique_ptr<ShardWriter>> writers;
+  try {
+    run_agreed(ranks, [&] {
+      writers = run_preprocess_jobs(
+          p.plan, config, *p.tokenizer, rank, world, request.command_line, p.run_id,
+          [&](const PreprocessProgress& progress) {
+            const auto now = Clock::now();
+            const bool done = progress.pieces_done == progress.pieces_total;
+            if (rank != 0 || request.quiet || (!done && now - last_print < std::chrono::seconds(1))) return;
+            last_print = now;
+            log::info(progress_line(progress, std::chrono::duration<double>(now - t0).count(), world));
+          });
+    });
+  } catch (const AgreedError&) {
+    writers.clear();  // removes the temporary files
+    throw;
+  }
+
+  // Phase 3: rename into place, then drop the shards of an earlier run this one did not rewrite.
+  commit_all(writers, p, request, config, ranks);
+  ranks.barrier();
+  std::vector<int64_t> totals(4, 0);
+  for (const auto& w : writers) {
+    const size_t k = w->split() == "validation" ? 2 : 0;
+    totals[k] += w->num_sequences();
+    totals[k + 1] += w->num_tokens();
+  }
+  const std::vector<int64_t> sums = ranks.sum(totals);
+  if (rank == 0) {
+    std::set<std::string> planned;
+    for (const auto& j : p.plan.jobs) planned.insert(fs::path(j.path).lexically_normal().string());
+    for (const auto& old : p.existing)
+      if (!planned.count(fs::path(old).lexically_normal().string())) fs::remove(old);
+  }
+  PreprocessSummary s;
+  s.train_sequences = sums[0];
+  s.train_tokens = sums[1];
+  s.validation_sequences = sums[2];
+  s.validation_tokens = sums[3];
+  s.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return s;
+}
+
+std::string summary_line(const PreprocessSummary& s, const PreprocessOptions& config, const std::string& output) {
+  std::ostringstream line;
+  line << "wrote ";
+  if (config.writes_train())
+    line << s.train_sequences << " train sequences (" << s.train_tokens << " tokens) in " << config.num_shards
+         << " shards";
+  if (config.writes_train() && config.writes_validation()) line << ", ";
+  if (config.writes_validation())
+    line << s.validation_sequences << " validation sequences (" << s.validation_tokens << " tokens) in "
+         << config.num_validation_shards << " shards";
+  char secs[32];
+  std::snprintf(secs, sizeof secs, "%.1f", s.seconds);
+  line << " to " << output << " in " << secs << " s";
+  return line.str();
+}
+
+}  // namespace tupe::data_pipeline
