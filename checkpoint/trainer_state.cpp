@@ -85,6 +85,11 @@ std::string trainer_state_to_json(const TrainerState& s) {
     j["tokenizer"] = {{"kind", s.tokenizer->kind},
                       {"lower_case", s.tokenizer->lower_case},
                       {"vocab_file", s.tokenizer->vocab_file}};
+  if (!s.build.empty()) {
+    Json build = Json::object();
+    for (const auto& [k, v] : s.build) build[k] = v;
+    j["build"] = build;
+  }
   return j.dump(2) + "\n";
 }
 
@@ -137,6 +142,15 @@ TrainerState trainer_state_from_json(const std::string& text, const std::string&
     TUPE_CHECK(t.vocab_file.find('/') == std::string::npos && t.vocab_file != "." && t.vocab_file != "..",
                where << ": key 'tokenizer.vocab_file': '" << t.vocab_file << "' is not a plain file name");
     s.tokenizer = t;
+  }
+  s.build.clear();
+  if (root.contains("build")) {
+    const Json& build = root["build"];
+    TUPE_CHECK(build.is_object(), where << ": key 'build': expected an object of strings, got " << json_brief(build));
+    for (const auto& [k, v] : build.items()) {
+      TUPE_CHECK(v.is_string(), where << ": key 'build." << k << "': expected a string, got " << json_brief(v));
+      s.build.emplace_back(k, v.get<std::string>());
+    }
   }
   return s;
 }

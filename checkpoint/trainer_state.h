@@ -11,17 +11,24 @@
 //                    "total_skips": 3},
 //    "data_position": {"epoch": 0, "consumed_samples": 307200},
 //    "config": {"model.hidden_size": "768", ...},
-//    "tokenizer": {"kind": "wordpiece", "lower_case": true, "vocab_file": "vocab.txt"}}
+//    "tokenizer": {"kind": "wordpiece", "lower_case": true, "vocab_file": "vocab.txt"},
+//    "build": {"tupe": "0.1.0", "commit": "6f44105", "build_type": "Release", "libtorch": "2.15.0", ...}}
 //
 // "tokenizer" (format version 2, optional): how the model's text was tokenised, and the
 // name of the vocabulary file the checkpoint folder carries ("" when it carries none); that
 // file is listed in the manifest and its SHA-256 equals vocab_sha256. Version 1 files have
 // no record and are still read.
+//
+// "build" (optional in every version; common/build_info.h): which tupe wrote the file and
+// what it was built with, for bug reports. Nothing reads it back into a run.
 #pragma once
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "common/build_info.h"
 #include "common/config_fields.h"
 
 namespace tupe::checkpoint {
@@ -62,6 +69,9 @@ struct TrainerState {
   int64_t world_size = 1;    ///< ranks of the run that saved it
   int64_t format_version = kCheckpointFormatVersion;
   std::optional<TokenizerRecord> tokenizer;  ///< absent in version-1 files and when unknown
+  /// The build that wrote the state: this one for a new state, the file's record for a read
+  /// one (empty when the file has none; then none is written).
+  std::vector<std::pair<std::string, std::string>> build = build_info();
 
   /// `config` plus "vocab_sha256": the key -> value view for check_config_compatible().
   KeyValues compat_kv() const;

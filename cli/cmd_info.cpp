@@ -1,9 +1,11 @@
 // tupe info --config FILE: the effective model config and its parameter table.
+// tupe info --version: the commit, build type and library versions of this build.
 #include <cstdio>
 #include <iostream>
 
 #include "cli/commands.h"
 #include "cli/config_cli.h"
+#include "common/build_info.h"
 #include "model/tupe_bert.h"
 
 namespace tupe::cli {
@@ -11,8 +13,15 @@ namespace tupe::cli {
 int run_info(int argc, char** argv) {
   model::ModelOptions config;
   ConfigCli cli("info", "Prints the effective model config and a parameter table (no weights are loaded).");
+  cli.options().add_options()("version",
+                              "print the commit, build type and the LibTorch, CUDA, NCCL, Open MPI and HDF5 versions "
+                              "this tupe was built with (as tupe --version), and exit");
   cli.section("model", model::ModelOptions::fields(), config);
   if (!cli.parse(argc, argv)) return 0;
+  if (cli.vm().count("version")) {
+    std::cout << build_info_text();
+    return 0;
+  }
   config.validate();
   model::TupeBert net(config);
   std::cout << "# effective config\n";

@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "cli/config_cli.h"
 #include "cli/rank_guard.h"
+#include "common/build_info.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "dist/mpi_env.h"
@@ -41,6 +42,7 @@ int pretrain_job(const dist::MpiEnv& env, int argc, char** argv) {
     // Once the checks passed, the whole effective config (as the job resolved it: the
     // shards' tokenizer) goes to the run folder and the console gets one line.
     const auto result = pretrain::run_pretraining(env, cfg, resume, [&](const KeyValues& effective) {
+      log::info(build_info_line());
       log::info(cli.write_effective(cfg.checkpoint.dir + "/effective_config.ini", effective));
     });
     std::ostringstream line;

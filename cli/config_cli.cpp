@@ -16,6 +16,7 @@
 #include "common/config_given.h"
 #include "common/ini.h"
 #include "common/log.h"
+#include "common/nearest.h"
 
 namespace po = boost::program_options;
 
@@ -46,6 +47,15 @@ void apply_log_options(const po::variables_map& vm) {
     log::set_ranks(log::parse_ranks(v, "TUPE_LOG_RANKS"));
 }
 
+/// " (did you mean [model]?)" for "modle", else "".
+std::string did_you_mean_section(const std::string& section) {
+  const auto near = nearest_words(section, known_sections());
+  if (near.empty()) return "";
+  std::string out = " (did you mean ";
+  for (size_t i = 0; i < near.size(); ++i) out += (i == 0 ? "" : i + 1 == near.size() ? " or " : ", ") + ("[" + near[i] + "]");
+  return out + "?)";
+}
+
 }  // namespace
 
 void ConfigCli::add_field_option(po::options_description& desc, const std::string& key, const std::string& help,
@@ -62,6 +72,15 @@ bool ConfigCli::parse(int argc, char** argv) {
     const po::positional_options_description none;
     po::store(po::command_line_parser(argc, argv).options(all).positional(none).run(), vm_);
     po::notify(vm_);
+  } catch (const po::unknown_option& e) {
+    // "unrecognised option '--train.max_stpes' (did you mean --train.max_steps?; see ...)"
+    std::vector<std::string> names;
+    for (const auto& o : all.options()) names.push_back(o->long_name());
+    std::string word = e.get_option_name();
+    word.erase(0, word.find_first_not_of('-'));
+    const std::string near = did_you_mean(word, names, "--");
+    TUPE_FAIL(e.what() << (near.empty() ? " (" : near.substr(0, near.size() - 1) + "; ") << "see tupe " << command_
+                       << " --help)");
   } catch (const po::error& e) {
     TUPE_FAIL(e.what() << " (see tupe " << command_ << " --help)");
   }
@@ -91,8 +110,8 @@ bool ConfigCli::parse(int argc, char** argv) {
   const std::string base = file.empty() ? std::string() : std::filesystem::path(file).parent_path().string();
   for (const auto& sec : others)
     TUPE_CHECK(check_other_section(sec, ini_section(file_kv, sec), file + " [" + sec + "]", base),
-               file << ": unknown section [" << sec << "]: no subcommand reads it (sections: " << known_section_names()
-                    << ")");
+               file << ": unknown section [" << sec << "]: no subcommand reads it"
+                    << did_you_mean_section(sec) << " (sections: " << known_section_names() << ")");
   for (const auto& s : sections_) {
     const KeyValues from_file = ini_section(file_kv, s.name);
     s.apply(s.rebase_paths(from_file, base), file + " [" + s.name + "]");

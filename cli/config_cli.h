@@ -30,6 +30,13 @@ bool check_other_section(const std::string& name, const KeyValues& kv, const std
                          const std::string& base);
 /// "model, data, ...": every section some subcommand reads.
 std::string known_section_names();
+/// The same as a list, in the order of docs/config-reference.md.
+std::vector<std::string> known_sections();
+
+/// Writes docs/config-reference.md: for every section some subcommand reads, which
+/// subcommands read it and a Markdown table of its keys (type, unit, default, range, meaning)
+/// from its field table, then its removed keys (`tupe help --config-reference`).
+void write_config_reference(std::ostream& os);
 
 /// Longest console line write_effective() returns (characters).
 inline constexpr size_t kEffectiveLineMax = 160;

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/nearest.h"
 
 namespace tupe {
 
@@ -107,6 +108,7 @@ std::string range_text(const std::optional<Bound>& lo, const std::optional<Bound
 template <class S>
 struct Field {
   std::string name;          ///< key, e.g. "hidden_size"
+  std::string type;          ///< integer, real, boolean, text, path, path list or choice (the reference's "type")
   std::string help;          ///< meaning, e.g. "model width d"
   std::string unit;          ///< e.g. "elements", "steps", "seconds"; "" = none (counts, flags, words)
   std::string default_text;  ///< the default as the config text
@@ -160,24 +162,24 @@ class FieldTable {
   explicit FieldTable(std::string section) : section_(std::move(section)) {}
 
   FieldTable& integer(const std::string& name, int64_t S::*m, int64_t def, std::string unit, std::string help) {
-    add(name, std::move(help), std::move(unit), std::to_string(def), [m](const S& s) { return std::to_string(s.*m); },
+    add(name, "integer", std::move(help), std::move(unit), std::to_string(def), [m](const S& s) { return std::to_string(s.*m); },
         [m, name](S& s, const std::string& t) { s.*m = parse_int(name, t); }, [m, def](S& s) { s.*m = def; });
     fields_.back().number = [m](const S& s) { return static_cast<double>(s.*m); };
     return *this;
   }
   FieldTable& real(const std::string& name, double S::*m, double def, std::string unit, std::string help) {
-    add(name, std::move(help), std::move(unit), format_double(def), [m](const S& s) { return format_double(s.*m); },
+    add(name, "real", std::move(help), std::move(unit), format_double(def), [m](const S& s) { return format_double(s.*m); },
         [m, name](S& s, const std::string& t) { s.*m = parse_double(name, t); }, [m, def](S& s) { s.*m = def; });
     fields_.back().number = [m](const S& s) { return s.*m; };
     return *this;
   }
   FieldTable& boolean(const std::string& name, bool S::*m, bool def, std::string help) {
-    add(name, std::move(help), "", def ? "true" : "false", [m](const S& s) { return std::string(s.*m ? "true" : "false"); },
+    add(name, "boolean", std::move(help), "", def ? "true" : "false", [m](const S& s) { return std::string(s.*m ? "true" : "false"); },
         [m, name](S& s, const std::string& t) { s.*m = parse_bool(name, t); }, [m, def](S& s) { s.*m = def; });
     return *this;
   }
   FieldTable& text(const std::string& name, std::string S::*m, std::string def, std::string help) {
-    add(name, std::move(help), "", def, [m](const S& s) { return s.*m; }, [m](S& s, const std::string& t) { s.*m = t; },
+    add(name, "text", std::move(help), "", def, [m](const S& s) { return s.*m; }, [m](S& s, const std::string& t) { s.*m = t; },
         [m, def](S& s) { s.*m = def; });
     return *this;
   }
@@ -185,19 +187,21 @@ class FieldTable {
   FieldTable& path(const std::string& name, std::string S::*m, std::string def, std::string help) {
     text(name, m, std::move(def), std::move(help));
     fields_.back().path = PathField::kOne;
+    fields_.back().type = "path";
     return *this;
   }
   /// A text field naming comma-separated files or folders (each resolved like path()).
   FieldTable& path_list(const std::string& name, std::string S::*m, std::string def, std::string help) {
     text(name, m, std::move(def), std::move(help));
     fields_.back().path = PathField::kList;
+    fields_.back().type = "path list";
     return *this;
   }
   /// An enum field: prints the word of its value and parses a word of `choices` (copied),
   /// else throws tupe::Error "key '<name>': expected a, b or c, got '<text>'".
   template <class E, std::size_t N>
   FieldTable& choice(const std::string& name, E S::*m, const Choice<E> (&choices)[N], E def, std::string help) {
-    add(name, std::move(help), "", choice_word(def, choices),
+    add(name, "choice", std::move(help), "", choice_word(def, choices),
         [m, choices](const S& s) { return choice_word(s.*m, choices); },
         [m, choices, name](S& s, const std::string& t) { s.*m = parse_choice("key '" + name + "'", t, choices); },
         [m, def](S& s) { s.*m = def; });
@@ -253,14 +257,15 @@ class FieldTable {
     return kv;
   }
   /// Applies key -> value text onto `s`; throws tupe::Error for an unknown key
-  /// (`where` names the source, e.g. "configs/tiny.ini [model]").
+  /// (`where` names the source, e.g. "configs/tiny.ini [model]"), naming the nearest keys
+  /// ("unknown key 'max_stpes' (did you mean train.max_steps?)").
   void apply(S& s, const KeyValues& kv, const std::string& where) const {
     for (const auto& [key, value] : kv) {
       const Field<S>* f = find(key);
       if (f == nullptr) {
         const auto gone = removed_.find(key);
         if (gone != removed_.end()) TUPE_FAIL(where << ": key '" << key << "' " << gone->second);
-        TUPE_FAIL(where << ": unknown key '" << key << "'");
+        TUPE_FAIL(where << ": unknown key '" << key << "'" << did_you_mean(key, names(), section_ + "."));
       }
       try {
         f->set(s, value);
@@ -285,6 +290,12 @@ class FieldTable {
       if (const Field<S>* f = find(key)) value = rebase_path_value(value, f->path, base);
     return out;
   }
+  /// Every field's key, in table order.
+  std::vector<std::string> names() const {
+    std::vector<std::string> out;
+    for (const auto& f : fields_) out.push_back(f.name);
+    return out;
+  }
   const Field<S>* find(const std::string& key) const {
     for (const auto& f : fields_)
       if (f.name == key) return &f;
@@ -292,12 +303,13 @@ class FieldTable {
   }
 
  private:
-  void add(const std::string& name, std::string help, std::string unit, std::string default_text,
+  void add(const std::string& name, const char* type, std::string help, std::string unit, std::string default_text,
            std::function<std::string(const S&)> get, std::function<void(S&, const std::string&)> set,
            std::function<void(S&)> reset) {
     TUPE_CHECK(find(name) == nullptr, section_ << ": field '" << name << "' listed twice");
     Field<S> f;
     f.name = name;
+    f.type = type;
     f.help = std::move(help);
     f.unit = std::move(unit);
     f.default_text = std::move(default_text);

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <torch/version.h>
 
 #include "checkpoint/checkpoint_store.h"
 #include "checkpoint/durable_io.h"
@@ -179,6 +180,45 @@ TEST(CheckpointStore, TokenizerRecordAndCarriedVocabularyRoundTrip) {
   const TrainerState old = trainer_state_from_json(v1.dump(), "old.json");
   EXPECT_FALSE(old.tokenizer.has_value());
   EXPECT_EQ(old.format_version, 1);
+}
+
+TEST(CheckpointStore, TrainerStateRecordsTheBuildThatWroteIt) {
+  TempDir dir;
+  CheckpointStore store(options_for(dir.path()));
+  const fs::path path = store.save(make_contents(3));
+  const auto j = nlohmann::ordered_json::parse(read_file_bytes(path / "trainer_state.json"));
+  ASSERT_TRUE(j.contains("build")) << j.dump();
+  // Every fact of common/build_info.h, in its order, each a non-empty string.
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : j["build"].items()) {
+    keys.push_back(k);
+    ASSERT_TRUE(v.is_string()) << k;
+    EXPECT_FALSE(v.get<std::string>().empty()) << k;
+  }
+  EXPECT_EQ(keys, (std::vector<std::string>{"tupe", "commit", "build_type", "libtorch", "cuda", "nccl", "openmpi", "hdf5"}));
+  EXPECT_EQ(j["build"]["libtorch"].get<std::string>(), std::to_string(TORCH_VERSION_MAJOR) + "." +
+                                                           std::to_string(TORCH_VERSION_MINOR) + "." +
+                                                           std::to_string(TORCH_VERSION_PATCH));
+  // Read back: the file's record, not this build's.
+  auto edited = j;
+  edited["build"]["commit"] = "0000000";
+  const TrainerState s = trainer_state_from_json(edited.dump(), "s.json");
+  ASSERT_EQ(s.build.size(), 8u);
+  EXPECT_EQ(s.build[1], (std::pair<std::string, std::string>{"commit", "0000000"}));
+  // A file without the record (written before it) reads with none, and writes none back.
+  edited.erase("build");
+  const TrainerState old = trainer_state_from_json(edited.dump(), "old.json");
+  EXPECT_TRUE(old.build.empty());
+  EXPECT_FALSE(nlohmann::ordered_json::parse(trainer_state_to_json(old)).contains("build"));
+  // A record that is not an object of strings is refused in one line.
+  edited["build"] = {{"commit", 7}};
+  EXPECT_NE(error_of([&] { trainer_state_from_json(edited.dump(), "s.json"); })
+                .find("s.json: key 'build.commit': expected a string, got 7"),
+            std::string::npos);
+  edited["build"] = "6f44105";
+  EXPECT_NE(error_of([&] { trainer_state_from_json(edited.dump(), "s.json"); })
+                .find("s.json: key 'build': expected an object of strings"),
+            std::string::npos);
 }
 
 TEST(CheckpointStore, SaveLoadRoundTripIsBitwise) {

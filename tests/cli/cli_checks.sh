@@ -143,5 +143,48 @@ for sub in info preprocess pretrain finetune evaluate export predict analyze voc
   fi
 done
 check_error "unrecognised option '--dist.test_stall_rank'" "$TUPE_BIN" pretrain --config "$cfg" --dist.test_stall_rank 1
+# An unknown subcommand, option, key or section names the nearest valid ones (common/nearest.h).
+check_error "unknown subcommand 'pretrian' (did you mean pretrain?" "$TUPE_BIN" pretrian
+check_error "tupe help: error: unknown subcommand 'finetnue' (did you mean finetune?)" "$TUPE_BIN" help finetnue
+check_error "unrecognised option '--model.hiden_size' (did you mean --model.hidden_size?; see tupe info --help)" \
+  "$TUPE_BIN" info --config "$cfg" --model.hiden_size 64
+near="$(mktemp)"; printf '[train]\nmax_stpes = 5\n' > "$near"
+check_error "$near [train]: unknown key 'max_stpes' (did you mean train.max_steps?)" "$TUPE_BIN" pretrain --config "$near"
+printf '[modle]\nhidden_size = 64\n' > "$near"
+check_error "unknown section [modle]: no subcommand reads it (did you mean [model]?)" "$TUPE_BIN" info --config "$near"
+rm -f "$near"
+# What a bug report needs: tupe --version = tupe info --version, each fact checked against
+# another source: the build's CMake cache, LibTorch's Python version file, the MPI launcher,
+# HDF5's compiler wrapper, and git for the commit.
+ver="$("$TUPE_BIN" --version)" || { echo "FAILED: tupe --version exited non-zero"; fail=1; }
+[ "$ver" = "$("$TUPE_BIN" info --version)" ] || { echo "FAILED: tupe info --version differs from tupe --version"; fail=1; }
+fact() { sed -n "s/^$1  *//p" <<<"$ver"; }
+expect_fact() {  # $1 label, $2 expected value
+  if [ "$(fact "$1")" = "$2" ]; then echo "ok: --version $1 $2"
+  else echo "FAILED: tupe --version says $1 '$(fact "$1")', expected '$2'"; fail=1; fi
+}
+cache="$(dirname "$(dirname "$TUPE_BIN")")/CMakeCache.txt"
+expect_fact "build type" "$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$cache")"
+torch_dir="$(sed -n 's/^Torch_DIR:[A-Z]*=//p' "$cache")"
+if [ -f "$torch_dir/../../../version.py" ]; then
+  expect_fact LibTorch "$(sed -n "s/^__version__ = '\([0-9.]*\).*/\1/p" "$torch_dir/../../../version.py")"
+fi
+if ompi="$(mpirun --version 2>/dev/null | sed -n 's/^mpirun (Open MPI) \([0-9.]*\).*/\1/p')" && [ -n "$ompi" ]; then
+  expect_fact "Open MPI" "$ompi"
+fi
+if h5="$(h5cc -showconfig 2>/dev/null | sed -n 's/^ *HDF5 Version: *\([0-9.]*\).*/\1/p')" && [ -n "$h5" ]; then
+  expect_fact HDF5 "$h5"
+fi
+commit="$(fact commit)"
+if [ "$commit" = unknown ]; then
+  ! git -C "$TUPE_SOURCE_DIR" rev-parse 2>/dev/null || { echo "FAILED: commit unknown in a git checkout"; fail=1; }
+else
+  hash="${commit%-dirty}"; hash="${hash##*-g}"
+  if git -C "$TUPE_SOURCE_DIR" cat-file -e "$hash^{commit}" 2>/dev/null; then echo "ok: --version commit $commit"
+  else echo "FAILED: tupe --version names commit '$commit', which is no commit of $TUPE_SOURCE_DIR"; fail=1; fi
+fi
+if [ "$(fact CUDA)" = "not compiled" ] && [ "$(fact NCCL)" != "not compiled" ]; then
+  echo "FAILED: NCCL without CUDA in tupe --version"; fail=1
+fi
 [ $fail -eq 0 ] && echo "cli checks passed"
 exit $fail

@@ -190,6 +190,9 @@ TEST(CommonConfigFields, RangesAtTheirEdgesAndRemovedKeys) {
   EXPECT_EQ(violation("factor"), "must be > 1, got 1");
   EXPECT_EQ(t.find("length")->describe(), "0 = the model's (tokens; 0 or >= 3)");
   EXPECT_EQ(t.find("factor")->describe(), "growth (factor; > 1)");
+  // The reference's type column.
+  EXPECT_EQ(t.find("length")->type, "integer");
+  EXPECT_EQ(t.find("ratio")->type, "real");
   // A removed key is refused in words, an unknown one only named.
   EXPECT_EQ(error_of([&] { t.apply(r, {{"old_key", "1"}}, "x.ini [r]"); }),
             "x.ini [r]: key 'old_key' is no longer read: use length instead");
@@ -202,7 +205,10 @@ TEST(CommonConfigFields, ErrorsNameThePlaceAndTheKey) {
   EXPECT_EQ(error_of([&] {
               Sample::fields().apply(s, {{"stepz", "1"}}, "configs/tiny.ini [train]");
             }),
-            "configs/tiny.ini [train]: unknown key 'stepz'");
+            "configs/tiny.ini [train]: unknown key 'stepz' (did you mean train.steps?)");
+  // No key is near enough: no suggestion.
+  EXPECT_EQ(error_of([&] { Sample::fields().apply(s, {{"warmup", "1"}}, "x.ini [train]"); }),
+            "x.ini [train]: unknown key 'warmup'");
   EXPECT_EQ(error_of([&] {
               Sample::fields().apply(s, {{"steps", "ten"}}, "configs/tiny.ini [train]");
             }),

@@ -174,6 +174,7 @@ def check_resume(work):
         if a[2][key] != b[2][key]:
             sys.exit(f"FAILED: trainer state '{key}' differs: {a[2][key]} vs {b[2][key]}")
     print("resume bitwise OK: weights, optimizer state, LR step, loss scale, data position", a[2]["data_position"])
+    check_build_records(split)
 
     # 2 ranks for 10 steps, then 1 rank: the same global sample sequence continues.
     two = os.path.join(work, "two_then_one")
@@ -190,6 +191,40 @@ def check_resume(work):
     print(f"2 ranks -> 1 rank: data position {x[2]['data_position']}, max relative weight difference {d:.3e}")
     if d > 1e-5:
         sys.exit("FAILED: 2 ranks then 1 rank did not continue the same sample sequence")
+
+
+def version_facts():
+    """`tupe --version` as {key: value}, in trainer_state.json's key names."""
+    p = subprocess.run([TUPE, "--version"], capture_output=True, text=True, check=True)
+    lines = p.stdout.strip().split("\n")
+    facts = {"tupe": lines[0].split(" ", 1)[1]}
+    names = {"commit": "commit", "build type": "build_type", "LibTorch": "libtorch", "CUDA": "cuda", "NCCL": "nccl",
+             "Open MPI": "openmpi", "HDF5": "hdf5"}
+    for line in lines[1:]:
+        label = next(k for k in names if line.startswith(k + " "))
+        facts[names[label]] = line[len(label):].strip()
+    return facts
+
+
+def check_build_records(ckpt):
+    """The run started twice (10 steps, then resumed to 20): its metrics start with a start
+    record per start, naming the step it started from and the build as `tupe --version` says,
+    and every checkpoint's trainer_state.json records the same build."""
+    want = version_facts()
+    records = [json.loads(line) for line in open(os.path.join(ckpt, "metrics", "rank_0.jsonl"))]
+    starts = [(i, r) for i, r in enumerate(records) if r.get("event") == "start"]
+    if [r["step"] for _, r in starts] != [0, 10] or starts[0][0] != 0:
+        sys.exit(f"FAILED: metrics start records {[(i, r.get('step')) for i, r in starts]}, expected the first "
+                 "record at step 0 and one at the resume step 10")
+    for _, r in starts:
+        if r["build"] != want:
+            sys.exit(f"FAILED: metrics start record build {r['build']} != tupe --version {want}")
+    for step in (10, 20):
+        state = json.load(open(os.path.join(ckpt, f"step_{step:08d}", "trainer_state.json")))
+        if state.get("build") != want:
+            sys.exit(f"FAILED: step {step} trainer_state.json build {state.get('build')} != tupe --version {want}")
+    print(f"build recorded: {want['commit']}, LibTorch {want['libtorch']}, Open MPI {want['openmpi']}, HDF5 "
+          f"{want['hdf5']}: in 2 start records and 2 checkpoints")
 
 
 def check_crash(work):

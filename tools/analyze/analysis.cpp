@@ -73,6 +73,7 @@ std::string metrics_jsonl_to_csv(const fs::path& path) {
   csv.precision(9);
   csv << "step,loss,lr,validation_loss\n";
   for_each_metrics_record(path, [&](const nlohmann::json& j, int64_t line_no) {
+    if (j.contains("event")) return;  // the start record: no numbers
     auto field = [&](const char* key) -> std::string {
       if (!j.contains(key) || j[key].is_null()) return "";
       TUPE_CHECK(j[key].is_number(), path.string() << ":" << line_no << ": \"" << key << "\" is not a number");

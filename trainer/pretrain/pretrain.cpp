@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "common/build_info.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "dist/agreement.h"
@@ -172,6 +173,10 @@ void start_loader(PretrainJob& job) {
   const TrainOptions& t = job.cfg.train;
   job.metrics = std::make_unique<MetricsLog>(
       t.metrics_dir.empty() ? job.cfg.checkpoint.dir + "/metrics" : t.metrics_dir, job.rank, open_tensorboard(job));
+  // The run's first record: which tupe runs, and from which step (docs/formats.md "Metrics").
+  nlohmann::json build = nlohmann::json::object();
+  for (const auto& [k, v] : build_info()) build[k] = v;
+  job.metrics->write({{"event", "start"}, {"step", job.step->step()}, {"build", build}});
 }
 
 namespace {
