@@ -12,8 +12,9 @@ set(TUPE_TEST_ENV
     "OMPI_MCA_btl_vader_single_copy_mechanism=none" "OMPI_MCA_rmaps_base_oversubscribe=1")
 
 # Test tiers: every test carries at least one of these CTest LABELS (`ctest -L unit`).
-#   unit        one process, no mpirun, no Python, no `tupe` job; seconds. `launch/test.sh --fast`
-#               (the unit tests of a GoogleTest executable are one CTest test: tupe_gtest)
+#   unit        one process, no mpirun, no Python reference library, no `tupe` job; seconds.
+#               `launch/test.sh --fast` (the unit tests of a GoogleTest executable are one CTest
+#               test: tupe_gtest; tests/docs runs a standard-library script and `tupe ... --help`)
 #   mpi         ranks under mpirun
 #   python-ref  compared against a Python reference run by the test (torch, transformers,
 #               tokenizers, h5py, scikit-learn, safetensors, a reference written in the test)
