@@ -160,9 +160,12 @@ TEST(CudaSdpa, ABiasThatNeedsAGradientNeverGetsCudnn) {
         std::printf("SDPA, bf16, %-42s dropout %.1f, avoid_cudnn_in_training %d: tupe %s (torch alone: %s)\n", c.what,
                     dropout, avoid ? 1 : 0, got.c_str(), torch_choice.c_str());
         EXPECT_NE(got, "none") << c.what;
-        if (c.mask.defined() && c.mask.requires_grad())
+        if (c.mask.defined() && c.mask.requires_grad()) {
           EXPECT_NE(got, "cudnn_attention") << c.what << ": cuDNN's backward gives attn_bias no gradient";
-        if (c.mask.defined() && avoid) EXPECT_NE(got, "cudnn_attention") << c.what << ", avoid_cudnn_in_training on";
+        }
+        if (c.mask.defined() && avoid) {
+          EXPECT_NE(got, "cudnn_attention") << c.what << ", avoid_cudnn_in_training on";
+        }
       }
     }
   }
