@@ -198,7 +198,7 @@ int main(int argc, char** argv) {
     const auto amp = precision == "bf16" ? at::kBFloat16 : at::kFloat;
     if (peak_tflops <= 0)
       peak_tflops = device.is_cuda() ? pretrain::table_peak_tflops(dist::cuda_device_name(0), po.precision, false)
-                                     : pretrain::cached_cpu_peak(pretrain::tupe_cache_dir(), at::get_num_threads(), "fp32").tflops;
+                                     : pretrain::cpu_peak(pretrain::cpu_facts(), at::get_num_threads(), precision == "bf16" ? "bf16" : "fp32").tflops;
     std::printf("%s, d %lld, layers %lld, seq %lld, batch %lld, threads %lld, %s; %lld rounds after %lld warm-up; host "
                 "malloc: %s; peak %.1f TFLOP/s\n",
                 device_name.c_str(), static_cast<long long>(hidden), static_cast<long long>(layers), static_cast<long long>(seq),
