@@ -27,9 +27,11 @@ numbers). STEPS.tsv (written by gpu_check.sh, one step a line, tab-separated):
 where cpu_s is the user + system time of the step's processes and kind says how the step's
 time moves to the GPU host: "parallel" (compiles: their CPU time spread over the host's cores
 at PARALLEL_EFFICIENCY; without a CPU time, the planned time), "serial" (one process on the
-CPU: about the same there), "gpu" (runs on the GPU there: a CPU rehearsal's time says
-nothing; the plan takes its planned time, or with --measured-gpu its own). A step that did
-not run (status planned, skipped) counts with its planned time.
+CPU: about the same there; but where its wall time here exceeds both its CPU time and its
+planned time, the rest was waiting on a loaded machine, and the larger of those two counts),
+"gpu" (runs on the GPU there: a CPU rehearsal's time says nothing; the plan takes its planned
+time). With --measured-gpu (a run on the GPU host) every step counts with its own time. A
+step that did not run (status planned, skipped) counts with its planned time.
 
 The plan fits when (1) the estimates of all steps plus the reserve are within the deadline,
 and (2) so are the build steps' estimates plus every "figures" step at its full cap (the
@@ -236,7 +238,11 @@ def host_estimate(step, o):
         return step["cpu"] / (o["host_cores"] * PARALLEL_EFFICIENCY) if step["cpu"] > 0 else step["planned"]
     if step["kind"] == "gpu":
         return step["s"] if o["measured_gpu"] else step["planned"]
-    return step["s"]
+    if o["measured_gpu"]:
+        return step["s"]  # the host's own time
+    # A serial step here: its wall time, unless that exceeds both its CPU time and the plan,
+    # when the difference is waiting on this (shared) machine: then the larger of the two.
+    return min(step["s"], max(step["cpu"], step["planned"]))
 
 
 def plan(steps, o):
@@ -244,7 +250,8 @@ def plan(steps, o):
     lines = [f"## Plan: one command, deadline {o['deadline']:.0f} s, {o['reserve']:.0f} s kept in reserve "
              f"({o['host_cores']} host cores, {o['here_cores']} here)", "",
              "Per step: the time here (wall, CPU) and the estimate on the host: a compile's CPU time spread over "
-             f"{o['host_cores']} cores at {PARALLEL_EFFICIENCY:.0%} efficiency, CPU steps as here, GPU steps "
+             f"{o['host_cores']} cores at {PARALLEL_EFFICIENCY:.0%} efficiency, CPU steps as here (less waiting on a "
+             "loaded machine), GPU steps "
              + ("their own time" if o["measured_gpu"] else "their planned time (a CPU run says nothing of them)")
              + "; a step that did not run, its planned time.", "",
              "| phase | step | kind | s here | CPU s here | est. s on the host | planned s | cap s |",
