@@ -5,6 +5,10 @@
 //   algbw = bytes / time (GB/s, 1e9)   busbw = algbw * 2 (n - 1) / n   (nccl-tests PERFORMANCE.md)
 // plus a #wrong column: one extra all-reduce on inputs generated from (seed, rank, index)
 // whose sum is known in closed form; the exit code is non-zero when any element is wrong.
+// At world size 1 an in-place sum moves no bytes (NCCL launches no reduction kernel for one
+// rank), so a bandwidth would only be bytes over host overhead (above the memory's own
+// bandwidth for large sizes): the rows then give microseconds per call only, the algbw and
+// busbw columns read "-", and the header line says so; the data check is trivial there.
 #include <ATen/ATen.h>
 #include <mpi.h>
 
@@ -81,8 +85,10 @@ Row run_size(Communicator& comm, int64_t numel, at::ScalarType dtype, const at::
   Row row;
   row.time_us = sum_seconds / n * 1e6;
   const double bytes = static_cast<double>(numel) * static_cast<double>(at::elementSize(dtype));
-  row.algbw = bytes / (row.time_us * 1e-6) / 1e9;
-  row.busbw = row.algbw * 2.0 * (n - 1) / n;
+  if (n > 1) {  // at n = 1 no byte moves: no bandwidth (see the top of this file)
+    row.algbw = bytes / (row.time_us * 1e-6) / 1e9;
+    row.busbw = row.algbw * 2.0 * (n - 1) / n;
+  }
   // Data check.
   const int64_t seed = 12345 + numel;
   at::Tensor x = pattern(numel, seed, comm.rank() + 1, dtype).to(device);
@@ -140,6 +146,9 @@ int main(int argc, char** argv) {
         std::printf("# tupe allreduce_bench: backend %s, %d ranks, dtype %s, device %s, %d iters (+%d warmup)\n",
                     comm->backend_name(), env.world_size(), vm["dtype"].as<std::string>().c_str(),
                     device_text.c_str(), iters, warmup);
+        if (env.world_size() == 1)
+          std::printf("# world size 1: an in-place one-rank sum moves no bytes; time(us) is microseconds per call "
+                      "(launch and host overhead), no bandwidth; the data check is trivial\n");
         std::printf("%14s %12s %12s %10s %10s %8s\n", "size(B)", "count(elts)", "time(us)", "algbw(GB/s)",
                     "busbw(GB/s)", "#wrong");
       }
@@ -148,10 +157,13 @@ int main(int argc, char** argv) {
         const int64_t numel = std::max<int64_t>(1, bytes / element_bytes);
         const Row row = run_size(*comm, numel, dtype, device, warmup, iters);
         total_wrong += row.wrong;
-        if (env.rank() == 0)
+        if (env.rank() == 0 && env.world_size() > 1)
           std::printf("%14lld %12lld %12.1f %10.3f %10.3f %8lld\n", static_cast<long long>(numel * element_bytes),
                       static_cast<long long>(numel), row.time_us, row.algbw, row.busbw,
                       static_cast<long long>(row.wrong));
+        else if (env.rank() == 0)
+          std::printf("%14lld %12lld %12.1f %10s %10s %8lld\n", static_cast<long long>(numel * element_bytes),
+                      static_cast<long long>(numel), row.time_us, "-", "-", static_cast<long long>(row.wrong));
       }
     }
     if (env.rank() == 0) std::printf("# total wrong elements: %lld\n", static_cast<long long>(total_wrong));

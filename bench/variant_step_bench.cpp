@@ -16,13 +16,15 @@
 // (trainer/pretrain/flops.h; peak from the GPU table, or measured on the CPU). On --device
 // cuda each step ends with a device synchronize (the CPU-time column then means little).
 //
-// SDPA kernels (model/attention.h): TUPE-R's bias needs a gradient and gets the
-// memory-efficient kernel; BERT-A's padding mask would get cuDNN attention from torch on
-// H100/H200. So the variants are timed twice (--sdpa both, the default):
+// SDPA kernels (model/attention.h): TUPE-R's bias needs a gradient, so it never runs on cuDNN
+// (whose backward gives the bias no gradient) and gets the memory-efficient kernel; BERT-A's
+// padding mask would get cuDNN attention from torch on H100/H200. So the variants are timed
+// twice (--sdpa both, the default):
 //   pinned   every variant on ONE kernel (--pin, default: efficient on CUDA, math on the
 //            CPU): the ratio then measures the positional terms, not two kernels; this is
 //            also what `tupe pretrain` trains with (cuDNN off for masked training forwards)
-//   default  torch's own choice for each variant (cuDNN allowed): what the kernels differ by
+//   default  torch's own choice for each variant (cuDNN allowed where the mask needs no
+//            gradient): what the kernels differ by
 // Each table names the kernel SDPA picks for BERT-A's and TUPE-R's attention.
 #include <ATen/ATen.h>
 #include <torch/cuda.h>
@@ -87,8 +89,9 @@ void set_avoid_cudnn(model::TupeBert& net, bool avoid) {
 
 /// The SDPA kernel a training forward of `c` gets on `device` in dtype `dtype` under the
 /// current flags: q/k/v (B, H, L, d_h) needing gradients; the mask BERT-A's (B, 1, 1, L)
-/// padding mask, or a TUPE/BERT-R (B, H, L, L) bias (TUPE's needs a gradient). With `avoid`
-/// the cuDNN rule of model/attention.h applies (cuDNN off for such calls).
+/// padding mask, or a TUPE/BERT-R (B, H, L, L) bias (TUPE's needs a gradient), under the
+/// cuDNN rule of model/attention.h with avoid_cudnn_in_training = `avoid` (a bias that needs a
+/// gradient never gets cuDNN).
 std::string kernel_for(const model::ModelOptions& c, int64_t batch, const c10::Device& device, at::ScalarType dtype,
                        bool avoid) {
   if (!device.is_cuda()) return "explicit (CPU training)";
@@ -103,11 +106,7 @@ std::string kernel_for(const model::ModelOptions& c, int64_t batch, const c10::D
     mask = at::zeros({batch, H, L, L}, opts)
                .requires_grad_(c.position_encoding == model::PositionEncoding::kTupeAbsolute ||
                                c.position_encoding == model::PositionEncoding::kTupeRelative);
-  const bool cudnn_was = at::globalContext().userEnabledCuDNNSDP();
-  if (avoid) at::globalContext().setSDPUseCuDNN(false);
-  const std::string choice = model::sdpa_choice(q, k, v, mask, c.attention_dropout, c.attention_scale());
-  at::globalContext().setSDPUseCuDNN(cudnn_was);
-  return choice;
+  return model::training_sdpa_choice(q, k, v, mask, c.attention_dropout, c.attention_scale(), avoid);
 }
 
 }  // namespace
@@ -199,7 +198,7 @@ int main(int argc, char** argv) {
     const auto amp = precision == "bf16" ? at::kBFloat16 : at::kFloat;
     if (peak_tflops <= 0)
       peak_tflops = device.is_cuda() ? pretrain::table_peak_tflops(dist::cuda_device_name(0), po.precision, false)
-                                     : pretrain::cached_cpu_peak(pretrain::tupe_cache_dir(), at::get_num_threads(), "fp32").tflops;
+                                     : pretrain::cpu_peak(pretrain::cpu_facts(), at::get_num_threads(), precision == "bf16" ? "bf16" : "fp32").tflops;
     std::printf("%s, d %lld, layers %lld, seq %lld, batch %lld, threads %lld, %s; %lld rounds after %lld warm-up; host "
                 "malloc: %s; peak %.1f TFLOP/s\n",
                 device_name.c_str(), static_cast<long long>(hidden), static_cast<long long>(layers), static_cast<long long>(seq),

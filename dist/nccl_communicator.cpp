@@ -69,12 +69,16 @@ class NcclWork final : public Work {
     return done_->done();
   }
   std::function<bool()> make_probe() override {
-    // Runs on the watchdog thread, which made this rank's device current when it started.
-    return [done = done_, lifetime = lifetime_] {
+    // Runs on the watchdog thread, which made this rank's device current when it started. A
+    // CUDA error from the event query (a sticky error: a kernel before or in the collective
+    // failed, and the context is unusable) propagates, so the watchdog ends the job with that
+    // error at once instead of reporting a hang at the deadline (dist/watchdog.h).
+    return [done = done_, lifetime = lifetime_, rank = rank_, device = device_] {
+      if (lifetime->ended()) return true;
       try {
-        return lifetime->ended() || done->done();
-      } catch (...) {
-        return false;
+        return done->done();
+      } catch (const std::exception& e) {
+        TUPE_FAIL("nccl backend: rank " << rank << ": cuda:" << device << ": " << e.what());
       }
     };
   }

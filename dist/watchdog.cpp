@@ -85,8 +85,22 @@ void Watchdog::run() {
     std::vector<uint64_t> done;
     const Entry* hung = nullptr;
     uint64_t hung_id = 0;
+    const Entry* failed = nullptr;  // the first entry whose probe threw
+    uint64_t failed_id = 0;
+    std::string failure;
     for (const auto& [id, e] : snapshot) {
-      if (e.is_completed && e.is_completed()) {
+      bool completed = false;
+      std::string error;
+      try {
+        completed = e.is_completed && e.is_completed();
+      } catch (const std::exception& ex) {
+        error = ex.what();
+      } catch (...) {
+        error = "unknown exception from the completion probe";
+      }
+      if (!error.empty()) {
+        if (failed == nullptr) failed = &e, failed_id = id, failure = error;
+      } else if (completed) {
         done.push_back(id);
       } else if (e.deadline <= now && hung == nullptr) {
         hung = &e;
@@ -96,11 +110,19 @@ void Watchdog::run() {
     lk.lock();
     for (uint64_t id : done) entries_.erase(id);
     // Still registered? (finish() may have raced with the probe.)
-    if (hung == nullptr || entries_.count(hung_id) == 0) continue;
+    if (failed != nullptr && entries_.count(failed_id) == 0) failed = nullptr;
+    if (failed == nullptr && (hung == nullptr || entries_.count(hung_id) == 0)) continue;
     std::ostringstream msg;
-    msg << "watchdog: rank " << rank_ << ": collective '" << hung->name << "' at step " << hung->step
-        << " did not finish within " << format_double(timeout_s_) << " s (dist.timeout_s); " << entries_.size()
-        << " collective(s) in flight; aborting the job";
+    if (failed != nullptr) {
+      // A failure on the device is reported as what it is, not as a hang at the deadline.
+      msg << "watchdog: rank " << rank_ << ": collective '" << failed->name << "' at step " << failed->step
+          << " failed: " << failure << "; " << entries_.size() << " collective(s) in flight; aborting the job";
+      entries_.erase(failed_id);
+    } else {
+      msg << "watchdog: rank " << rank_ << ": collective '" << hung->name << "' at step " << hung->step
+          << " did not finish within " << format_double(timeout_s_) << " s (dist.timeout_s); " << entries_.size()
+          << " collective(s) in flight; aborting the job";
+    }
     ++fired_;
     // Overdue entries are dropped once reported, so a recording abort (tests) fires once.
     for (const auto& [id, e] : snapshot)

@@ -6,7 +6,10 @@
 // complete) or when its is_completed() probe says so: every poll the thread probes all
 // entries (so a collective that finished long before a late wait() is not a hang, and
 // NCCL handles that were only stream-waited do not pile up). Probes run on the watchdog
-// thread and must be thread-safe and non-blocking.
+// thread and must be thread-safe and non-blocking. A probe that throws (an NCCL probe that
+// meets a sticky CUDA error, say an illegal address in a kernel before the collective) ends
+// the job at once with that error in the line, instead of waiting for the deadline and
+// reporting a hang.
 #pragma once
 #include <c10/core/Device.h>
 
@@ -40,14 +43,17 @@ class Watchdog {
   Watchdog& operator=(const Watchdog&) = delete;
 
   /// Registers a collective launched now; returns its id for finish(). `is_completed` is a
-  /// non-blocking, thread-safe probe (may be empty: then only finish() ends the entry).
+  /// non-blocking, thread-safe probe (may be empty: then only finish() ends the entry); when
+  /// it throws, the job ends with "watchdog: rank R: collective 'NAME' at step S failed:
+  /// <what()>; aborting the job".
   uint64_t start(std::string name, int64_t step, std::function<bool()> is_completed);
   /// Deregisters a collective (unknown ids are ignored, so calling twice is fine).
   void finish(uint64_t id);
 
   size_t in_flight() const;   ///< collectives registered and not finished
   double timeout_s() const { return timeout_s_; }
-  /// Number of timeouts reported (1 at most in production, since the job ends).
+  /// Number of timeouts and probe failures reported (1 at most in production, since the job
+  /// ends).
   int64_t fired() const;
 
  private:

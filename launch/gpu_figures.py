@@ -1,35 +1,48 @@
 #!/usr/bin/env python3
 """The figures of launch/gpu_check.sh: one short line per step out of that step's output
-files, and the summary table. Standard library only (the GPU host's Python 3.12 and the
-rehearsal's run it; so does CI's 3.11).
+files, the summary table and the plan check. Standard library only (the GPU host's Python
+3.12 and the rehearsal's run it; so does CI's 3.11).
 
-  gpu_figures.py pretrain METRICS.jsonl      tokens/s, MFU, last loss, validation loss
+  gpu_figures.py pretrain METRICS.jsonl [--launch-bound]
+                                             tokens/s, MFU, last loss, validation loss, and
+                                             for fp16 the loss scale and skipped steps;
+                                             --launch-bound: a small model, no MFU figure
   gpu_figures.py finetune RESULTS.json       each task's dev score
-  gpu_figures.py allreduce LOG               busbw of the largest size, wrong elements
+  gpu_figures.py allreduce LOG               busbw of the largest size, wrong elements; at
+                                             world size 1 microseconds per call only
   gpu_figures.py bench LOG                   per SDPA mode: tokens/s, MFU, TUPE-R / BERT-A
   gpu_figures.py ctest LOG                   passed / skipped / failed of a ctest -V run
-  gpu_figures.py summary STEPS.tsv --title T [--host-cores N] [--here-cores N]
-                                             the summary (markdown) with the device plan
+  gpu_figures.py summary STEPS.tsv --title T [PLAN OPTIONS] [--note TEXT]...
+                                             the summary (markdown): the steps, then the plan
+  gpu_figures.py plan STEPS.tsv [PLAN OPTIONS]
+                                             the plan check alone: prints it, exit 1 unless
+                                             it fits
+PLAN OPTIONS: --deadline S (570) --reserve S (120) --host-cores N (16) --here-cores N (1)
+              --measured-gpu (the GPU steps' own times: a run on the GPU host)
 
 A figures command prints one line and exits 0, or prints "figures: <file>: <cause>" to
 stderr and exits 1 when the file lacks what it needs (so a row never silently loses its
 numbers). STEPS.tsv (written by gpu_check.sh, one step a line, tab-separated):
-  part  step  status  seconds  kind  budget_s  cpu_s  result
+  phase  step  status  seconds  kind  cap_s  planned_s  cpu_s  result
 where cpu_s is the user + system time of the step's processes and kind says how the step's
 time moves to the GPU host: "parallel" (compiles: their CPU time spread over the host's cores
-at PARALLEL_EFFICIENCY; without a CPU time, the wall time scaled by the cores), "serial" (one
-process on the CPU: about the same there), "gpu" (runs on the GPU there: a CPU rehearsal's
-time says nothing; the plan uses its budget).
+at PARALLEL_EFFICIENCY; without a CPU time, the planned time), "serial" (one process on the
+CPU: about the same there; but where its wall time here exceeds both its CPU time and its
+planned time, the rest was waiting on a loaded machine, and the larger of those two counts),
+"gpu" (runs on the GPU there: a CPU rehearsal's time says nothing; the plan takes its planned
+time). With --measured-gpu (a run on the GPU host) every step counts with its own time. A
+step that did not run (status planned, skipped) counts with its planned time.
+
+The plan fits when (1) the estimates of all steps plus the reserve are within the deadline,
+and (2) so are the build steps' estimates plus every "figures" step at its full cap (the
+figures come first and must not depend on the planned GPU times being right).
 """
 import json
-import math
 import re
 import sys
 
-LIMIT_S = 600  # the device tool's limit per call
-SESSION_S = 900  # a task's device time, start-up, calls and idle time together
-STARTUP_S = 180  # allowance for starting the machine (it takes minutes)
 PARALLEL_EFFICIENCY = 0.75  # of a Ninja build on many cores (its serial parts: PCH first, links last)
+RAN = ("ok", "FAIL", "TIMEOUT", "NO-FIGURES", "STOPPED")  # statuses of a step that ran
 
 
 class FiguresError(Exception):
@@ -48,9 +61,16 @@ def mean(values):
     return sum(values) / len(values)
 
 
-def pretrain(path):
+def pretrain(path, *flags):
     """Mean tokens/s and MFU of the logged windows after the first two (start-up), the last
-    training loss and the last validation loss of a rank's metrics file."""
+    training loss and the last validation loss of a rank's metrics file; the last loss scale
+    and the skipped steps when the scale is not 1 (fp16) or a step was skipped. With
+    --launch-bound (the check's small model, d 256, whose GPU steps are set by kernel
+    launches, not FLOPs) the MFU is left out and the tokens/s are labelled so."""
+    for f in flags:
+        if f != "--launch-bound":
+            raise FiguresError(f"pretrain: unknown argument {f}")
+    launch_bound = "--launch-bound" in flags
     records = []
     for n, line in enumerate(read_text(path).splitlines(), 1):
         if not line.strip():
@@ -63,13 +83,18 @@ def pretrain(path):
     if not train:
         raise FiguresError(f"{path}: no training record (with tokens_per_s and loss)")
     steady = train[2:] if len(train) > 2 else train
-    parts = [f"{mean([r['tokens_per_s'] for r in steady]):,.0f} tokens/s"]
+    tokens = f"{mean([r['tokens_per_s'] for r in steady]):,.0f} tokens/s"
+    parts = [f"launch-bound: {tokens} (small model: no MFU figure)" if launch_bound else tokens]
     mfu = [r["mfu"] for r in steady if isinstance(r.get("mfu"), (int, float)) and r["mfu"] >= 0]
-    if mfu:
+    if mfu and not launch_bound:
         parts.append(f"MFU {100 * mean(mfu):.1f}%")
     parts.append(f"last loss {train[-1]['loss']:.3f} (step {train[-1].get('step', '?')})")
     val = [r for r in records if "validation_loss" in r]
     parts.append(f"validation {val[-1]['validation_loss']:.3f}" if val else "no validation")
+    last = train[-1]
+    scale, skipped = last.get("loss_scale"), last.get("skipped_steps")
+    if (isinstance(scale, (int, float)) and scale != 1) or (isinstance(skipped, (int, float)) and skipped > 0):
+        parts.append(f"loss scale {scale:g}, {skipped} skipped step(s)")
     return ", ".join(parts)
 
 
@@ -94,21 +119,27 @@ def finetune(path):
 
 
 def allreduce(path):
+    """The largest size's busbw; at world size 1 (no byte moves: allreduce_bench prints "-"
+    for the bandwidths) its microseconds per call, labelled as such."""
     text = read_text(path)
     rows = []
     for line in text.splitlines():
         f = line.split()
         if len(f) == 6 and not line.startswith("#"):
             try:
-                rows.append((int(f[0]), float(f[3]), float(f[4]), int(f[5])))
+                bw = (None, None) if f[3] == "-" and f[4] == "-" else (float(f[3]), float(f[4]))
+                rows.append((int(f[0]), float(f[2]), bw[0], bw[1], int(f[5])))
             except ValueError:
                 continue
     m = re.search(r"^# total wrong elements: (\d+)", text, re.M)
     if not rows or m is None:
         raise FiguresError(f"{path}: no size rows or no '# total wrong elements' line")
-    size, algbw, busbw, _ = max(rows)
+    size, time_us, algbw, busbw, _ = max(rows)
     head = re.search(r"^# tupe allreduce_bench: backend (\S+), (\d+) ranks", text, re.M)
     who = f"{head.group(1)} x{head.group(2)}: " if head else ""
+    if algbw is None:
+        return (f"{who}{size / 2**20:.0f} MiB {time_us:,.1f} us per call (world size 1: no bytes move, so no "
+                f"bandwidth; the data check is trivial); {m.group(1)} wrong")
     return f"{who}{size / 2**20:.0f} MiB busbw {busbw:.2f} GB/s (algbw {algbw:.2f}); {m.group(1)} wrong"
 
 
@@ -153,7 +184,7 @@ def ctest(path):
     return f"{total} tests: {total - failed - skipped} passed, {skipped} skipped, {failed} failed"
 
 
-# ---- The summary ----------------------------------------------------------------------------
+# ---- The summary and the plan ---------------------------------------------------------------
 
 def read_steps(path):
     steps = []
@@ -161,73 +192,123 @@ def read_steps(path):
         if not line.strip():
             continue
         f = line.split("\t")
-        if len(f) != 8:
-            raise FiguresError(f"{path}:{n}: {len(f)} fields, expected 8")
-        part, step, status, seconds, kind, budget, cpu, result = f
+        if len(f) != 9:
+            raise FiguresError(f"{path}:{n}: {len(f)} fields, expected 9")
+        phase, step, status, seconds, kind, cap, planned, cpu, result = f
+        if kind not in ("parallel", "serial", "gpu"):
+            raise FiguresError(f"{path}:{n}: kind '{kind}' is not parallel, serial or gpu")
         try:
-            steps.append(dict(part=part, step=step, status=status, s=float(seconds), kind=kind,
-                              budget=float(budget), cpu=float(cpu), result=result))
+            steps.append(dict(phase=phase, step=step, status=status, s=float(seconds), kind=kind, cap=float(cap),
+                              planned=float(planned), cpu=float(cpu), result=result))
         except ValueError:
-            raise FiguresError(f"{path}:{n}: seconds or budget is not a number")
+            raise FiguresError(f"{path}:{n}: seconds, cap, planned or CPU time is not a number")
     return steps
 
 
-def host_estimate(step, here_cores, host_cores):
+def plan_options(args):
+    """PLAN OPTIONS (see the module text) -> dict, and the arguments left."""
+    o = dict(deadline=570.0, reserve=120.0, host_cores=16, here_cores=1, measured_gpu=False)
+    names = {"--deadline": ("deadline", float), "--reserve": ("reserve", float),
+             "--host-cores": ("host_cores", int), "--here-cores": ("here_cores", int)}
+    rest, i = [], 0
+    while i < len(args):
+        if args[i] == "--measured-gpu":
+            o["measured_gpu"] = True
+            i += 1
+        elif args[i] in names:
+            if i + 1 >= len(args):
+                raise FiguresError(f"{args[i]}: no value")
+            key, conv = names[args[i]]
+            try:
+                o[key] = conv(args[i + 1])
+            except ValueError:
+                raise FiguresError(f"{args[i]}: '{args[i + 1]}' is not a number")
+            i += 2
+        else:
+            rest.append(args[i])
+            i += 1
+    return o, rest
+
+
+def host_estimate(step, o):
     """Seconds the step should take on the GPU host (see the module text)."""
+    if step["status"] not in RAN:
+        return step["planned"]
     if step["kind"] == "parallel":
-        if step["cpu"] > 0:
-            return step["cpu"] / (host_cores * PARALLEL_EFFICIENCY)
-        return step["s"] * here_cores / host_cores
+        return step["cpu"] / (o["host_cores"] * PARALLEL_EFFICIENCY) if step["cpu"] > 0 else step["planned"]
     if step["kind"] == "gpu":
-        return step["budget"]
-    return step["s"]
+        return step["s"] if o["measured_gpu"] else step["planned"]
+    if o["measured_gpu"]:
+        return step["s"]  # the host's own time
+    # A serial step here: its wall time, unless that exceeds both its CPU time and the plan,
+    # when the difference is waiting on this (shared) machine: then the larger of the two.
+    return min(step["s"], max(step["cpu"], step["planned"]))
+
+
+def plan(steps, o):
+    """(lines, fits): the plan table and its two checks (see the module text)."""
+    lines = [f"## Plan: one command, deadline {o['deadline']:.0f} s, {o['reserve']:.0f} s kept in reserve "
+             f"({o['host_cores']} host cores, {o['here_cores']} here)", "",
+             "Per step: the time here (wall, CPU) and the estimate on the host: a compile's CPU time spread over "
+             f"{o['host_cores']} cores at {PARALLEL_EFFICIENCY:.0%} efficiency, CPU steps as here (less waiting on a "
+             "loaded machine), GPU steps "
+             + ("their own time" if o["measured_gpu"] else "their planned time (a CPU run says nothing of them)")
+             + "; a step that did not run, its planned time.", "",
+             "| phase | step | kind | s here | CPU s here | est. s on the host | planned s | cap s |",
+             "|---|---|---|---|---|---|---|---|"]
+    total = figures_at_caps = 0.0
+    for s in steps:
+        est = host_estimate(s, o)
+        total += est
+        if s["phase"] == "figures":
+            figures_at_caps += s["cap"] if s["kind"] == "gpu" else est
+        elif s["phase"] == "build":
+            figures_at_caps += est
+        lines.append(f"| {s['phase']} | {s['step']} | {s['kind']} | {s['s']:.0f} | {s['cpu']:.0f} | {est:.0f} | "
+                     f"{s['planned']:.0f} | {s['cap']:.0f} |")
+    all_in = total + o["reserve"]
+    figures_in = figures_at_caps + o["reserve"]
+    fits = all_in <= o["deadline"] and figures_in <= o["deadline"]
+    lines += ["",
+              f"- every step: estimated {total:.0f} s + {o['reserve']:.0f} s reserve = {all_in:.0f} s; "
+              f"{'fits' if all_in <= o['deadline'] else 'DOES NOT FIT'} in the {o['deadline']:.0f} s deadline",
+              f"- up to the last figure, every GPU figure at its cap: {figures_at_caps:.0f} s + {o['reserve']:.0f} s "
+              f"reserve = {figures_in:.0f} s; {'fits' if figures_in <= o['deadline'] else 'DOES NOT FIT'}",
+              f"- plan: {'FITS' if fits else 'DOES NOT FIT'}"]
+    return lines, fits
 
 
 def summary(args):
-    steps_path, title, here_cores, host_cores, extra = args[0], "tupe GPU check", 1, 16, []
+    o, rest = plan_options(args)
+    if not rest:
+        raise FiguresError("summary: no STEPS.tsv")
+    steps_path, title, extra = rest[0], "tupe GPU check", []
     i = 1
-    while i < len(args):
-        if args[i] == "--title":
-            title = args[i + 1]
-        elif args[i] == "--here-cores":
-            here_cores = int(args[i + 1])
-        elif args[i] == "--host-cores":
-            host_cores = int(args[i + 1])
-        elif args[i] == "--note":
-            extra.append(args[i + 1])
+    while i < len(rest):
+        if rest[i] in ("--title", "--note") and i + 1 < len(rest):
+            if rest[i] == "--title":
+                title = rest[i + 1]
+            else:
+                extra.append(rest[i + 1])
+            i += 2
         else:
-            raise FiguresError(f"summary: unknown argument {args[i]}")
-        i += 2
+            raise FiguresError(f"summary: unknown argument {rest[i]}")
     steps = read_steps(steps_path)
     lines = [f"# {title}", ""] + [f"{e}" for e in extra] + ([""] if extra else [])
-    lines += ["| part | step | status | s | result |", "|---|---|---|---|---|"]
+    lines += ["| phase | step | status | s | result |", "|---|---|---|---|---|"]
     for s in steps:
-        lines.append(f"| {s['part']} | {s['step']} | {s['status']} | {s['s']:.0f} | {s['result']} |")
-    lines += ["", f"## Device plan (this run's times; {host_cores} host cores, {here_cores} here)", "",
-              "Per step: the wall and CPU time here, and the estimate for the GPU host: a compile's CPU "
-              f"time spread over {host_cores} cores at {PARALLEL_EFFICIENCY:.0%} efficiency, CPU steps as "
-              "here, GPU steps their budget (the timeout they run under there).", "",
-              "| part | step | kind | s here | CPU s here | est. s on the host | budget s |",
-              "|---|---|---|---|---|---|---|"]
-    totals = {}
-    for s in steps:
-        est = host_estimate(s, here_cores, host_cores)
-        totals.setdefault(s["part"], [0.0, 0.0])
-        totals[s["part"]][0] += est
-        totals[s["part"]][1] += s["budget"]
-        lines.append(f"| {s['part']} | {s['step']} | {s['kind']} | {s['s']:.0f} | {s['cpu']:.0f} | {est:.0f} | "
-                     f"{s['budget']:.0f} |")
-    lines.append("")
-    for part, (est, budget) in totals.items():
-        verdict = "fits" if est <= LIMIT_S else "DOES NOT FIT"
-        lines.append(f"- call `{part}`: estimated {est:.0f} s on the host (budgets add up to {budget:.0f} s); "
-                     f"{verdict} in one {LIMIT_S} s device call")
-    if totals:
-        total = STARTUP_S + sum(est for est, _ in totals.values())
-        verdict = "fits" if total <= SESSION_S else "DOES NOT FIT"
-        lines.append(f"- device session: start-up (allow {STARTUP_S} s) + the calls = {total:.0f} s; {verdict} in "
-                     f"the {SESSION_S} s of device time a task gets")
+        lines.append(f"| {s['phase']} | {s['step']} | {s['status']} | {s['s']:.0f} | {s['result']} |")
+    lines += [""] + plan(steps, o)[0]
     return "\n".join(lines) + "\n"
+
+
+def plan_command(args):
+    o, rest = plan_options(args)
+    if len(rest) != 1:
+        raise FiguresError("plan: expected one STEPS.tsv and plan options")
+    lines, fits = plan(read_steps(rest[0]), o)
+    print("\n".join(lines))
+    return 0 if fits else 1
 
 
 def main(argv):
@@ -235,10 +316,14 @@ def main(argv):
         sys.stderr.write(__doc__)
         return 2
     what, rest = argv[1], argv[2:]
-    commands = {"pretrain": pretrain, "finetune": finetune, "allreduce": allreduce, "bench": bench, "ctest": ctest}
+    commands = {"finetune": finetune, "allreduce": allreduce, "bench": bench, "ctest": ctest}
     try:
         if what == "summary":
             sys.stdout.write(summary(rest))
+        elif what == "plan":
+            return plan_command(rest)
+        elif what == "pretrain":
+            print(pretrain(rest[0], *rest[1:]))
         elif what in commands and len(rest) == 1:
             print(commands[what](rest[0]))
         else:

@@ -2,8 +2,8 @@
 # Gathers everything a GPU host without network needs for launch/gpu_check.sh into ONE
 # ignored folder of the checkout, .gpu-carry/ (at most 60 MB), and prepares this machine's
 # stand-in for that host (for `launch/gpu_check.sh --rehearse`). Needs apt and pip (their
-# package indexes); run it here, then carry .gpu-carry to the GPU host (the device tool:
-# carry [".gpu-carry"]; the two calls are in the header of launch/gpu_check.sh).
+# package indexes); run it here, then send .gpu-carry/ to the GPU host with the checkout
+# (docs/gpu-check.md), where `bash launch/gpu_check.sh` is the whole check.
 #
 #   .gpu-carry/debs/   Debian 12 packages: Open MPI, serial HDF5, Boost.Program_options,
 #                      GoogleTest, nlohmann-json, ICU, SentencePiece, OpenSSL headers, spdlog/fmt, and

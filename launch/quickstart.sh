@@ -19,9 +19,9 @@ steps="${TUPE_QUICK_STEPS:-200}"
 run="${TUPE_RUN_DIR:-runs/quickstart}"
 say() { printf '\n==> %s\n' "$*"; }
 
-say "setup and build (idempotent; the first run downloads LibTorch ~5 GB)"
+say "setup and build the tupe executable (idempotent; the first run downloads LibTorch ~5 GB)"
 build="${TUPE_BUILD_DIR:-$here/build}"
-bash launch/build.sh "$build"
+TUPE_BUILD_TARGET=tupe bash launch/build.sh "$build"  # only what the quick start runs; test.sh builds the rest
 tupe="$build/cli/tupe"
 # Open MPI refuses root unless told; containers often lack ptrace for its single-copy path.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
@@ -34,7 +34,9 @@ say "preprocess $corpus into HDF5 shards ($ranks ranks)"
 "${mpirun[@]}" "$tupe" preprocess --config configs/tiny.ini --input "$corpus" --output "$run/shards" --overwrite \
   --tokenizer.vocab "$shared/vocab/bert-base-uncased-vocab.txt"
 
-common=(--config configs/tiny.ini --data.train_shards "$run/shards" --data.validation_shards "$run/shards"
+# The vocabulary named here too: tiny.ini's path is relative to a checkout beside shared/.
+common=(--config configs/tiny.ini --tokenizer.vocab "$shared/vocab/bert-base-uncased-vocab.txt"
+        --data.train_shards "$run/shards" --data.validation_shards "$run/shards"
         --checkpoint.dir "$run/checkpoints" --optimizer.total_steps "$steps" --checkpoint.every_steps $((steps / 4)))
 rm -rf "$run/checkpoints"
 say "pre-train a tiny TUPE-R for $((steps / 2)) of $steps steps on $ranks ranks (then stop, as a pre-emption would)"
@@ -50,3 +52,8 @@ say "fine-tune $last on SST-2 (a quick subset: ${TUPE_QUICK_GLUE_ROWS:-4000} row
   --finetune.train_rows "${TUPE_QUICK_GLUE_ROWS:-4000}" --finetune.output_dir "$run/glue"
 # (no --tokenizer.vocab: the checkpoint carries its vocabulary; fine-tuning printed the GLUE
 # table above, and it is in $run/glue/results.md)
+
+printf '\n'
+echo "made: a tiny TUPE-R pre-trained for $steps steps on $ranks ranks (stopped and resumed) and fine-tuned on ${TUPE_QUICK_GLUE_TASKS:-SST-2}"
+echo "where: $run/ (shards/, checkpoints/$(basename "$last")/, glue/results.md); the executable is $tupe"
+echo "next: $tupe help  |  $tupe export --checkpoint $last --output $run/hf  |  bash launch/test.sh"

@@ -24,6 +24,8 @@ APT_PACKAGES=(build-essential cmake ninja-build ccache pkg-config git
 # and a real Slurm with munge on the simulated nodes. Only installed; nothing is started.
 APT_PACKAGES+=(iproute2 util-linux slurmctld slurmd slurm-client munge)
 
+# shellcheck source=launch/heartbeat.sh
+source "$(dirname "${BASH_SOURCE[0]}")/heartbeat.sh"
 CACHE="${TUPE_CACHE:-$HOME/.cache/tupe}"
 mkdir -p "$CACHE"
 log() { echo "[setup] $*"; }
@@ -37,8 +39,9 @@ if [ "${TUPE_SKIP_APT:-0}" != 1 ]; then
   if [ ${#missing[@]} -gt 0 ]; then
     log "apt-get install ${missing[*]}"
     SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
-    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    with_heartbeat setup $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    with_heartbeat setup $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      "${missing[@]}" >/dev/null
   else
     log "Debian packages present"
   fi
@@ -68,9 +71,14 @@ else
   stamp="$VENV/.tupe-ok"
   if [ ! -f "$stamp" ]; then
     log "creating $VENV with torch==${TORCH_VERSION} (about 5 GB, once)"
+    free_mb="$(df --output=avail -BM "$CACHE" | tail -n 1 | tr -dc 0-9)"
+    if [ -n "$free_mb" ] && [ "$free_mb" -lt 8000 ]; then
+      echo "setup.sh: error: $CACHE: ${free_mb} MB free on its file system; the venv needs about 8000 MB (TUPE_CACHE=elsewhere)" >&2
+      exit 1
+    fi
     "$PY" -m venv "$VENV"
     "$VENV/bin/pip" install -q --upgrade pip >/dev/null
-    "$VENV/bin/pip" install -q "torch==${TORCH_VERSION}" "${PY_PACKAGES[@]}"
+    with_heartbeat setup "$VENV/bin/pip" install -q "torch==${TORCH_VERSION}" "${PY_PACKAGES[@]}"
     touch "$stamp"
   else
     log "venv present: $VENV"
@@ -80,7 +88,7 @@ else
   packages_stamp="$VENV/.tupe-packages-$(printf '%s\n' "${PY_PACKAGES[@]}" | sha256sum | cut -c1-16)"
   if [ ! -f "$packages_stamp" ]; then
     log "pip install ${PY_PACKAGES[*]}"
-    "$VENV/bin/pip" install -q "${PY_PACKAGES[@]}"
+    with_heartbeat setup "$VENV/bin/pip" install -q "${PY_PACKAGES[@]}"
     touch "$packages_stamp"
   fi
   TORCH_PREFIX="$("$VENV/bin/python" -c 'import torch; print(torch.utils.cmake_prefix_path)')"

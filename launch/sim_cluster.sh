@@ -6,13 +6,17 @@
 # run, is 10.77.0.254), its own /tmp, /dev/shm and node-local scratch (a tmpfs per node,
 # mounted at DIR/scratch: every node sees only its own there, the machine outside sees an
 # empty folder). Everything else of the file system is shared by all nodes, like a cluster's
-# shared file system. All of it lives in one PID namespace whose first process is the
+# shared file system; so are the folders under /tmp that the cluster needs from this machine
+# (its state folder and each --share folder): each node's private /tmp has them bound in, so
+# a checkout, a build or a state folder under /tmp works as anywhere else. All of it lives in one PID namespace whose first process is the
 # cluster's init: stopping that one process ends every process of the cluster.
 #
 # Usage: launch/sim_cluster.sh COMMAND DIR ...   (DIR: the cluster's state folder)
 #   check                         exit 0 when namespaces may be made here; else one line, exit 77
-#   start DIR [--nodes N] [--slurm] [--cpus C] [--foreground]
-#                                 start the cluster (N nodes, default 2). --slurm: munged,
+#   start DIR [--nodes N] [--slurm] [--cpus C] [--share FOLDER]... [--foreground]
+#                                 start the cluster (N nodes, default 2). --share: a folder
+#                                 under /tmp every node and the head see as this machine's
+#                                 (elsewhere a folder is shared anyway). --slurm: munged,
 #                                 slurmctld on the head, one slurmd per node (C CPUs each,
 #                                 default 2), partition "sim". Returns when it is ready;
 #                                 --foreground: stays in the foreground until `down` (a test
@@ -56,7 +60,7 @@ check_permitted() {
     command -v "$tool" >/dev/null 2>&1 || die "'$tool' not found (iproute2 / util-linux)"
   done
 }
-state_dir() { [ -d "$1" ] || die "no cluster state folder '$1'"; (cd "$1" && pwd); }
+state_dir() { [ -d "$1" ] || die "no cluster state folder '$1'"; (cd "$1" && pwd -P); }
 node_names() { cat "$1/nodes"; }
 is_node() { grep -qx "$2" "$1/nodes" || [ "$2" = head ]; }
 # The outer process id of the cluster's init (the process unshare forked).
@@ -159,12 +163,27 @@ inner() {
   esac
 }
 
+# A private /tmp (a tmpfs of SIZE) in this mount namespace, with the folders listed in
+# DIR/shares (this machine's, under /tmp) bound into it at their paths. The machine's /tmp
+# stays reachable through a descriptor opened before the mount (fd 9) while they are bound.
+private_tmp() {
+  local dir="$1" label="$2" size="$3" shared=() f
+  [ -f "$dir/shares" ] && mapfile -t shared < "$dir/shares"
+  exec 9< /tmp
+  mount -t tmpfs -o "size=$size" "$label" /tmp
+  for f in "${shared[@]}"; do
+    mkdir -p "$f"
+    mount --no-canonicalize --bind "/proc/self/fd/9/${f#/tmp/}" "$f"  # (canonicalized, the source would be the new /tmp)
+  done
+  exec 9<&-
+}
+
 # A node's holder: its own hostname, /tmp, /dev/shm and scratch; then it sleeps.
 node_holder() {
   local dir="$1" name="$2"
   hostname "$name"
   mount --bind "$dir/hosts" /etc/hosts
-  mount -t tmpfs -o size=512m "tmp-$name" /tmp
+  private_tmp "$dir" "tmp-$name" 512m
   mount -t tmpfs -o size=256m "shm-$name" /dev/shm
   mount -t tmpfs -o size=1g "scratch-$name" "$dir/scratch"
   ip link set lo up
@@ -240,7 +259,7 @@ cluster_init() {
   trap 'exit 0' TERM
   hostname head
   mount --bind "$dir/hosts" /etc/hosts
-  mount -t tmpfs -o size=256m tmp-head /tmp
+  private_tmp "$dir" tmp-head 256m
   echo 1 > "$dir/head.pid"
   ip link set lo up
   ip link add br0 type bridge
@@ -267,9 +286,12 @@ cluster_init() {
 }
 
 start() {
-  local dir="" nodes=2 slurm=0 cpus=2 foreground=0
+  local dir="" nodes=2 slurm=0 cpus=2 foreground=0 shares=() f
   while [ $# -gt 0 ]; do
     case "$1" in
+      --share)
+        [ -d "${2:-}" ] || die "--share: '${2:-}' is not a folder"
+        shares+=("$(cd "$2" && pwd -P)"); shift 2 ;;
       --nodes) nodes="${2:?--nodes needs a value}"; shift 2 ;;
       --slurm) slurm=1; shift ;;
       --cpus) cpus="${2:?--cpus needs a value}"; shift 2 ;;
@@ -282,14 +304,19 @@ start() {
   [[ "$nodes" =~ ^[0-9]+$ ]] && [ "$nodes" -ge 1 ] && [ "$nodes" -le 200 ] || die "--nodes: '$nodes' is not a count 1..200"
   check_permitted
   mkdir -p "$dir"
-  dir="$(cd "$dir" && pwd)"
+  dir="$(cd "$dir" && pwd -P)"
   case "$dir/" in
-    /tmp/*|/dev/shm/*) die "start: the state folder $dir is under /tmp or /dev/shm, which each node has of its own; take one elsewhere" ;;
+    /dev/shm/*) die "start: the state folder $dir is under /dev/shm, which each node has of its own; take one elsewhere" ;;
   esac
   if [ -f "$dir/init.pid" ] && [ -e "/proc/$(cat "$dir/init.pid")/ns/pid" ]; then
     die "$dir: a cluster is running there (sim_cluster.sh down $dir)"
   fi
   rm -rf "$dir/ready" "$dir/failed" "$dir"/*.pid "$dir/slurm" "$dir/munge"
+  # The folders under /tmp the nodes see as this machine's: the state folder, each --share
+  # (outermost first, so that a folder inside another is bound after it, i.e. on top).
+  for f in "$dir" "${shares[@]}"; do
+    case "$f/" in /tmp/?*) echo "$f" ;; esac
+  done | sort -u > "$dir/shares"
   mkdir -p "$dir/scratch"
   { echo "127.0.0.1 localhost"; echo "$NET.254 head"
     for ((i = 1; i <= nodes; i++)); do echo "$NET.$i node$i"; done; } > "$dir/hosts"

@@ -67,7 +67,7 @@ check_error "too many positional options" "$TUPE_BIN" info --config "$cfg" stray
 # Paths in a config file are relative to the file's folder; on the command line, to the
 # working directory. A config in one folder naming "vocab/v.txt" next to it, run from another.
 pdir="$(mktemp -d)"; mkdir -p "$pdir/conf/vocab" "$pdir/elsewhere/vocab"
-cp "$TUPE_SOURCE_DIR/../shared/data/vocab/bert-base-uncased-vocab.txt" "$pdir/conf/vocab/v.txt"
+cp "${TUPE_SHARED_DATA:-$TUPE_SOURCE_DIR/../shared/data}/vocab/bert-base-uncased-vocab.txt" "$pdir/conf/vocab/v.txt"
 printf 'line one of the text\nline two of the text\n' > "$pdir/text.txt"
 printf '[tokenizer]\nvocab = vocab/v.txt\n[preprocess]\ndocuments = line\nvalidation_ratio = 0\n' > "$pdir/conf/p.ini"
 if (cd "$pdir/elsewhere" && "$TUPE_BIN" preprocess --quiet --config ../conf/p.ini --input ../text.txt --output out > /dev/null 2>&1) &&

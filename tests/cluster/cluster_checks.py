@@ -22,6 +22,9 @@ Usage: cluster_checks.py CHECK WORKDIR
   storage     a checkpoint on node-local scratch of rank 0's node: another rank 0 finds none
               and says so in one line, and ranks of other nodes cannot read it (one line); a
               checkpoint in the shared folder resumes from another node set
+  tmp_state   a state folder under /tmp (where a clone under /tmp puts it): the cluster
+              starts and stops; the nodes see that folder as this machine's, and each node's
+              other /tmp stays its own
 Environment: TUPE_BIN, TUPE_SOURCE_DIR, TUPE_SHARED_DATA.
 """
 import filecmp
@@ -29,6 +32,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 from cluster_lib import (ENV, SIM, SKIP, TUPE, DATA, SRC, Cluster, ended_within, fail, last_line, max_rel_diff,
@@ -262,6 +266,26 @@ def check_storage(work):
         if "at step 5" not in p.stdout or whole_checkpoints(shared) != [5, 10]:
             fail(f"the shared checkpoint did not resume on node2+node3:\n{p.stdout[-2000:]}")
     print("storage OK")
+
+
+def check_tmp_state(work):
+    require_namespaces()
+    tmp_work = tempfile.mkdtemp(prefix="tupe-cluster-", dir="/tmp")
+    private = f"/tmp/tupe-node-private-{os.getpid()}"
+    try:
+        with Cluster(tmp_work, "sim", 2) as c:
+            c.run("node1", ["sh", "-c", f"echo node1 > {tmp_work}/from_node1 && echo mine > {private}"])
+            seen = c.run("node2", ["sh", "-c", f"cat {tmp_work}/from_node1; test -e {private} && echo leaked || true"])
+            binary = c.run("node2", [TUPE, "--help"], check=False)
+            if seen.stdout.split() != ["node1"]:
+                fail(f"node2 reads {seen.stdout!r} from the shared folder under /tmp (want node1, no leak)")
+            if open(os.path.join(tmp_work, "from_node1")).read() != "node1\n" or os.path.exists(private):
+                fail("this machine does not see node1's file in the shared folder, or sees its private /tmp")
+            if binary.returncode != 0:
+                fail(f"the build is not reachable from node2: {binary.stderr.strip()}")
+        print(f"tmp_state OK: a cluster in {tmp_work}/sim started and stopped; shared folder seen, /tmp private")
+    finally:
+        shutil.rmtree(tmp_work, ignore_errors=True)
 
 
 if __name__ == "__main__":

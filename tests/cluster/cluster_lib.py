@@ -54,6 +54,14 @@ def require_namespaces():
         fail(f"sim_cluster.sh check: exit {p.returncode}: {p.stderr.strip()}")
 
 
+def shared_folders(work):
+    """The folders the nodes must see as this machine's: the checkout, the build, the data and
+    the test's work folder (sim_cluster.sh binds those under /tmp into each node's /tmp)."""
+    build = os.path.dirname(os.path.dirname(os.path.realpath(TUPE)))  # BUILD/cli/tupe
+    os.makedirs(work, exist_ok=True)
+    return [f for f in (SRC, build, DATA, work) if os.path.isdir(f)]
+
+
 class Cluster:
     """N simulated nodes (node1..nodeN) with the state folder WORK/NAME; a context manager."""
 
@@ -63,6 +71,8 @@ class Cluster:
         subprocess.run(["bash", SIM, "down", self.dir], capture_output=True)  # a previous run killed hard
         shutil.rmtree(self.dir, ignore_errors=True)
         cmd = ["bash", SIM, "start", self.dir, "--nodes", str(nodes), "--foreground"] + (["--slurm"] if slurm else [])
+        for folder in shared_folders(work):
+            cmd += ["--share", folder]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV,
                                      preexec_fn=_die_with_parent)
         line = self.proc.stdout.readline()

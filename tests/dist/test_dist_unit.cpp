@@ -335,6 +335,27 @@ TEST(DistWatchdog, FinishedOrCompletedCollectivesDoNotFire) {
   EXPECT_TRUE(rec.messages.empty());
 }
 
+TEST(DistWatchdog, AProbeThatThrowsEndsTheJobWithItsErrorNotAsAHang) {
+  // What the NCCL probe does on a sticky CUDA error (dist/nccl_communicator.cpp): it throws.
+  // The deadline is a minute away: the report must come at the next poll, naming the error.
+  AbortRecorder rec;
+  Watchdog wd(1, 60.0, rec.fn(), std::chrono::milliseconds(5));
+  const auto start = std::chrono::steady_clock::now();
+  wd.start("all_reduce grad bucket 0/3", 4, [] { return false; });
+  wd.start("all_reduce step count", 4, []() -> bool {
+    throw Error("nccl backend: rank 1: cuda:0: cudaEventQuery failed: cudaErrorIllegalAddress: an illegal memory access");
+  });
+  ASSERT_TRUE(rec.wait_for_one(std::chrono::seconds(20)));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(seconds, 20.0);
+  const std::string m = rec.messages.front();
+  EXPECT_NE(m.find("rank 1: collective 'all_reduce step count' at step 4 failed: "), std::string::npos) << m;
+  EXPECT_NE(m.find("cudaErrorIllegalAddress"), std::string::npos) << m;
+  EXPECT_EQ(m.find("did not finish"), std::string::npos) << m;
+  EXPECT_EQ(wd.fired(), 1);
+  EXPECT_EQ(wd.in_flight(), 1u);  // the failed entry is dropped once reported; the other is still in flight
+}
+
 TEST(DistWatchdog, RejectsNonPositiveTimeout) {
   AbortRecorder rec;
   EXPECT_THROW(Watchdog(0, 0.0, rec.fn()), Error);

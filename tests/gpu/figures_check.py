@@ -1,9 +1,10 @@
 """launch/gpu_figures.py on the files real runs write (the figures of launch/gpu_check.sh):
 a short `tupe pretrain` on the CPU (its metrics file), a two-round variant_step_bench
-(its tables), and a steps table; each figure is checked against values this script computes
-from the same files on its own.
+(its tables), allreduce_bench at one and two ranks, and a steps table with its plan; each
+figure is checked against values this script computes from the same files on its own.
   figures_check.py WORK_DIR SHARDS_DIR
-Environment: TUPE_BIN, TUPE_SOURCE_DIR, VARIANT_STEP_BENCH (the benchmark executable).
+Environment: TUPE_BIN, TUPE_SOURCE_DIR, VARIANT_STEP_BENCH, ALLREDUCE_BENCH (the benchmark
+executables).
 """
 import json
 import os
@@ -58,7 +59,26 @@ def main(work, shards):
         sys.exit(f"FAILED: last loss in '{got}', want {train[-1]['loss']:.4f}")
     if not val or abs(number(got, r"validation ([\d.]+)") - val[-1]["validation_loss"]) > 5e-4:
         sys.exit(f"FAILED: validation loss in '{got}', want {val[-1]['validation_loss'] if val else None}")
+    if "MFU" not in got or "loss scale" in got:  # fp32: a measured CPU peak, scale 1, nothing skipped
+        sys.exit(f"FAILED: an fp32 CPU run's figures should carry an MFU and no loss scale: '{got}'")
     print("pretrain figures:", got)
+    # The check's small-model rows: launch-bound, no MFU figure, the same tokens/s.
+    got = figures("pretrain", metrics, "--launch-bound")
+    if not got.startswith("launch-bound: ") or "MFU" not in got or re.search(r"MFU [\d.]+%", got):
+        sys.exit(f"FAILED: --launch-bound must label the tokens/s and give no MFU figure: '{got}'")
+    if abs(number(got, r"launch-bound: ([\d,]+) tokens/s") - want_tps) > 0.5 + 1e-6 * want_tps:
+        sys.exit(f"FAILED: tokens/s in '{got}', want {want_tps:.1f}")
+    # An fp16 run's last record: the loss scale and the skipped steps are reported.
+    fp16 = os.path.join(work, "fp16.jsonl")
+    with open(fp16, "w") as f:
+        for r in records:
+            if "tokens_per_s" in r:
+                r = dict(r, loss_scale=32768.0, skipped_steps=3)
+            f.write(json.dumps(r) + "\n")
+    got = figures("pretrain", fp16, "--launch-bound")
+    if "loss scale 32768, 3 skipped step(s)" not in got:
+        sys.exit(f"FAILED: fp16 figures must give the last loss scale and the skipped steps: '{got}'")
+    print("pretrain figures (launch-bound, fp16):", got)
 
     bench = run([os.environ["VARIANT_STEP_BENCH"], "--shards", shards, "--hidden", "64", "--layers", "1", "--seq", "128",
                  "--batch", "2", "--rounds", "2", "--warmup", "0", "--sdpa", "both"])
@@ -74,15 +94,48 @@ def main(work, shards):
             sys.exit(f"FAILED: bench figures '{got}' disagree with the {mode} table:\n{table}")
     print("bench figures:", got)
 
+    # allreduce_bench: two MPI ranks give bandwidths; one rank gives microseconds per call only.
+    for ranks in (2, 1):
+        log = os.path.join(work, f"allreduce-{ranks}.log")
+        text = run(["mpirun", "-np", str(ranks), os.environ["ALLREDUCE_BENCH"], "--device", "cpu",
+                    "--min_bytes", "4K", "--max_bytes", "64K", "--iters", "3"])
+        open(log, "w").write(text)
+        got = figures("allreduce", log)
+        last = [line.split() for line in text.splitlines() if line.strip() and not line.startswith("#")][-1]
+        if ranks == 1:
+            if last[3:5] != ["-", "-"] or "world size 1: an in-place one-rank sum moves no bytes" not in text:
+                sys.exit(f"FAILED: allreduce_bench at one rank must print no bandwidth:\n{text}")
+            if "GB/s" in got or abs(number(got, r"MiB ([\d,.]+) us per call") - float(last[2])) > 0.051:
+                sys.exit(f"FAILED: one-rank figures '{got}' should be {last[2]} us per call, no GB/s")
+        elif abs(number(got, r"busbw ([\d.]+) GB/s") - float(last[4])) > 0.006:
+            sys.exit(f"FAILED: two-rank figures '{got}' disagree with the last row {last}")
+        print(f"allreduce figures, {ranks} rank(s):", got)
+
     steps = os.path.join(work, "steps.tsv")
     with open(steps, "w") as f:
-        f.write("build\tbuild\tok\t800\tparallel\t300\t1200\t6 targets\n")
-        f.write("build\tcuda-tier\tok\t12\tgpu\t150\t3\t20 tests\n")
-        f.write("bench\tbench-128\tok\t40\tgpu\t90\t30\tx\n")
-    text = figures("summary", steps, "--here-cores", "2", "--host-cores", "16")
-    # 1200 CPU-s on 16 cores at 75% -> 100 s; the GPU step takes its budget: 250 s for call build.
-    if "| build | build | parallel | 800 | 1200 | 100 | 300 |" not in text or "call `build`: estimated 250 s" not in text:
-        sys.exit(f"FAILED: the device plan of the summary:\n{text}")
+        f.write("build\tbuild\tok\t800\tparallel\t300\t100\t1200\t6 targets\n")
+        f.write("figures\tbench-128\tok\t40\tgpu\t90\t30\t30\tx\n")
+        f.write("rest\tcuda-tier\tok\t12\tgpu\t150\t60\t3\t20 tests\n")
+        f.write("rest\tfinetune\tskipped\t0\tgpu\t60\t40\t0\tno time left\n")
+    text = figures("summary", steps, "--title", "T", "--here-cores", "2", "--host-cores", "16", "--deadline", "400",
+                   "--reserve", "120")
+    # 1200 CPU-s on 16 cores at 75% -> 100 s; GPU steps (run or not) at their planned times:
+    # 100 + 30 + 60 + 40 = 230 (+ 120 = 350); up to the last figure with bench-128 at its cap
+    # 90: 100 + 90 (+ 120 = 310).
+    for want in ("| build | build | parallel | 800 | 1200 | 100 | 100 | 300 |", "| rest | finetune | gpu | 0 | 0 | 40 |",
+                 "every step: estimated 230 s + 120 s reserve = 350 s; fits in the 400 s deadline",
+                 "every GPU figure at its cap: 190 s + 120 s reserve = 310 s; fits", "- plan: FITS"):
+        if want not in text:
+            sys.exit(f"FAILED: '{want}' not in the summary:\n{text}")
+    # With the GPU steps' own times (a run on the host): 100 + 40 + 12 + 40 = 192.
+    text = figures("summary", steps, "--title", "T", "--measured-gpu", "--deadline", "400")
+    if "every step: estimated 192 s + 120 s reserve = 312 s" not in text:
+        sys.exit(f"FAILED: --measured-gpu must take the GPU steps' own times:\n{text}")
+    fits = subprocess.run(FIGURES + ["plan", steps, "--deadline", "350"], capture_output=True, text=True)
+    short = subprocess.run(FIGURES + ["plan", steps, "--deadline", "349"], capture_output=True, text=True)
+    if fits.returncode != 0 or short.returncode != 1 or "- plan: DOES NOT FIT" not in short.stdout:
+        sys.exit(f"FAILED: plan must pass at 350 s and fail at 349 s: {fits.returncode} / {short.returncode}\n"
+                 f"{short.stdout}{short.stderr}")
     bad = subprocess.run(FIGURES + ["pretrain", steps], capture_output=True, text=True)
     if bad.returncode != 1 or not bad.stderr.startswith("figures: "):
         sys.exit(f"FAILED: a file without metrics must give exit 1 and a 'figures:' line, got {bad.returncode}: {bad.stderr}")

@@ -7,6 +7,11 @@
 
 #include <string>
 
+#if __has_include(<c10/cuda/CUDAFunctions.h>) && __has_include(<cuda_runtime_api.h>)
+#include <c10/cuda/CUDAFunctions.h>
+#define TUPE_GPU_TEST_SYNC_DEBUG 1
+#endif
+
 #include "dist/mpi_env.h"
 #include "model/config.h"
 
@@ -30,6 +35,35 @@ struct MlmBatch {
   MlmBatch to(const at::Device& device) const;
 };
 MlmBatch make_batch(uint64_t seed);
+
+/// RAII: CUDA's sync debug mode (torch.cuda.set_sync_debug_mode) at `mode` while alive, the
+/// previous mode restored at scope exit. NoSyncScope: "error", so any host synchronisation
+/// LibTorch makes on the CUDA side (item(), a copy to the host, a stream or device
+/// synchronize) throws. SyncCheckPaused: off, for a part that may sync (a forward inside a
+/// step under NoSyncScope). Without the CUDA headers (a CPU build) both do nothing.
+#ifdef TUPE_GPU_TEST_SYNC_DEBUG
+class SyncDebugScope {
+ public:
+  explicit SyncDebugScope(c10::cuda::SyncDebugMode mode) : saved_(c10::cuda::warning_state().get_sync_debug_mode()) {
+    c10::cuda::warning_state().set_sync_debug_mode(mode);
+  }
+  ~SyncDebugScope() { c10::cuda::warning_state().set_sync_debug_mode(saved_); }
+  SyncDebugScope(const SyncDebugScope&) = delete;
+  SyncDebugScope& operator=(const SyncDebugScope&) = delete;
+
+ private:
+  c10::cuda::SyncDebugMode saved_;
+};
+struct NoSyncScope : SyncDebugScope {
+  NoSyncScope() : SyncDebugScope(c10::cuda::SyncDebugMode::L_ERROR) {}
+};
+struct SyncCheckPaused : SyncDebugScope {
+  SyncCheckPaused() : SyncDebugScope(c10::cuda::SyncDebugMode::L_DISABLED) {}
+};
+#else
+struct NoSyncScope {};
+struct SyncCheckPaused {};
+#endif
 
 /// max |a - b| / max(max |b|, floor), in float64 on the CPU.
 double relative_error(const at::Tensor& a, const at::Tensor& b, double floor = 1e-3);

@@ -1,8 +1,10 @@
 // The model on CUDA computes what it computes on the CPU: logits and every parameter's
 // gradient of the MLM loss, for each positional variant, in fp32 (TF32 off: relative error
-// <= 1e-4) and under bf16 autocast (<= 2e-2 against the fp32 CPU run); and which SDPA
-// kernel serves TUPE's additive bias on this GPU (printed, for bench/RESULTS.md); and that
-// masked training attention stays finite at the lengths of cuDNN's NaN case (model/attention.h).
+// <= 1e-4) and under bf16 autocast (<= 2e-2 against the fp32 CPU run); that the SDPA kernel
+// a training forward picks for a bias that needs a gradient is never cuDNN (its backward gives
+// the bias no gradient; printed with torch's own choice, for bench/RESULTS.md), and that the
+// bias then gets the math kernel's gradient; and that masked training attention stays finite
+// at the lengths of cuDNN's NaN case (model/attention.h).
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
 #include <gtest/gtest.h>
@@ -10,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "model/attention.h"
@@ -130,23 +133,13 @@ TEST(CudaModel, Bf16AutocastStaysCloseToFp32Cpu) {
   }
 }
 
-const char* sdp_backend_name(int64_t b) {
-  switch (b) {
-    case 0: return "math (unfused)";
-    case 1: return "flash attention";
-    case 2: return "memory-efficient attention";
-    case 3: return "cuDNN attention";
-    case 4: return "overrideable";
-    default: return "none (error)";
-  }
-}
-
-TEST(CudaSdpa, ReportsTheKernelForTupesAdditiveBias) {
+TEST(CudaSdpa, ABiasThatNeedsAGradientNeverGetsCudnn) {
   TUPE_REQUIRE_CUDA();
   const at::Device cuda(at::kCUDA, 0);
   const auto opts = at::TensorOptions().device(cuda).dtype(at::kBFloat16);
   const int64_t B = 32, H = 12, L = 128, dh = 64;  // BERT-Base at sequence 128
-  const at::Tensor q = at::randn({B, H, L, dh}, opts), k = at::randn({B, H, L, dh}, opts),
+  const double scale = 1.0 / std::sqrt(2.0 * dh);  // TUPE's 1/sqrt(2 d_h)
+  const at::Tensor q = at::randn({B, H, L, dh}, opts).requires_grad_(true), k = at::randn({B, H, L, dh}, opts),
                    v = at::randn({B, H, L, dh}, opts);
   struct Case {
     const char* what;
@@ -160,12 +153,64 @@ TEST(CudaSdpa, ReportsTheKernelForTupesAdditiveBias) {
   };
   for (const Case& c : cases) {
     for (double dropout : {0.0, 0.1}) {
-      const int64_t backend = at::_fused_sdp_choice(q, k, v, c.mask, dropout, /*is_causal=*/false,
-                                                    /*scale=*/1.0 / std::sqrt(2.0 * dh), /*enable_gqa=*/false);
-      std::printf("SDPA backend, bf16, %-42s dropout %.1f: %s\n", c.what, dropout, sdp_backend_name(backend));
-      EXPECT_GE(backend, 0) << c.what;
+      // torch's own choice, and what tupe's forward runs with each setting of its switch.
+      const std::string torch_choice = model::sdpa_choice(q, k, v, c.mask, dropout, scale);
+      for (const bool avoid : {false, true}) {
+        const std::string got = model::training_sdpa_choice(q, k, v, c.mask, dropout, scale, avoid);
+        std::printf("SDPA, bf16, %-42s dropout %.1f, avoid_cudnn_in_training %d: tupe %s (torch alone: %s)\n", c.what,
+                    dropout, avoid ? 1 : 0, got.c_str(), torch_choice.c_str());
+        EXPECT_NE(got, "none") << c.what;
+        if (c.mask.defined() && c.mask.requires_grad()) {
+          EXPECT_NE(got, "cudnn_attention") << c.what << ": cuDNN's backward gives attn_bias no gradient";
+        }
+        if (c.mask.defined() && avoid) {
+          EXPECT_NE(got, "cudnn_attention") << c.what << ", avoid_cudnn_in_training on";
+        }
+      }
     }
   }
+}
+
+TEST(CudaSdpa, TupesBiasGetsItsGradientWithCudnnAllowed) {
+  TUPE_REQUIRE_CUDA();
+  // What variant_step_bench --sdpa default runs: avoid_cudnn_in_training off, cuDNN allowed,
+  // TUPE's (B, H, L, L) bias needing a gradient. The forward must pick a kernel whose
+  // backward differentiates the bias (the memory-efficient one, or math), and the bias
+  // gradient must match the math kernel's.
+  const at::Device cuda(at::kCUDA, 0);
+  model::ModelOptions c = small_config(model::PositionEncoding::kTupeRelative, true);
+  c.hidden_size = 256;
+  c.num_heads = 4;  // d_h = 64
+  c.attention_dropout = 0.0;
+  c.max_positions = 128;
+  model::SelfAttention attn(c);
+  attn->to(cuda);
+  attn->train();
+  attn->avoid_cudnn_in_training = false;
+  at::manual_seed(5);
+  const int64_t B = 4, L = 128;
+  const at::Tensor x = at::randn({B, L, c.hidden_size}).to(cuda);
+  const at::Tensor bias0 = (at::randn({B, c.num_heads, L, L}) * 0.5).to(cuda, at::kBFloat16);
+  const at::Tensor g = at::randn({B, L, c.hidden_size}).to(cuda);
+  const auto bias_grad = [&](bool math) {
+    std::optional<model::SdpaKernelPin> pin;
+    if (math) pin.emplace(model::SdpaKernel::kMath);
+    at::Tensor bias = bias0.clone().requires_grad_(true);
+    at::Tensor out;
+    {
+      trainer::AutocastScope autocast(at::kCUDA, at::kBFloat16);
+      out = attn->forward(x, bias);
+    }
+    (out.to(at::kFloat) * g).sum().backward();
+    EXPECT_TRUE(bias.grad().defined()) << (math ? "math" : "torch's choice") << ": no gradient for the bias";
+    return bias.grad().defined() ? bias.grad().to(at::kCPU, at::kFloat) : at::Tensor();
+  };
+  const at::Tensor got = bias_grad(false), want = bias_grad(true);
+  ASSERT_TRUE(got.defined() && want.defined());
+  EXPECT_EQ((~at::isfinite(got)).sum().item<int64_t>(), 0);
+  const double err = (got - want).norm().item<double>() / std::max(want.norm().item<double>(), 1e-6);
+  EXPECT_LE(err, 5e-2) << "bias gradient, fused kernel vs math, relative L2";
+  std::printf("TUPE bias gradient with cuDNN allowed: relative L2 vs math %.2e\n", err);
 }
 
 /// One masked training forward + backward of a one-head attention layer under bf16 autocast
@@ -232,13 +277,8 @@ TEST(CudaSdpa, MaskedTrainingStaysFiniteAtTheCudnnNanLengths) {
     const at::Tensor q = at::randn({2, 1, L, 64}, opts).requires_grad_(), kv = at::randn({2, 1, L, 64}, opts);
     const at::Tensor pad = at::zeros({2, 1, 1, L}, opts);
     const std::string torch_kernel = model::sdpa_choice(q, kv, kv, pad, 0.0, 0.125);
-    std::string tupe_kernel;
-    {
-      const bool cudnn_was = at::globalContext().userEnabledCuDNNSDP();
-      at::globalContext().setSDPUseCuDNN(false);  // what avoid_cudnn_in_training does
-      tupe_kernel = model::sdpa_choice(q, kv, kv, pad, 0.0, 0.125);
-      at::globalContext().setSDPUseCuDNN(cudnn_was);
-    }
+    const std::string tupe_kernel = model::training_sdpa_choice(q, kv, kv, pad, 0.0, 0.125, /*avoid=*/true);
+    EXPECT_NE(tupe_kernel, "cudnn_attention") << "L = " << L << ": avoid_cudnn_in_training is on";
     std::printf("masked bf16 training attention, L %4lld: tupe (%s) non-finite %lld, vs math %.2e; torch's default "
                 "(%s) non-finite %lld\n",
                 static_cast<long long>(L), tupe_kernel.c_str(), static_cast<long long>(bad), err, torch_kernel.c_str(),

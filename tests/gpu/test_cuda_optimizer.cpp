@@ -12,11 +12,6 @@
 #include <string>
 #include <vector>
 
-#if __has_include(<c10/cuda/CUDAFunctions.h>) && __has_include(<cuda_runtime_api.h>)
-#include <c10/cuda/CUDAFunctions.h>
-#define TUPE_GPU_TEST_SYNC_DEBUG 1
-#endif
-
 #include "dist/device.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/support/op_counter.h"
@@ -24,20 +19,6 @@
 
 namespace tupe::gputest {
 namespace {
-
-/// Turns any host synchronisation on the CUDA side into an error while alive.
-class NoSyncScope {
- public:
-#ifdef TUPE_GPU_TEST_SYNC_DEBUG
-  NoSyncScope() : saved_(c10::cuda::warning_state().get_sync_debug_mode()) {
-    c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_ERROR);
-  }
-  ~NoSyncScope() { c10::cuda::warning_state().set_sync_debug_mode(saved_); }
-
- private:
-  c10::cuda::SyncDebugMode saved_;
-#endif
-};
 
 /// 30 parameters like a few encoder layers (biases start at 0) on the CPU, and per-step
 /// gradients.

@@ -24,6 +24,10 @@ Usage: pretrain_checks.py CHECK WORKDIR
               ($TUPE_VALIDATION_REFERENCE, validation_reference.cpp) to 1e-6 relative
   tensorboard pretrain's and finetune's TensorBoard scalars (read by the tensorboard package)
               equal their metrics JSONL / results.json; off when switched off
+  mfu         with an empty $TUPE_CACHE, fp32 and bf16: step 1 is logged within 10 s of the
+              effective-config line, and every record's MFU is in (0, 1], recomputed here
+              from flops_per_token, tokens_per_s and the peak, which is the CPU's own figures
+              (threads x clock x FLOPs/cycle, the clock read from /proc/cpuinfo here)
   warnings    under mpirun -np 2 a job warns once, not once per rank (shards of format
               version 2, a config-file tokenizer value the shards contradict), and
               effective_config.ini shows the shards' tokenizer values
@@ -534,6 +538,60 @@ def check_warnings(work):
     if state["config"]["tokenizer.lower_case"] != "true":
         sys.exit(f"FAILED: the checkpoint's config says {state['config']['tokenizer.lower_case']}")
     print("warnings once per job OK; effective_config.ini shows the shards' tokenizer")
+
+
+def check_mfu(work):
+    clock_ghz = max(float(l.split(":")[1]) for l in open("/proc/cpuinfo") if l.startswith("cpu MHz")) / 1000
+    try:
+        clock_ghz = max(clock_ghz, int(open("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq").read()) / 1e6)
+    except OSError:
+        pass
+    for precision in ("fp32", "bf16"):
+        shutil.rmtree(os.path.join(work, precision), ignore_errors=True)
+        cache = os.path.join(work, precision, "cache")  # empty: nothing measured before
+        os.makedirs(cache)
+        ck = os.path.join(work, precision, "ckpt")
+        args = pretrain_args(work, ck, **{"precision.precision": precision, "train.max_steps": 3,
+                                                  "checkpoint.every_steps": 0, "train.threads": 2, "train.progress": "true"})
+        args += ["--resume", "none"]
+        cmd = ["mpirun", "-np", "1", "--oversubscribe", "--bind-to", "none", TUPE] + args
+        p = subprocess.Popen(cmd, env=dict(ENV, TUPE_CACHE=cache), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True)
+        stamps, lines = {}, []
+        for line in p.stdout:
+            lines.append(line.rstrip())
+            now = time.monotonic()
+            if "# effective config:" in line:
+                stamps.setdefault("config", now)
+            if "step 1/3 " in line:
+                stamps.setdefault("step1", now)
+        if p.wait() != 0:
+            sys.exit(f"FAILED: {' '.join(cmd)}\n" + "\n".join(lines[-20:]))
+        if "config" not in stamps or "step1" not in stamps:
+            sys.exit("FAILED: no effective-config line or no step-1 line in:\n" + "\n".join(lines[-20:]))
+        startup = stamps["step1"] - stamps["config"]
+        print(f"{precision}: step 1 logged {startup:.1f} s after the effective-config line")
+        if startup > 10:
+            sys.exit(f"FAILED: {precision}: {startup:.1f} s from the effective-config line to step 1 (at most 10)")
+        recs = [json.loads(l) for l in open(os.path.join(ck, "metrics", "rank_0.jsonl")) if '"loss"' in l]
+        if len(recs) != 3:
+            sys.exit(f"FAILED: {len(recs)} log records, want 3")
+        for r in recs:
+            src = r["mfu_peak_source"]
+            threads = int(src.split("CPU figures: ")[1].split(" thread")[0]) if src.startswith("CPU figures: ") else 0
+            per_cycle = float(src.split(" GHz x ")[1].split(" ")[0]) if threads else 0
+            want_peak = threads * clock_ghz * per_cycle / 1e3
+            mfu = r["flops_per_token"] * r["tokens_per_s"] / (r["mfu_peak_tflops"] * 1e12)
+            print(f"  step {r['step']}: MFU {r['mfu']:.4%} (peak {r['mfu_peak_tflops']:.4g} TFLOP/s: {src})")
+            if not (threads == 2 and f" {precision} FLOP/cycle" in src and
+                    abs(r["mfu_peak_tflops"] - want_peak) <= 1e-3 * want_peak):
+                sys.exit(f"FAILED: the peak {r['mfu_peak_tflops']} is not 2 threads x {clock_ghz} GHz x the "
+                         f"FLOPs/cycle it names: {src}")
+            if not (0 < r["mfu"] <= 1 and abs(mfu - r["mfu"]) <= 1e-6 * mfu):
+                sys.exit(f"FAILED: MFU {r['mfu']} (recomputed {mfu}) is not in (0, 1]")
+        if os.listdir(cache):
+            sys.exit(f"FAILED: the run wrote into $TUPE_CACHE: {os.listdir(cache)}")
+    print("MFU: instant start, honest figures OK")
 
 
 if __name__ == "__main__":

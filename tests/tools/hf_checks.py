@@ -68,7 +68,7 @@ def pretrain(work, shard_dir, name, *overrides):
         "--data.train_shards", shard_dir, "--data.validation_shards", shard_dir, "--checkpoint.dir", ckpt,
         "--checkpoint.every_steps", "0", "--optimizer.total_steps", "5", "--optimizer.warmup_steps", "1",
         "--optimizer.lr", "0.01", "--train.eval_every", "0", "--train.eval_batches", "1", "--train.progress", "false",
-        "--precision.precision", "fp32", *overrides)
+        "--precision.precision", "fp32", "--tokenizer.vocab", VOCAB, *overrides)  # (tiny.ini's is checkout-relative)
     return os.path.join(ckpt, "step_00000005")
 
 

@@ -1,115 +1,87 @@
 #include "trainer/pretrain/cpu_peak.h"
 
-#include <ATen/ATen.h>
+#include <sched.h>
 
-#include <chrono>
+#include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <fstream>
-#include <nlohmann/json.hpp>
+#include <sstream>
 
-#include "checkpoint/durable_io.h"
 #include "common/error.h"
 
 namespace tupe::pretrain {
 
-namespace fs = std::filesystem;
-
 namespace {
 
-constexpr char kCacheFormat[] = "tupe-cpu-peak";
-constexpr char kCacheFile[] = "cpu_peak.json";
-
-std::string cpu_model_name() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0) {
-      const size_t colon = line.find(':');
-      if (colon != std::string::npos) {
-        std::string name = line.substr(colon + 1);
-        const size_t start = name.find_first_not_of(" \t");
-        return start == std::string::npos ? "unknown CPU" : name.substr(start);
-      }
-    }
-  return "unknown CPU";
+/// The value after "key<spaces>:" on a /proc/cpuinfo line, or "" when the line is another key.
+std::string cpuinfo_value(const std::string& line, const std::string& key) {
+  if (line.rfind(key, 0) != 0) return "";
+  const size_t colon = line.find(':');
+  if (colon == std::string::npos) return "";
+  const std::string head = line.substr(key.size(), colon - key.size());
+  if (head.find_first_not_of(" \t") != std::string::npos) return "";  // "model" vs "model name"
+  const size_t start = line.find_first_not_of(" \t", colon + 1);
+  return start == std::string::npos ? "" : line.substr(start);
 }
 
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
+bool has_flag(const std::string& flags, const std::string& flag) {
+  std::istringstream in(flags);
+  std::string f;
+  while (in >> f)
+    if (f == flag) return true;
+  return false;
 }
 
 }  // namespace
 
-fs::path tupe_cache_dir() {
-  if (const std::string v = env("TUPE_CACHE"); !v.empty()) return v;
-  if (const std::string v = env("XDG_CACHE_HOME"); !v.empty()) return fs::path(v) / "tupe";
-  if (const std::string v = env("HOME"); !v.empty()) return fs::path(v) / ".cache" / "tupe";
-  return {};
+CpuFacts cpu_facts() {
+  CpuFacts facts;
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (std::string v = cpuinfo_value(line, "model name"); !v.empty() && facts.model == "unknown CPU") facts.model = v;
+    if (std::string v = cpuinfo_value(line, "flags"); !v.empty() && facts.flags.empty()) facts.flags = v;
+    if (std::string v = cpuinfo_value(line, "Features"); !v.empty() && facts.flags.empty()) facts.flags = v;
+    if (std::string v = cpuinfo_value(line, "cpu MHz"); !v.empty()) {
+      try {
+        facts.clock_ghz = std::max(facts.clock_ghz, std::stod(v) / 1000.0);
+      } catch (const std::exception&) {
+      }
+    }
+  }
+  std::ifstream max_freq("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq");  // kHz
+  if (double khz = 0; max_freq >> khz && khz > 0) facts.clock_ghz = std::max(facts.clock_ghz, khz / 1e6);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) facts.cpus = CPU_COUNT(&set);
+  return facts;
 }
 
-std::string cpu_peak_key(int threads, const std::string& dtype) {
-  return cpu_model_name() + " | " + std::to_string(threads) + " threads | " + dtype;
-}
-
-double measure_cpu_gemm_tflops(const std::string& dtype, int runs, int64_t n) {
+std::pair<double, std::string> flops_per_cycle(const std::string& flags, const std::string& dtype) {
   TUPE_CHECK(dtype == "fp32" || dtype == "bf16", "CPU peak: dtype " << dtype << " is not fp32 or bf16");
-  const at::ScalarType type = dtype == "bf16" ? at::kBFloat16 : at::kFloat;
-  const at::Tensor a = at::randn({n, n}).to(type), b = at::randn({n, n}).to(type);
-  at::Tensor c = at::mm(a, b);  // warm-up (threads, caches, packing buffers)
-  using Clock = std::chrono::steady_clock;
-  double best = 0;
-  for (int r = 0; r < runs; ++r) {
-    const auto t0 = Clock::now();
-    int64_t products = 0;
-    double seconds = 0;
-    while (products < 1 || seconds < 0.05) {
-      at::mm_out(c, a, b);
-      ++products;
-      seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-    }
-    best = std::max(best, 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) *
-                              static_cast<double>(products) / seconds / 1e12);
+  if (dtype == "bf16") {
+    if (has_flag(flags, "amx_bf16")) return {1024, "amx_bf16"};
+    if (has_flag(flags, "avx512_bf16")) return {128, "avx512_bf16"};
   }
-  return best;
+  // Two FMA pipes x lanes x 2 FLOPs (multiply and add).
+  if (has_flag(flags, "avx512f")) return {64, "avx512f"};
+  if (has_flag(flags, "avx2") && has_flag(flags, "fma")) return {32, "avx2+fma"};
+  if (has_flag(flags, "avx")) return {16, "avx"};
+  if (has_flag(flags, "asimd")) return {16, "asimd"};
+  return {8, "sse2 or scalar"};
 }
 
-PeakFigure cached_cpu_peak(const fs::path& cache_dir, int threads, const std::string& dtype) {
-  const std::string key = cpu_peak_key(threads, dtype);
-  const std::string how = "best of " + std::to_string(kPeakRuns) + " " + dtype + " 2048^3 GEMMs, " +
-                          std::to_string(threads) + " thread(s)";
-  if (cache_dir.empty()) return {measure_cpu_gemm_tflops(dtype), "measured now (" + how + "; no cache folder)"};
-  const fs::path file = cache_dir / kCacheFile;
-  nlohmann::json doc;
-  std::string note;
-  std::error_code ec;
-  if (fs::exists(file, ec)) {
-    try {
-      doc = nlohmann::json::parse(checkpoint::read_file_bytes(file));
-      if (!doc.is_object() || doc.value("format", "") != kCacheFormat || !doc.contains("peaks") ||
-          !doc["peaks"].is_object())
-        throw std::runtime_error("not a " + std::string(kCacheFormat) + " file");
-      const auto it = doc["peaks"].find(key);
-      if (it != doc["peaks"].end() && it->is_object() && it->contains("tflops") && (*it)["tflops"].is_number() &&
-          (*it)["tflops"].get<double>() > 0)
-        return {(*it)["tflops"].get<double>(), "cached in " + file.string()};
-    } catch (const std::exception& e) {
-      note = "; " + file.string() + " was unreadable (" + e.what() + "), rewritten";
-      doc = nlohmann::json();
-    }
-  }
-  if (!doc.is_object()) doc = {{"format", kCacheFormat}, {"format_version", 1}, {"peaks", nlohmann::json::object()}};
-  PeakFigure out{measure_cpu_gemm_tflops(dtype), ""};
-  doc["peaks"][key] = {{"tflops", out.tflops}, {"runs", kPeakRuns}, {"n", 2048}};
-  try {
-    fs::create_directories(cache_dir);
-    checkpoint::write_file_atomic(file, doc.dump(2) + "\n");
-    out.source = "measured now (" + how + "), cached in " + file.string() + note;
-  } catch (const std::exception& e) {
-    out.source = "measured now (" + how + "), not cached: " + e.what();
-  }
-  return out;
+PeakFigure cpu_peak(const CpuFacts& facts, int threads, const std::string& dtype) {
+  TUPE_CHECK(threads >= 1, "CPU peak: " << threads << " threads; need at least 1");
+  const auto [per_cycle, isa] = flops_per_cycle(facts.flags, dtype);
+  const int used = facts.cpus > 0 ? std::min(threads, facts.cpus) : threads;
+  if (facts.clock_ghz <= 0)
+    return {0, "unknown: no CPU clock in /proc/cpuinfo or cpufreq (" + facts.model +
+                   "); set train.peak_tflops for MFU"};
+  char text[256];
+  std::snprintf(text, sizeof text, "CPU figures: %d thread(s) x %.3g GHz x %g %s FLOP/cycle (%s; %s)", used,
+                facts.clock_ghz, per_cycle, dtype.c_str(), isa.c_str(), facts.model.c_str());
+  return {used * facts.clock_ghz * per_cycle / 1e3, text};
 }
 
 }  // namespace tupe::pretrain

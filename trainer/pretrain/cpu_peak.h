@@ -1,17 +1,14 @@
-// The CPU's matrix-multiply peak for MFU, measured once per machine and cached, so that the
-// figure does not depend on the load at the start of a run (docs/metrics: README "MFU").
-//
-// Measurement: the best of kPeakRuns timed runs of n x n x n GEMMs (n = 2048, each run at
-// least 50 ms) in the run's dtype with this process's intra-op threads, after one warm-up
-// product. The best run, not the mean: a run slowed by other load only lowers the figures
-// that are not kept.
-// Cache: <cache dir>/cpu_peak.json, the cache dir being $TUPE_CACHE, else
-// $XDG_CACHE_HOME/tupe, else $HOME/.cache/tupe:
-//   {"format": "tupe-cpu-peak", "format_version": 1,
-//    "peaks": {"<cpu model> | 2 threads | fp32": {"tflops": 0.0913, "runs": 5, "n": 2048}}}
-// keyed by the CPU model (/proc/cpuinfo "model name"), the thread count and the dtype.
+// The CPU's peak for MFU, from the CPU's own figures, with no measurement at start-up:
+//   peak FLOP/s = threads x clock x FLOPs per cycle per thread,
+// threads = this rank's intra-op threads (capped at the CPUs it may run on), clock = the
+// highest of /proc/cpuinfo's "cpu MHz" and cpufreq's cpuinfo_max_freq, and FLOPs per cycle
+// from the ISA flags, counting two vector FMA pipes per core (the most any x86 core has):
+//   fp32: avx512f 64, avx2+fma 32, avx 16, sse2 8 (aarch64: asimd 16);
+//   bf16: amx_bf16 1024, avx512_bf16 128, else as fp32 (bf16 products then run as fp32 FMAs).
+// Each factor is an upper bound (SMT siblings counted as cores, the boost clock, two pipes), so
+// the MFU it gives is never above 100%; it is a ceiling, not what a GEMM reaches (about 60% of
+// it for fp32 on an AMD EPYC here, bench/RESULTS.md "MFU on CPU").
 #pragma once
-#include <filesystem>
 #include <string>
 
 namespace tupe::pretrain {
@@ -19,26 +16,28 @@ namespace tupe::pretrain {
 /// A peak and where it came from (for the log and the metrics).
 struct PeakFigure {
   double tflops = 0;   ///< TFLOP/s per rank; <= 0: unknown
-  std::string source;  ///< e.g. "cached in /root/.cache/tupe/cpu_peak.json", "train.peak_tflops"
+  std::string source;  ///< e.g. "CPU figures: 2 threads x 2.45 GHz x 32 fp32 FLOP/cycle (avx2+fma; AMD EPYC)"
 };
 
-/// Timed runs behind a measured peak.
-inline constexpr int kPeakRuns = 5;
+/// What the peak is computed from; cpu_facts() reads this machine's.
+struct CpuFacts {
+  std::string model = "unknown CPU";  ///< /proc/cpuinfo "model name"
+  std::string flags;                  ///< /proc/cpuinfo "flags" (x86) or "Features" (aarch64), space-separated
+  double clock_ghz = 0;               ///< highest known clock, GHz; <= 0: unknown
+  int cpus = 0;                       ///< CPUs this process may run on (sched_getaffinity); <= 0: unknown
+};
 
-/// $TUPE_CACHE, else $XDG_CACHE_HOME/tupe, else $HOME/.cache/tupe, else "" (none known).
-std::filesystem::path tupe_cache_dir();
+/// This machine's CpuFacts (from /proc/cpuinfo, /sys/devices/system/cpu/cpu0/cpufreq and the
+/// affinity mask). Never throws; unknown fields keep their defaults.
+CpuFacts cpu_facts();
 
-/// "<cpu model> | <threads> threads | <dtype>": the cache key of this machine.
-std::string cpu_peak_key(int threads, const std::string& dtype);
+/// FLOPs per cycle per thread in `dtype` ("fp32" or "bf16") for these ISA flags, and the flags
+/// that decided it (e.g. "avx2+fma"). Throws tupe::Error for another dtype.
+std::pair<double, std::string> flops_per_cycle(const std::string& flags, const std::string& dtype);
 
-/// Best-of-`runs` GEMM rate (TFLOP/s) of this process on the CPU in `dtype` ("fp32" or
-/// "bf16"), n x n x n products. Throws tupe::Error for another dtype.
-double measure_cpu_gemm_tflops(const std::string& dtype, int runs = kPeakRuns, int64_t n = 2048);
-
-/// The cached peak of this machine (key cpu_peak_key(threads, dtype)) from
-/// `cache_dir`/cpu_peak.json; when absent, measured and added to the file (written
-/// atomically). An unreadable cache is re-measured and rewritten, an unwritable one is
-/// reported in `source` (never an error). `cache_dir` "" = measure, cache nothing.
-PeakFigure cached_cpu_peak(const std::filesystem::path& cache_dir, int threads, const std::string& dtype);
+/// The peak of `threads` intra-op threads in `dtype` on a CPU with `facts` (header comment);
+/// tflops <= 0 with the reason in source when the clock is unknown. Throws tupe::Error for a
+/// dtype other than fp32/bf16 or threads < 1.
+PeakFigure cpu_peak(const CpuFacts& facts, int threads, const std::string& dtype);
 
 }  // namespace tupe::pretrain

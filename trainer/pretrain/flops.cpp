@@ -6,9 +6,10 @@
 
 namespace tupe::pretrain {
 
-double training_flops_per_token(const model::ModelOptions& c, int64_t seq_len, int64_t rows, double masked_per_token) {
-  TUPE_CHECK(seq_len >= 1 && rows >= 1,
-             "flops: sequence length " << seq_len << " and rows " << rows << " must be positive");
+double training_flops_per_token(const model::ModelOptions& c, int64_t seq_len, int64_t micro_batch_rows,
+                                double masked_per_token) {
+  TUPE_CHECK(seq_len >= 1 && micro_batch_rows >= 1, "flops: sequence length " << seq_len << " and micro-batch rows "
+                                                                              << micro_batch_rows << " must be positive");
   TUPE_CHECK(masked_per_token >= 0 && masked_per_token <= 1,
              "flops: masked tokens per token must be in [0, 1], got " << masked_per_token);
   const double d = static_cast<double>(c.hidden_size), f = static_cast<double>(c.ffn_size);
@@ -16,7 +17,7 @@ double training_flops_per_token(const model::ModelOptions& c, int64_t seq_len, i
   double forward = static_cast<double>(c.num_layers) * (8 * d * d + 4 * d * f + 4 * L * d);
   if (c.position_encoding == model::PositionEncoding::kTupeAbsolute ||
       c.position_encoding == model::PositionEncoding::kTupeRelative)
-    forward += (4 * d * d + 2 * L * d) / static_cast<double>(rows);
+    forward += (4 * d * d + 2 * L * d) / static_cast<double>(micro_batch_rows);
   forward += masked_per_token * (2 * d * d + 2 * d * V);
   return 3 * forward;
 }

@@ -2,13 +2,13 @@
 // device offers in the run's precision.
 //
 // FLOPs as executed (a multiply-add = 2 FLOPs; d width, f FFN width, L padded length, V
-// vocabulary, B rows in the global batch, m = masked tokens per token, N layers):
+// vocabulary, b rows in one micro-batch forward, m = masked tokens per token, N layers):
 //   per token and layer:  Q, K, V, O projections 8 d^2 + FFN 4 d f + scores and
 //                         weighted sum 4 L d (the encoder runs over the padded length)
-//   TUPE's positional term, once per forward for the whole batch: U^Q, U^K projections of
-//                         the L positions 4 L d^2 and their correlation 2 L^2 d, i.e.
-//                         (4 d^2 + 2 L d) / B per token (TUPE-A/R only; BERT-R's relative
-//                         bias is a table lookup)
+//   TUPE's positional term, once per micro-batch forward on every rank (shared by its b
+//                         rows and all layers): U^Q, U^K projections of the L positions
+//                         4 L d^2 and their correlation 2 L^2 d, i.e. (4 d^2 + 2 L d) / b
+//                         per token (TUPE-A/R only; BERT-R's relative bias is a table lookup)
 //   MLM head, only at the masked positions: dense 2 d^2 + tied decoder 2 d V, times m
 //   forward F = N (8 d^2 + 4 d f + 4 L d) + positional + m (2 d^2 + 2 d V); a training
 //   step costs 3 F (backward = 2 forward). Embedding lookups, LayerNorm, softmax, GELU
@@ -23,9 +23,10 @@
 
 namespace tupe::pretrain {
 
-/// 3 F above (FLOPs per padded token of one training step). Throws tupe::Error for
-/// seq_len < 1, rows < 1 or masked_per_token outside [0, 1].
-double training_flops_per_token(const model::ModelOptions& config, int64_t seq_len, int64_t rows,
+/// 3 F above (FLOPs per padded token of one training step); `micro_batch_rows` = b, the rows
+/// of one forward (the positional term is paid once per forward). Throws tupe::Error for
+/// seq_len < 1, micro_batch_rows < 1 or masked_per_token outside [0, 1].
+double training_flops_per_token(const model::ModelOptions& config, int64_t seq_len, int64_t micro_batch_rows,
                                 double masked_per_token);
 
 /// Dense peak TFLOP/s of a GPU named `device_name` (as CUDA reports it) in `precision`

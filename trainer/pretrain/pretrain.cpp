@@ -190,8 +190,8 @@ std::string three_digits(double v) {
 
 void announce(PretrainJob& job) {
   const PretrainConfig& cfg = job.cfg;
-  // The MFU's peak: train.peak_tflops, else the GPU's datasheet figure, else the CPU's
-  // measured peak, cached per machine (cpu_peak.h); rank 0's figure on every rank.
+  // The MFU's peak: train.peak_tflops, else the GPU's datasheet figure, else the CPU's own
+  // figures (cpu_peak.h: threads x clock x FLOPs per cycle; nothing measured, nothing cached).
   job.peak_tflops = cfg.train.peak_tflops;
   job.peak_source = "train.peak_tflops";
   if (job.peak_tflops <= 0 && job.use_cuda) {
@@ -200,18 +200,10 @@ void announce(PretrainJob& job) {
     job.peak_source =
         job.peak_tflops > 0 ? name + " datasheet" : "unknown GPU '" + name + "': set train.peak_tflops for MFU";
   } else if (job.peak_tflops <= 0) {
-    std::string text;
-    if (job.rank == 0) {
-      const std::string dtype = job.precision == trainer::Precision::kBf16 ? "bf16" : "fp32";
-      const PeakFigure peak = cached_cpu_peak(tupe_cache_dir(), at::get_num_threads(), dtype);
-      char value[64];
-      std::snprintf(value, sizeof value, "%.17g", peak.tflops);
-      text = std::string(value) + "\n" + peak.source;
-    }
-    text = dist::broadcast_string(job.env, text);
-    const size_t newline = text.find('\n');
-    job.peak_tflops = std::stod(text.substr(0, newline));
-    job.peak_source = text.substr(newline + 1);
+    const std::string dtype = job.precision == trainer::Precision::kBf16 ? "bf16" : "fp32";
+    const PeakFigure peak = cpu_peak(cpu_facts(), at::get_num_threads(), dtype);
+    job.peak_tflops = peak.tflops;
+    job.peak_source = peak.source;
   }
   const std::string& peak_source = job.peak_source;
   std::ostringstream msg;

@@ -82,7 +82,9 @@ void save_checkpoint(PretrainJob& job) {
   job.progress->message("checkpoint saved: " + job.result.last_checkpoint.string());
 }
 
-/// Steps and tokens since the last log line.
+/// Steps and tokens since the last log line. Time spent in validation and checkpoint saves
+/// is kept out of it (start moves forward by their duration), so tokens/s and MFU are the
+/// training steps' own.
 struct Window {
   Clock::time_point start = Clock::now();
   int64_t steps = 0, tokens = 0;
@@ -118,7 +120,7 @@ void log_step(PretrainJob& job, const data_pipeline::MlmBatch& batch, const trai
   p.skipped = scaler.state().total_skips;
   const int64_t padded = batch.input_ids.size(1);
   const double flops_per_token =
-      training_flops_per_token(cfg.model, padded, cfg.data.global_batch_size,
+      training_flops_per_token(cfg.model, padded, job.plan.micro_batch,
                                global_masked / static_cast<double>(cfg.data.global_batch_size * padded));
   if (job.peak_tflops > 0) p.mfu = flops_per_token * p.tokens_per_s / (job.peak_tflops * 1e12 * job.world);
   job.progress->update(p);
@@ -181,8 +183,10 @@ void train_loop(PretrainJob& job) {
     ++window.steps;
     window.tokens += batch.input_ids.numel() * job.world;
     if (step % job.cfg.train.log_every == 0 || step == job.max_steps) log_step(job, batch, out, window);
+    const auto side_start = Clock::now();
     validate_if_due(job);
     if (job.store->due(step) || step == job.max_steps) save_checkpoint(job);
+    window.start += Clock::now() - side_start;
   }
 }
 
