@@ -34,7 +34,9 @@ say "preprocess $corpus into HDF5 shards ($ranks ranks)"
 "${mpirun[@]}" "$tupe" preprocess --config configs/tiny.ini --input "$corpus" --output "$run/shards" --overwrite \
   --tokenizer.vocab "$shared/vocab/bert-base-uncased-vocab.txt"
 
-common=(--config configs/tiny.ini --data.train_shards "$run/shards" --data.validation_shards "$run/shards"
+# The vocabulary named here too: tiny.ini's path is relative to a checkout beside shared/.
+common=(--config configs/tiny.ini --tokenizer.vocab "$shared/vocab/bert-base-uncased-vocab.txt"
+        --data.train_shards "$run/shards" --data.validation_shards "$run/shards"
         --checkpoint.dir "$run/checkpoints" --optimizer.total_steps "$steps" --checkpoint.every_steps $((steps / 4)))
 rm -rf "$run/checkpoints"
 say "pre-train a tiny TUPE-R for $((steps / 2)) of $steps steps on $ranks ranks (then stop, as a pre-emption would)"

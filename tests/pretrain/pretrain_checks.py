@@ -517,8 +517,7 @@ def check_mfu(work):
         os.makedirs(cache)
         ck = os.path.join(work, precision, "ckpt")
         args = pretrain_args(work, ck, **{"precision.precision": precision, "train.max_steps": 3,
-                                                  "checkpoint.every_steps": 0, "train.threads": 2, "train.progress": "true",
-                                                  "model.hidden_size": 64, "model.ffn_size": 128})
+                                                  "checkpoint.every_steps": 0, "train.threads": 2, "train.progress": "true"})
         args += ["--resume", "none"]
         cmd = ["mpirun", "-np", "1", "--oversubscribe", "--bind-to", "none", TUPE] + args
         p = subprocess.Popen(cmd, env=dict(ENV, TUPE_CACHE=cache), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
