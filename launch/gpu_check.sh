@@ -33,9 +33,10 @@
 # is recorded as TIMEOUT and the run goes on; a step with less than 10 s left is "skipped".
 # Only a failed configure or build stops the run (nothing after it could run).
 # The plan: the planned times (what the steps should take on the host; the build's from the
-# rehearsal's CPU time, the GPU steps' from the budget they were sized to) plus --reserve
-# seconds (default 120, a margin for what runs around the command) must fit the deadline,
-# and so must the steps up to the last figure with every GPU figure at its full cap.
+# rehearsal's CPU time, the GPU steps' guesses until a GPU run measures them) must fit the
+# deadline, and the steps up to the last figure with every GPU figure at its full cap plus
+# --reserve seconds (default 120, a margin for what runs around the command) must fit it
+# too; whether everything fits with the reserve is printed as well (gpu_figures.py plan).
 #
 # Steps (phase, kind, cap s, planned s); kind says how a rehearsal's time moves to the host:
 # parallel = CPU time spread over the host's cores, serial = about the same there, gpu = a CPU
@@ -46,7 +47,8 @@
 #                                                memory; in a rehearsal: the namespace has no network
 #   build   unpack           serial   120   30   the carried .debs into build-gpu/prefix (dpkg -x)
 #   build   configure        serial    90   20   CMake; fails unless the GPU path is compiled
-#   build   build            parallel 300  100   the targets (Ninja, every core)
+#   build   build            parallel 300  175   the targets (Ninja, every core; the cold rehearsal
+#                                                of 2026-12-02: 2092 CPU-s, over 16 cores at 75%)
 #   figures preprocess       serial    60    5   WikiText-2 test split into shards of 128 and 512
 #   figures bench-128        gpu       60   30   variant_step_bench, BERT-Base, bf16, seq 128 x 64:
 #                                                tokens/s, MFU, TUPE-R / BERT-A, SDPA pinned and default
@@ -92,7 +94,7 @@ plan_table="
 build preflight serial 30 5
 build unpack serial 120 30
 build configure serial 90 20
-build build parallel 300 100
+build build parallel 300 175
 figures preprocess serial 60 5
 figures bench-128 gpu 60 30
 figures pretrain-tupe-r gpu 45 25
