@@ -7,7 +7,7 @@
 //   bf16: amx_bf16 1024, avx512_bf16 128, else as fp32 (bf16 products then run as fp32 FMAs).
 // Each factor is an upper bound (SMT siblings counted as cores, the boost clock, two pipes), so
 // the MFU it gives is never above 100%; it is a ceiling, not what a GEMM reaches (about 60% of
-// it for fp32 on an AMD EPYC here, bench/RESULTS.md "MFU on CPU").
+// it for fp32 on an AMD EPYC here, bench/RESULTS.md "The CPU MFU peak from the CPU's own figures").
 #pragma once
 #include <string>
 
