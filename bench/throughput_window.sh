@@ -15,7 +15,7 @@ work="$(mktemp -d "${TMPDIR:-/tmp}/tupe-window.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 # shellcheck disable=SC1091
 source "${TUPE_CACHE:-$HOME/.cache/tupe}/env.sh"
-"$tupe" preprocess --config "$here/configs/tiny.ini" --input "$data/text/wikitext-2/wiki.valid.raw" \
+"$tupe" preprocess --config "$here/configs/tiny.ini" --input "$data/text/wikitext-2/wiki.test.raw" \
   --tokenizer.vocab "$data/vocab/bert-base-uncased-vocab.txt" --output "$work/shards" --quiet
 run() {  # NAME EVAL_EVERY
   "$tupe" pretrain --config "$here/configs/tiny.ini" --resume none --data.train_shards "$work/shards" \
