@@ -37,6 +37,12 @@ TEST(CpuPeak, ThreadsTimesClockTimesFlopsPerCycle) {
   EXPECT_DOUBLE_EQ(two.tflops, 2 * 2.5e9 * 32 / 1e12);
   EXPECT_EQ(two.source, "CPU figures: 2 thread(s) x 2.5 GHz x 32 fp32 FLOP/cycle (avx2+fma; Test CPU)");
   EXPECT_DOUBLE_EQ(cpu_peak(f, 16, "fp32").tflops, 4 * 2.5e9 * 32 / 1e12);  // capped at the CPUs allowed
+  f.reported_clock_ghz = 2.45;  // a VM's nominal clock, below the boost the probe measured
+  f.measured_clock_ghz = f.clock_ghz = 2.8;
+  EXPECT_DOUBLE_EQ(cpu_peak(f, 1, "fp32").tflops, 2.8e9 * 32 / 1e12);
+  EXPECT_EQ(cpu_peak(f, 1, "fp32").source,
+            "CPU figures: 1 thread(s) x 2.8 GHz (measured; /proc/cpuinfo says 2.45) x 32 fp32 FLOP/cycle (avx2+fma; Test CPU)");
+  f.reported_clock_ghz = f.measured_clock_ghz = 0;
   f.clock_ghz = 0;
   const PeakFigure unknown = cpu_peak(f, 2, "fp32");
   EXPECT_LE(unknown.tflops, 0);
@@ -62,6 +68,10 @@ TEST(CpuPeak, ThisMachinesPeakBoundsWhatAtMmReaches) {
   const CpuFacts facts = cpu_facts();
   ASSERT_GT(facts.clock_ghz, 0) << "no CPU clock on this machine";
   ASSERT_GT(facts.cpus, 0);
+  // The probe reads a real core clock: above any CPU's idle floor, below any shipped boost.
+  EXPECT_GT(facts.measured_clock_ghz, 0.4);
+  EXPECT_LT(facts.measured_clock_ghz, 7.0);
+  EXPECT_GE(facts.clock_ghz, facts.reported_clock_ghz);
   const int threads = at::get_num_threads();
   const double fp32 = best_gemm_tflops(at::kFloat, 1024, 5), bf16 = best_gemm_tflops(at::kBFloat16, 256, 3);
   const PeakFigure p32 = cpu_peak(facts, threads, "fp32"), p16 = cpu_peak(facts, threads, "bf16");

@@ -1,7 +1,9 @@
-// The CPU's peak for MFU, from the CPU's own figures, with no measurement at start-up:
+// The CPU's peak for MFU, from the CPU's own figures and a 5 ms clock probe (no GEMM timed):
 //   peak FLOP/s = threads x clock x FLOPs per cycle per thread,
 // threads = this rank's intra-op threads (capped at the CPUs it may run on), clock = the
-// highest of /proc/cpuinfo's "cpu MHz" and cpufreq's cpuinfo_max_freq, and FLOPs per cycle
+// highest of /proc/cpuinfo's "cpu MHz", cpufreq's cpuinfo_max_freq and the clock measured by
+// a chain of dependent adds (a VM's /proc/cpuinfo shows the nominal clock, 2.45 GHz on the CI's
+// AMD EPYC, while the core boosts: at::mm there reached 115% of a peak at 2.45 GHz), and FLOPs per cycle
 // from the ISA flags, counting two vector FMA pipes per core (the most any x86 core has):
 //   fp32: avx512f 64, avx2+fma 32, avx 16, sse2 8 (aarch64: asimd 16);
 //   bf16: amx_bf16 1024, avx512_bf16 128, else as fp32 (bf16 products then run as fp32 FMAs).
@@ -24,11 +26,18 @@ struct CpuFacts {
   std::string model = "unknown CPU";  ///< /proc/cpuinfo "model name"
   std::string flags;                  ///< /proc/cpuinfo "flags" (x86) or "Features" (aarch64), space-separated
   double clock_ghz = 0;               ///< highest known clock, GHz; <= 0: unknown
+  double reported_clock_ghz = 0;      ///< what /proc/cpuinfo and cpufreq say, GHz; 0: nothing
+  double measured_clock_ghz = 0;      ///< measured_clock_ghz() at cpu_facts() time, GHz
   int cpus = 0;                       ///< CPUs this process may run on (sched_getaffinity); <= 0: unknown
 };
 
-/// This machine's CpuFacts (from /proc/cpuinfo, /sys/devices/system/cpu/cpu0/cpufreq and the
-/// affinity mask). Never throws; unknown fields keep their defaults.
+/// The clock this thread's core runs at now, GHz: the fastest of 16 timed chains of 2^20
+/// dependent register adds (one cycle each), about 5 ms in all. Never above the true clock: a
+/// round that is pre-empted or slowed only reads lower. Never throws.
+double measured_clock_ghz();
+
+/// This machine's CpuFacts (from /proc/cpuinfo, /sys/devices/system/cpu/cpu0/cpufreq, the
+/// clock probe above and the affinity mask). Never throws; unknown fields keep their defaults.
 CpuFacts cpu_facts();
 
 /// FLOPs per cycle per thread in `dtype` ("fp32" or "bf16") for these ISA flags, and the flags
