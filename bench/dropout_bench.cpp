@@ -1,5 +1,6 @@
-// Dropout forward + backward: at::dropout (the reference) vs model::dropout, side by side in
-// one process, alternating (run by hand, not a test).
+// Dropout forward + backward: at::dropout (the reference) vs model::dropout, with one seed per
+// call and keyed by sample (DropoutSampleKeys, one key per row of dim 0), side by side in one
+// process, alternating (run by hand, not a test).
 //   dropout_bench [--rounds 30] [--threads 1]
 // Shapes: attention probabilities (16, 4, 128, 128) and hidden states (16, 128, 256), fp32,
 // p = 0.1, as in bench/variant_step_bench's default sizes. Prints the median ms of each and
@@ -51,16 +52,24 @@ int main(int argc, char** argv) {
   const double p = 0.1;
   std::printf("dropout p = %.1f, fp32, %d thread(s), median of %d alternating rounds, forward + backward\n", p,
               threads, rounds);
-  std::printf("%-26s %14s %14s %8s\n", "shape", "at::dropout ms", "tupe ms", "ratio");
+  std::printf("%-20s %14s %9s %15s %7s %12s\n", "shape", "at::dropout ms", "tupe ms", "tupe keyed ms", "ratio",
+              "keyed/tupe");
   for (const std::vector<int64_t>& shape : {std::vector<int64_t>{16, 4, 128, 128}, std::vector<int64_t>{16, 128, 256}}) {
-    std::vector<double> ref, ours;
+    std::vector<double> ref, ours, keyed;
+    std::vector<int64_t> samples(static_cast<size_t>(shape[0]));
+    for (size_t b = 0; b < samples.size(); ++b) samples[b] = static_cast<int64_t>(1000 + 7 * b);
     for (int r = 0; r < rounds; ++r) {
       ref.push_back(time_once(shape, [&](const at::Tensor& x) { return at::dropout(x, p, true); }));
       ours.push_back(time_once(shape, [&](const at::Tensor& x) { return tupe::model::dropout(x, p, true); }));
+      keyed.push_back(time_once(shape, [&](const at::Tensor& x) {
+        const tupe::model::DropoutSampleKeys keys(static_cast<uint64_t>(r), samples);
+        return tupe::model::dropout(x, p, true);
+      }));
     }
     char name[64];
     std::snprintf(name, sizeof name, "%s", at::IntArrayRef(shape).size() == 4 ? "(16, 4, 128, 128)" : "(16, 128, 256)");
-    std::printf("%-26s %14.2f %14.2f %7.1fx\n", name, median(ref), median(ours), median(ref) / median(ours));
+    std::printf("%-20s %14.2f %9.2f %15.2f %6.1fx %11.3f\n", name, median(ref), median(ours), median(keyed),
+                median(ref) / median(ours), median(keyed) / median(ours));
   }
   return 0;
 }

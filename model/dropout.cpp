@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "common/error.h"
+#include "common/mix64.h"
 
 namespace tupe::model {
 
@@ -90,11 +91,19 @@ uint64_t draw_seed() {
   return gen.get<at::CPUGeneratorImpl>()->random64();
 }
 
+thread_local DropoutSampleKeys* t_sample_keys = nullptr;
+
 /// The CPU dropout as an autograd function: saves the 1-byte mask, not a float noise tensor.
 struct CpuDropout : public torch::autograd::Function<CpuDropout> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, double p) {
     const at::Tensor in = x.contiguous();
-    at::Tensor mask = dropout_keep_mask(in.numel(), p, draw_seed()).view(in.sizes());
+    DropoutSampleKeys* keys = DropoutSampleKeys::current();
+    TUPE_CHECK(keys == nullptr || in.numel() % keys->rows() == 0,
+               "dropout: an input of " << in.numel() << " elements " << in.sizes() << " is not " << keys->rows()
+                                       << " equal per-sample slices (sample-keyed dropout)");
+    at::Tensor mask = (keys != nullptr ? dropout_keep_mask_rows(in.numel(), p, keys->next_call_seeds())
+                                       : dropout_keep_mask(in.numel(), p, draw_seed()))
+                          .view(in.sizes());
     at::Tensor out = at::empty_like(in);
     const double scale = 1.0 / (1.0 - p);
     apply_mask(in, mask, scale, out);
@@ -121,6 +130,47 @@ at::Tensor dropout_keep_mask(int64_t numel, double p, uint64_t seed) {
   at::Tensor mask = at::empty({numel}, at::TensorOptions().dtype(at::kByte));
   fill_keep_mask(mask.data_ptr<uint8_t>(), numel, seed, keep_threshold(p));
   return mask;
+}
+
+at::Tensor dropout_keep_mask_rows(int64_t numel, double p, const std::vector<uint64_t>& row_seeds) {
+  TUPE_CHECK(p >= 0.0 && p < 1.0, "dropout: probability " << p << " is outside [0, 1)");
+  const int64_t rows = static_cast<int64_t>(row_seeds.size());
+  TUPE_CHECK(rows > 0 && numel % rows == 0,
+             "dropout: " << numel << " elements are not " << rows << " equal per-sample slices");
+  at::Tensor mask = at::empty({numel}, at::TensorOptions().dtype(at::kByte));
+  uint8_t* m = mask.data_ptr<uint8_t>();
+  const int64_t per_row = numel / rows;
+  const uint64_t threshold = keep_threshold(p);
+  // Tasks of the flat range, cut at row ends (a slice's index j restarts at 0) and, inside a
+  // row, at 2^32 boundaries (as fill_keep_mask).
+  at::parallel_for(0, numel, kGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end;) {
+      const int64_t row = i / per_row, j = i - row * per_row;
+      const int64_t row_end = std::min(end, (row + 1) * per_row);
+      const int64_t e = std::min(row_end, row * per_row + (((j >> 32) + 1) << 32));
+      keep_mask_kernel(m + i, j, j + (e - i), row_seeds[static_cast<size_t>(row)], threshold);
+      i = e;
+    }
+  });
+  return mask;
+}
+
+DropoutSampleKeys::DropoutSampleKeys(uint64_t step_key, std::vector<int64_t> sample_ids)
+    : step_key_(step_key), samples_(std::move(sample_ids)), outer_(t_sample_keys) {
+  TUPE_CHECK(!samples_.empty(), "sample-keyed dropout: no samples");
+  t_sample_keys = this;
+}
+
+DropoutSampleKeys::~DropoutSampleKeys() { t_sample_keys = outer_; }
+
+DropoutSampleKeys* DropoutSampleKeys::current() { return t_sample_keys; }
+
+std::vector<uint64_t> DropoutSampleKeys::next_call_seeds() {
+  std::vector<uint64_t> seeds(samples_.size());
+  const auto call = static_cast<uint64_t>(calls_++);
+  for (size_t b = 0; b < samples_.size(); ++b)
+    seeds[b] = hash_words({step_key_, call, static_cast<uint64_t>(samples_[b])});
+  return seeds;
 }
 
 at::Tensor dropout(const at::Tensor& x, double p, bool training) {

@@ -15,6 +15,10 @@ uint64_t step_seed(int64_t seed, int64_t step, int rank) {
                static_cast<uint64_t>(rank + 1) * 0x94D049BB133111EBULL);
 }
 
+uint64_t sample_dropout_key(int64_t seed, int64_t step) {
+  return hash_words({static_cast<uint64_t>(seed), 0x64726f70ULL, static_cast<uint64_t>(step)});
+}
+
 TrainStep::TrainStep(const checkpoint::NamedTensors& params, dist::Communicator& comm, const c10::Device& device,
                      const TrainStepOptions& options)
     : device_(device),

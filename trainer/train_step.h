@@ -7,7 +7,8 @@
 // Step t (1-based) on rank r of W, with k_r >= 0 micro-batches on this rank (k_r may differ
 // between ranks; 0 = a rank without examples in this step):
 //   1. dropout RNG seeded with step_seed(seed, t, r): a pure function of the step, so a
-//      resumed run draws exactly what the straight run drew;
+//      resumed run draws exactly what the straight run drew (pre-training keys its CPU
+//      dropout by sample instead, sample_dropout_key: trainer/pretrain/step.h);
 //   2. for m = 0 .. k_r - 1: (l_m, n_m) = loss(m), the summed loss of micro-batch m and its
 //      count (masked tokens, examples); backward of S * l_m (S = fp16 loss scale, else 1);
 //      gradients accumulate in the flat DDP buffer; before the last backward the rank's
@@ -49,6 +50,10 @@ namespace tupe::trainer {
 /// The dropout seed of step `step` on rank `rank`: the SplitMix64 finaliser (common/mix64.h)
 /// of seed * kGoldenGamma ^ step * 0xBF58476D1CE4E5B9 ^ (rank + 1) * 0x94D049BB133111EB.
 uint64_t step_seed(int64_t seed, int64_t step, int rank);
+
+/// The key of step `step`'s sample-keyed dropout (model/dropout.h DropoutSampleKeys), the same
+/// on every rank: hash_words({seed, 0x64726f70 ("drop"), step}) (common/mix64.h).
+uint64_t sample_dropout_key(int64_t seed, int64_t step);
 
 /// What differs between the jobs' steps.
 struct TrainStepOptions {
@@ -114,6 +119,8 @@ class TrainStep {
   void load_state(const TrainStepState& state);
   /// Optimizer steps completed (no host sync).
   int64_t step() const { return step_; }
+  /// The base of the dropout seeds (TrainStepOptions::seed).
+  int64_t seed() const { return seed_; }
 
   /// The device of the parameters, gradients and loss.
   const c10::Device& device() const { return device_; }

@@ -5,7 +5,10 @@
 //     mask; the same at::manual_seed gives the same mask, for any thread count;
 //   - eval mode and p = 0 are the identity; bf16 and double work; bad p is an error;
 //   - explicit_attention (CPU training) equals PyTorch's SDPA (eval mode) in float64, in the
-//     forward and in every parameter gradient, for all four variants.
+//     forward and in every parameter gradient, for all four variants;
+//   - under DropoutSampleKeys, slice b of call c is dropout_keep_mask(numel / B, p,
+//     hash_words({key, c, g_b})); so a training forward of TUPE-R / BERT-A gives each sample
+//     the same output whatever micro-batch it is in and in which row, and its gradient too.
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
@@ -14,6 +17,7 @@
 #include <cmath>
 
 #include "common/error.h"
+#include "common/mix64.h"
 #include "model/dropout.h"
 #include "model/tupe_bert.h"
 #include "tests/model/model_test_util.h"
@@ -97,6 +101,86 @@ TEST(Dropout, IdentityOutsideTrainingOtherDtypesAndBadProbability) {
   Dropout module(0.5);
   module->eval();
   EXPECT_TRUE(module(x).is_same(x));
+}
+
+TEST(SampleKeyedDropout, EachSliceIsItsOwnSeedsMaskAndCallsDiffer) {
+  const double p = 0.25;
+  const uint64_t key = 0xFEEDFACE12345678ull;
+  const std::vector<int64_t> ids{7, 1000003, 42};
+  const int64_t per_row = 5 * 300;  // e.g. (L, d) = (5, 300) per sample
+  at::Tensor x = (at::rand({3, 5, 300}) + 0.5).requires_grad_(true);
+  at::Tensor y0, y1;
+  {
+    DropoutSampleKeys keys(key, ids);
+    y0 = model::dropout(x, p, true);
+    y1 = model::dropout(x, p, true);  // call 1: other masks
+    EXPECT_THROW(model::dropout(at::ones({7}), p, true), Error);  // 7 elements are not 3 equal slices
+  }
+  EXPECT_EQ(DropoutSampleKeys::current(), nullptr);
+  for (int c = 0; c < 2; ++c) {
+    const at::Tensor y = (c == 0 ? y0 : y1).detach().reshape({3, per_row});
+    for (int64_t b = 0; b < 3; ++b) {
+      const uint64_t seed = hash_words({key, static_cast<uint64_t>(c), static_cast<uint64_t>(ids[b])});
+      const at::Tensor want = dropout_keep_mask(per_row, p, seed).to(at::kBool);
+      EXPECT_TRUE(at::equal(y[b] != 0, want)) << "call " << c << ", row " << b;
+    }
+  }
+  EXPECT_FALSE(at::equal(y0, y1));
+  // The gradient takes the forward's mask.
+  y0.sum().backward();
+  EXPECT_TRUE(at::equal(x.grad() != 0, y0.detach() != 0));
+  // Rows, not positions: the same samples in another order give the same slices, reordered.
+  DropoutSampleKeys reordered(key, {ids[2], ids[0], ids[1]});
+  const at::Tensor z = model::dropout(x.detach().index_select(0, at::tensor({2, 0, 1})), p, true);
+  EXPECT_TRUE(at::equal(z, y0.detach().index_select(0, at::tensor({2, 0, 1}))));
+  EXPECT_THROW(DropoutSampleKeys(key, {}), Error);
+}
+
+TEST(SampleKeyedDropout, ASamplesTrainingForwardAndGradientDoNotDependOnItsMicroBatch) {
+  for (auto pe : {PositionEncoding::kTupeRelative, PositionEncoding::kBertAbsolute}) {
+    SCOPED_TRACE(to_string(pe));
+    at::manual_seed(5);
+    auto cfg = testing::small_config(pe, pe == PositionEncoding::kTupeRelative, 16, 4);
+    cfg.hidden_dropout = cfg.attention_dropout = 0.3;
+    TupeBert net(cfg);
+    net->to(at::kDouble);
+    testing::randomize(*net, 0.4);
+    net->train(true);
+    const int64_t L = 9;
+    const at::Tensor ids = at::randint(cfg.vocab_size, {4, L}, at::kLong), mask = at::ones({4, L}, at::kLong);
+    const std::vector<int64_t> samples{11, 3, 250, 8};
+    const uint64_t key = 99;
+    // Logits at every position of each row, and every parameter's gradient of their sum.
+    auto run = [&](const std::vector<int64_t>& rows) {
+      const at::Tensor r = at::tensor(rows, at::kLong);
+      std::vector<int64_t> g;
+      for (int64_t i : rows) g.push_back(samples[static_cast<size_t>(i)]);
+      const DropoutSampleKeys keys(key, g);
+      net->zero_grad();
+      const auto n = static_cast<int64_t>(rows.size());
+      const at::Tensor out =
+          net->mlm_logits(ids.index_select(0, r), mask.index_select(0, r), {}, at::arange(n * L, at::kLong));
+      out.sum().backward();
+      std::vector<at::Tensor> grads;
+      for (auto& q : net->parameters()) grads.push_back(q.grad().defined() ? q.grad().clone() : at::zeros_like(q));
+      return std::make_pair(out.detach().view({n, L, -1}), grads);
+    };
+    const auto [all, g_all] = run({0, 1, 2, 3});
+    const auto [first, g_first] = run({0, 1});
+    const auto [last, g_last] = run({3, 2});  // other rows, other micro-batch size
+    EXPECT_LT((all.narrow(0, 0, 2) - first).abs().max().item<double>(), 1e-12);
+    EXPECT_LT((all[3] - last[0]).abs().max().item<double>(), 1e-12);
+    EXPECT_LT((all[2] - last[1]).abs().max().item<double>(), 1e-12);
+    // The loss is a sum over samples: the two micro-batches' gradients add up to the batch's.
+    for (size_t i = 0; i < g_all.size(); ++i) {
+      const double scale = std::max(1.0, g_all[i].abs().max().item<double>());
+      EXPECT_LT((g_all[i] - g_first[i] - g_last[i]).abs().max().item<double>(), 1e-10 * scale) << "parameter " << i;
+    }
+    // Another step key draws other masks (so the check above is not of a dropout that is off).
+    const DropoutSampleKeys other(key + 1, samples);
+    const at::Tensor again = net->mlm_logits(ids, mask, {}, at::arange(4 * L, at::kLong)).detach().view({4, L, -1});
+    EXPECT_GT((again - all).abs().max().item<double>(), 1e-3);
+  }
 }
 
 TEST(Attention, CpuTrainingPathEqualsSdpaForwardAndGradientsInFloat64) {

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include "common/error.h"
+#include "model/dropout.h"
 #include "trainer/autocast.h"
 
 namespace tupe::pretrain {
@@ -35,12 +36,20 @@ trainer::StepResult run_mlm_step(trainer::TrainStep& step, model::TupeBertImpl& 
              "step: " << plan.accumulation << " micro-batches of " << plan.micro_batch << " rows do not make this rank's "
                       << batch.rows() << " rows");
   const c10::Device device = step.device();
+  const uint64_t dropout_key = trainer::sample_dropout_key(step.seed(), step.step() + 1);
   const auto micro_loss = [&](int64_t m) {
     // Sliced on the host (no device-side index arithmetic), then one copy per tensor.
-    const data_pipeline::MlmBatch mb = data_pipeline::to_device(
+    const data_pipeline::MlmBatch host =
         plan.accumulation == 1 ? batch
-                               : data_pipeline::slice_rows(batch, m * plan.micro_batch, (m + 1) * plan.micro_batch),
-        device);
+                               : data_pipeline::slice_rows(batch, m * plan.micro_batch, (m + 1) * plan.micro_batch);
+    const data_pipeline::MlmBatch mb = data_pipeline::to_device(host, device);
+    // Dropout keyed by (step, sample), not by rank: any world size draws the same masks.
+    TUPE_CHECK(host.sample_indices.defined() && host.sample_indices.numel() == host.rows(),
+               "step: micro-batch " << m << " does not carry the global sample index of each of its " << host.rows()
+                                    << " rows");
+    const at::Tensor ids = host.sample_indices.contiguous();
+    const model::DropoutSampleKeys keys(
+        dropout_key, std::vector<int64_t>(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + ids.numel()));
     return trainer::MicroBatchLoss{masked_lm_loss_sum(net, mb, amp, device), mb.masked_positions.numel()};
   };
   return step.run(plan.accumulation, micro_loss, times, hook);

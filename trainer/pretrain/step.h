@@ -4,8 +4,11 @@
 //   l_m = sum over its masked tokens of CE(logits, original id)
 // (forward under autocast, the cross-entropy in fp32), with its count, the micro-batch's
 // masked tokens; the step divides by their sum over ranks, the masked tokens of the GLOBAL
-// batch (what the loader reports as MlmBatch::global_masked_count). What the job runs per
-// optimizer step, and what bench/step_profile measures.
+// batch (what the loader reports as MlmBatch::global_masked_count). Each micro-batch's
+// forward runs under model::DropoutSampleKeys(sample_dropout_key(train.seed, t), its rows'
+// global sample indices): a sample's dropout masks at step t are the same on every world
+// size and micro-batch split (on the CPU; model/dropout.h). What the job runs per optimizer
+// step, and what bench/step_profile measures.
 #pragma once
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
@@ -29,7 +32,7 @@ at::Tensor masked_lm_loss_sum(model::TupeBertImpl& net, const data_pipeline::Mlm
 
 /// One pre-training step of `step` on this rank's host batch, in plan.accumulation
 /// micro-batches of plan.micro_batch rows. `times`/`hook` as TrainStep::run. Throws
-/// tupe::Error from the step.
+/// tupe::Error from the step, or for a batch without sample_indices.
 trainer::StepResult run_mlm_step(trainer::TrainStep& step, model::TupeBertImpl& net,
                                  const data_pipeline::MlmBatch& batch, const BatchPlan& plan, at::ScalarType amp,
                                  trainer::StepTimes* times = nullptr, const trainer::StepPhaseHook& hook = {});
