@@ -123,13 +123,17 @@ def pretraining(work):
     debug = [l for l in (second.stdout + second.stderr).splitlines() if "effective config, " in l and "set: " in l]
     check(len(debug) == 1 and "tokenizer.lower_case=false" in debug[0] and "model.vocab_size=28996" in debug[0],
           f"--log-level debug lists the keys set: {debug[:1]}")
-    # The MFU peak: the CPU's own figures, the same in both runs, nothing cached.
+    # The MFU peak: the CPU's own figures, nothing cached; the same threads and ISA in both
+    # runs, the clock (measured, rounded up to 0.25 GHz: the boost moves with the load) within 10%.
     recs = [[r for r in read_jsonl(os.path.join(d, "metrics", "rank_0.jsonl")) if "loss" in r]
             for d in (os.path.join(work, "ckpt"), deep)]
     check(all(len(r) == 3 for r in recs), "3 log records per run")
     p1, p2 = recs[0][0]["mfu_peak_tflops"], recs[1][0]["mfu_peak_tflops"]
     s1, s2 = recs[0][0]["mfu_peak_source"], recs[1][0]["mfu_peak_source"]
-    check(p1 > 0 and p1 == p2 and s1 == s2, f"the same MFU peak in both runs: {p1} and {p2} TFLOP/s")
+    same_figures = s1.split(" GHz")[0].split(" x ")[0] == s2.split(" GHz")[0].split(" x ")[0] and \
+        s1.split(" FLOP/cycle")[0].split(" x ")[-1] == s2.split(" FLOP/cycle")[0].split(" x ")[-1]
+    check(p1 > 0 and abs(p1 - p2) <= 0.1 * max(p1, p2) and same_figures,
+          f"the same MFU peak in both runs, up to the clock: {p1} ({s1}) and {p2} ({s2}) TFLOP/s")
     check(s1.startswith("CPU figures: 1 thread(s) x ") and " fp32 FLOP/cycle (" in s1, f"its source: {s1}")
     check(all(r["mfu_peak_tflops"] == p1 and 0 < r["mfu"] <= 1 for rs in recs for r in rs),
           "every record: the peak and an MFU in (0, 1]")

@@ -27,7 +27,7 @@ struct CpuFacts {
   std::string flags;                  ///< /proc/cpuinfo "flags" (x86) or "Features" (aarch64), space-separated
   double clock_ghz = 0;               ///< highest known clock, GHz; <= 0: unknown
   double reported_clock_ghz = 0;      ///< what /proc/cpuinfo and cpufreq say, GHz; 0: nothing
-  double measured_clock_ghz = 0;      ///< measured_clock_ghz() at cpu_facts() time, GHz
+  double measured_clock_ghz = 0;      ///< measured_clock_ghz() at cpu_facts() time, rounded up to 0.25 GHz
   int cpus = 0;                       ///< CPUs this process may run on (sched_getaffinity); <= 0: unknown
 };
 
