@@ -8,7 +8,7 @@
 //   fp32: avx512f 64, avx2+fma 32, avx 16, sse2 8 (aarch64: asimd 16);
 //   bf16: amx_bf16 1024, avx512_bf16 128, else as fp32 (bf16 products then run as fp32 FMAs).
 // Each factor is an upper bound (SMT siblings counted as cores, the boost clock, two pipes), so
-// the MFU it gives is never above 100%; it is a ceiling, not what a GEMM reaches (about 60% of
+// the MFU it gives is never above 100%; it is a ceiling, not what a GEMM reaches (about 40% of
 // it for fp32 on an AMD EPYC here, bench/RESULTS.md "The CPU MFU peak from the CPU's own figures").
 #pragma once
 #include <string>
