@@ -324,9 +324,17 @@ CheckpointContents CheckpointStore::load(const fs::path& checkpoint_dir, Hashes 
   return out;
 }
 
+bool CheckpointStore::is_checkpoint_folder(const fs::path& path) {
+  std::error_code ec;
+  return fs::is_directory(path, ec) && fs::exists(path / kManifestFile, ec);
+}
+
 fs::path CheckpointStore::resolve(const fs::path& path) {
   TUPE_CHECK(!path.empty(), "checkpoint: no path given");
   std::error_code ec;
+  TUPE_CHECK(!fs::exists(path, ec) || fs::is_directory(path, ec),
+             path.string() << ": a file, not a checkpoint folder (give a step_<N> folder, or the folder that holds "
+                              "them)");
   TUPE_CHECK(fs::is_directory(path, ec), path.string() << ": no such checkpoint folder");
   if (fs::exists(path / kManifestFile, ec)) return path;
   const auto newest = latest(path);
@@ -349,12 +357,13 @@ std::optional<fs::path> CheckpointStore::latest(const fs::path& dir) {
   return std::nullopt;
 }
 
-std::optional<LoadedCheckpoint> CheckpointStore::load_latest(const fs::path& dir, std::vector<std::string>* skipped) {
+std::optional<LoadedCheckpoint> CheckpointStore::load_latest(const fs::path& dir, std::vector<std::string>* skipped,
+                                                             Hashes hashes) {
   // A save renames a whole .tmp- folder into place, so a step_<N> folder that is not whole
   // was damaged afterwards: it is reported like any other load failure.
   for (const auto& [step, path] : checkpoint_candidates(dir)) {
     try {
-      return LoadedCheckpoint{path, load(path)};
+      return LoadedCheckpoint{path, load(path, hashes)};
     } catch (const Error& e) {
       if (skipped) skipped->push_back(e.what());
     }

@@ -86,7 +86,8 @@ class CheckpointStore {
 
   /// A checkpoint folder from a user's path: `path` itself when it holds manifest.json, else
   /// the newest whole step_<N> folder under it. Throws tupe::Error "<path>: no such
-  /// checkpoint folder" / "<path>: holds no whole checkpoint ...".
+  /// checkpoint folder" / "<path>: a file, not a checkpoint folder ..." / "<path>: holds no
+  /// whole checkpoint ...".
   static std::filesystem::path resolve(const std::filesystem::path& path);
 
   /// The newest whole checkpoint folder under `dir`, or nullopt (no folder, or none whole).
@@ -97,9 +98,13 @@ class CheckpointStore {
   /// older ones after a failure; nullopt when none loads (or there is none). Saves are
   /// atomic, so every step_<N> folder that fails (manifest, sizes, SHA-256, contents) was
   /// damaged after its save: each one's one-line error is appended to `skipped` (may be
-  /// null).
+  /// null). `hashes` as load() (kSkip: damage that keeps the sizes goes unseen).
   static std::optional<LoadedCheckpoint> load_latest(const std::filesystem::path& dir,
-                                                     std::vector<std::string>* skipped);
+                                                     std::vector<std::string>* skipped,
+                                                     Hashes hashes = Hashes::kVerify);
+
+  /// Whether `path` is a checkpoint folder itself (it holds manifest.json), not a folder of them.
+  static bool is_checkpoint_folder(const std::filesystem::path& path);
 
   /// Steps of the whole checkpoints under `dir`, ascending.
   static std::vector<int64_t> whole_steps(const std::filesystem::path& dir);

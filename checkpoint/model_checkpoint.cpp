@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include "common/error.h"
+#include "common/log.h"
 
 namespace tupe::checkpoint {
 
@@ -19,8 +20,19 @@ std::string saved_value(const KeyValues& config, const std::string& key) {
 
 ModelCheckpoint read_model_checkpoint(const std::filesystem::path& path, CheckpointStore::Hashes hashes) {
   ModelCheckpoint out;
-  out.dir = CheckpointStore::resolve(path);
-  out.contents = CheckpointStore::load(out.dir, hashes);
+  const std::filesystem::path chosen = CheckpointStore::resolve(path);  // throws for no checkpoint at all
+  if (CheckpointStore::is_checkpoint_folder(path)) {
+    out.dir = chosen;
+    out.contents = CheckpointStore::load(out.dir, hashes);
+  } else {  // a folder of checkpoints: the newest that loads, each damaged newer one named
+    std::vector<std::string> skipped;
+    std::optional<LoadedCheckpoint> loaded = CheckpointStore::load_latest(path, &skipped, hashes);
+    TUPE_CHECK(loaded, path.string() << ": none of the " << skipped.size()
+                                     << " checkpoint(s) loads (newest: " << skipped.front() << ")");
+    for (const auto& why : skipped) log::warn("skipping a damaged checkpoint: " + why);
+    out.dir = loaded->dir;
+    out.contents = std::move(loaded->contents);
+  }
   const KeyValues& saved = out.contents.state.config;
   out.config = model::model_config_from_saved(saved, (out.dir / "trainer_state.json").string());
   for (const auto& [name, tensor] : out.contents.model) {

@@ -49,8 +49,9 @@ struct ModelCheckpoint {
   std::string weights_file() const { return (dir / "model.safetensors").string(); }
 };
 
-/// Reads `path`: a step_<N> folder, or a folder holding them (the newest whole one:
-/// CheckpointStore::resolve), through CheckpointStore::load with `hashes`. Throws ONE-line
+/// Reads `path`: a step_<N> folder, or a folder holding them (the newest one that loads, as
+/// `pretrain --resume auto`: each damaged newer one gets the warning "skipping a damaged
+/// checkpoint: <why>"), through CheckpointStore::load with `hashes`. Throws ONE-line
 /// tupe::Error naming the folder or file and the cause (no checkpoint, bad manifest,
 /// damaged file, a model key missing, neither an MLM head nor a sentence head).
 ModelCheckpoint read_model_checkpoint(const std::filesystem::path& path,

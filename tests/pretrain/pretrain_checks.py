@@ -286,6 +286,7 @@ def check_crash(work):
     err = error_lines(p)
     if p.returncode == 0 or len(err) != 1 or "model.safetensors: SHA-256" not in err[0] or "damaged checkpoint" not in err[0]:
         sys.exit(f"FAILED: --resume PATH took a damaged checkpoint or said nothing useful:\n{p.stdout[-1000:]}\n{p.stderr[-1000:]}")
+    check_damaged_newest_readers(work, ck)
     p = mpirun(2, pretrain_args(work, ck, **{"train.max_steps": 30}) + ["--resume", "auto"])
     # The skip is a warning (stderr, rank-tagged under 2 ranks): it survives --log-level warn.
     if ("tupe: rank 0: warning: resume auto: skipping a damaged checkpoint" not in p.stderr
@@ -331,6 +332,41 @@ def check_crash(work):
         sys.exit(f"FAILED: an unusable checkpoint.dir was not refused before step 1:\n{p.stderr[-1500:]}")
     print("crash OK: previous checkpoint taken after a crash and after a damaged file; damaged folders reported;"
           " unsafe fresh starts refused")
+
+
+def check_damaged_newest_readers(work, ck):
+    """With the newest checkpoint under `ck` (step 20) damaged after its save, export, predict
+    and finetune given the folder take step 10 and warn, in pretrain --resume auto's words,
+    naming the damaged file; a checkpoint path that is a file is called a file."""
+    damaged = "skipping a damaged checkpoint: " + os.path.join(ck, "step_00000020", "model.safetensors") + ": SHA-256"
+    hf = os.path.join(work, "hf_from_damaged")
+    shutil.rmtree(hf, ignore_errors=True)
+    p = mpirun(1, ["export", "--checkpoint", ck, "--output", hf])
+    if damaged not in p.stderr or "step_00000010" not in p.stdout + p.stderr:
+        sys.exit(f"FAILED: export did not warn of the damaged step 20 and take step 10:\n{p.stdout[-1500:]}\n{p.stderr[-1500:]}")
+    lines = os.path.join(work, "fill.txt")
+    open(lines, "w").write("the [MASK] of the city .\n")
+    p = mpirun(1, ["predict", "--checkpoint", ck, "--mode", "fill-mask", "--input", lines, "--output",
+                   os.path.join(work, "fill.jsonl")])
+    if damaged not in p.stderr:
+        sys.exit(f"FAILED: predict did not warn of the damaged step 20:\n{p.stdout[-1500:]}\n{p.stderr[-1500:]}")
+    glue = os.path.join(work, "glue_from_damaged")
+    shutil.rmtree(glue, ignore_errors=True)
+    p = mpirun(2, ["finetune", "--config", os.path.join(SRC, "configs", "glue", "tiny.ini"), "--finetune.checkpoint", ck,
+                   "--finetune.data_dir", os.path.join(DATA, "glue"), "--finetune.output_dir", glue,
+                   "--finetune.train_rows", "64", "--finetune.epochs", "1", "--finetune.predict_test", "false",
+                   "--finetune.save_model", "false"])
+    if damaged not in p.stderr or p.stderr.count("skipping a damaged checkpoint") != 1:
+        sys.exit(f"FAILED: finetune on 2 ranks did not warn once of the damaged step 20:\n{p.stdout[-1500:]}\n"
+                 f"{p.stderr[-1500:]}")
+    results = json.load(open(os.path.join(glue, "results.json")))
+    if "step_00000010" not in json.dumps(results):
+        sys.exit(f"FAILED: finetune's results.json does not name step_00000010: {json.dumps(results)[:800]}")
+    p = mpirun(1, ["export", "--checkpoint", os.path.join(ck, "step_00000010", "manifest.json"), "--output", hf + "2"],
+               check=False)
+    if p.returncode == 0 or "a file, not a checkpoint folder" not in p.stderr:
+        sys.exit(f"FAILED: a checkpoint path that is a file:\n{p.stderr[-1000:]}")
+    print("export, predict and finetune skip the damaged newest checkpoint with the warning, and take step 10")
 
 
 def check_signal(work):

@@ -106,8 +106,9 @@ void load_encoder_once_hashed(FinetuneJob& job) {
   }
   error = dist::first_error(job.env, error);
   if (!error.empty()) throw AgreedError(error);  // every rank holds rank 0's message
-  if (!job.encoder)
-    job.encoder = checkpoint::read_model_checkpoint(job.cfg.checkpoint, checkpoint::CheckpointStore::Hashes::kSkip);
+  // The step_<N> folder rank 0 verified (it may have skipped a damaged newer one).
+  const std::string chosen = dist::broadcast_string(job.env, job.encoder ? job.encoder->dir.string() : "");
+  if (!job.encoder) job.encoder = checkpoint::read_model_checkpoint(chosen, checkpoint::CheckpointStore::Hashes::kSkip);
 }
 
 /// The tokenizer checked against the checkpoint, the model config with the fine-tuning

@@ -3,9 +3,10 @@
 //
 // What a checkpoint restores: weights, optimizer state (fp32 master weights and moments),
 // the loss scaler, the step and LR-scheduler step, and the data position (epoch, consumed
-// samples). Random-number generator states are not saved or restored: every step reseeds
-// dropout from (train.seed, step, rank) and masks are a pure function of (data.seed, epoch,
-// sample), so a resumed run draws exactly what the straight run drew without them
+// samples). Random-number generator states are not saved or restored: every step keys
+// dropout by (train.seed, step, sample) (on CUDA: reseeds it from (train.seed, step, rank))
+// and masks are a pure function of (data.seed, epoch, sample), so a resumed run draws exactly
+// what the straight run drew without them
 // (an "rng" entry of older checkpoints is ignored: docs/formats.md "Version notes").
 #include <sstream>
 
