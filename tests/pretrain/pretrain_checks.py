@@ -272,6 +272,12 @@ def check_crash(work):
     p = mpirun(1, pretrain_args(work, ck, **{"train.max_steps": 20}) + ["--resume", "auto"])
     if "resumed from" not in p.stdout or "step_00000010" not in p.stdout:
         sys.exit(f"FAILED: --resume auto did not take step 10:\n{p.stdout[-2000:]}")
+    # The crashed run logged steps 11-20 before dying; the resume from step 10 logged them
+    # again: the metrics hold each step once (the abandoned records dropped at the resume).
+    steps = [json.loads(line)["step"] for line in open(os.path.join(ck, "metrics", "rank_0.jsonl"))
+             if '"loss"' in line]
+    if steps != list(range(1, 21)):
+        sys.exit(f"FAILED: after a crash and a resume from step 10 the metrics' steps are {steps}, want 1..20 once")
     # A file damaged after its save (same size, one byte changed): --resume PATH refuses it
     # naming the file; --resume auto falls back to the older checkpoint and says why.
     model = os.path.join(ck, "step_00000020", "model.safetensors")

@@ -14,11 +14,46 @@
 
 namespace tupe::pretrain {
 
-MetricsLog::MetricsLog(const std::string& dir, int rank, std::unique_ptr<metrics::EventFileWriter> tensorboard)
+namespace {
+
+/// Rewrites the JSONL at `path` without the records whose "step" is above `step` and without
+/// lines that do not parse (a record cut short by a crash); write to a temporary, then rename.
+void drop_records_after(const std::string& path, int64_t step) {
+  std::ifstream in(path);
+  if (!in) return;
+  std::string line, kept;
+  bool dropped = false;
+  while (std::getline(in, line)) {
+    const nlohmann::json r = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (r.is_discarded() || !r.is_object() || (r.contains("step") && r["step"].is_number_integer() &&
+                                                r["step"].get<int64_t>() > step)) {
+      dropped = true;
+      continue;
+    }
+    kept += line + '\n';
+  }
+  if (!dropped) return;
+  const std::string temp = path + ".tmp";
+  {
+    std::ofstream out(temp, std::ios::trunc);
+    out << kept;
+    out.flush();
+    TUPE_CHECK(out.good(), temp << ": cannot write the metrics file's kept records");
+  }
+  std::error_code ec;
+  std::filesystem::rename(temp, path, ec);
+  TUPE_CHECK(!ec, path << ": cannot replace with its kept records: " << ec.message());
+}
+
+}  // namespace
+
+MetricsLog::MetricsLog(const std::string& dir, int rank, std::unique_ptr<metrics::EventFileWriter> tensorboard,
+                       int64_t resumed_at)
     : tensorboard_(std::move(tensorboard)) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   path_ = (std::filesystem::path(dir) / ("rank_" + std::to_string(rank) + ".jsonl")).string();
+  if (resumed_at >= 0) drop_records_after(path_, resumed_at);
   out_.open(path_, std::ios::app);
   TUPE_CHECK(out_.good(), path_ << ": cannot open metrics file for writing");
 }

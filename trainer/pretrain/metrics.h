@@ -20,7 +20,12 @@ namespace tupe::pretrain {
 /// Throws tupe::Error "<file>: cannot open" when the folder is unwritable.
 class MetricsLog {
  public:
-  MetricsLog(const std::string& dir, int rank, std::unique_ptr<metrics::EventFileWriter> tensorboard = nullptr);
+  /// `resumed_at` >= 0: the run resumed from that step, so the records of an existing file
+  /// after it (steps a crashed or abandoned run logged past its last kept checkpoint, and a
+  /// line cut short by a crash) are dropped first (rewritten atomically), and each step
+  /// appears once. -1: a fresh start, appending.
+  MetricsLog(const std::string& dir, int rank, std::unique_ptr<metrics::EventFileWriter> tensorboard = nullptr,
+             int64_t resumed_at = -1);
   void write(const nlohmann::json& record);
   const std::string& path() const { return path_; }
   /// The event file, or nullptr when TensorBoard is off.

@@ -172,7 +172,8 @@ void start_loader(PretrainJob& job) {
   }
   const TrainOptions& t = job.cfg.train;
   job.metrics = std::make_unique<MetricsLog>(
-      t.metrics_dir.empty() ? job.cfg.checkpoint.dir + "/metrics" : t.metrics_dir, job.rank, open_tensorboard(job));
+      t.metrics_dir.empty() ? job.cfg.checkpoint.dir + "/metrics" : t.metrics_dir, job.rank, open_tensorboard(job),
+      job.resumed_state_file.empty() ? -1 : job.step->step());
   // The run's first record: which tupe runs, and from which step (docs/formats.md "Metrics").
   nlohmann::json build = nlohmann::json::object();
   for (const auto& [k, v] : build_info()) build[k] = v;
