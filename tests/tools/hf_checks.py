@@ -404,6 +404,21 @@ def tokenizers(work):
         a, c = tok("a b", add_special_tokens=False)["input_ids"], tok("c", add_special_tokens=False)["input_ids"]
         check(pair["input_ids"] == [sp["cls"], *a, sp["sep"], *c, sp["sep"]], "pairs: [CLS] A [SEP] B [SEP]")
         check(tok.mask_token_id == sp["mask"] and tok.pad_token_id == sp["pad"], "[MASK] and [PAD] ids")
+        # predict's fill-mask names each token by its vocabulary entry ("##ing", "▁the"), as
+        # transformers' convert_ids_to_tokens does.
+        lines_path, fill = os.path.join(work, "fill_lines.txt"), d + "_fill.jsonl"
+        with open(lines_path, "w", encoding="utf-8") as f:
+            f.write("the [MASK] of the city .\n")
+        run(TUPE, "predict", "--checkpoint", d, "--vocab", vocab, "--lower-case", lower, "--mode", "fill-mask",
+            "--input", lines_path, "--output", fill, "--device", "cpu", "--top-k", "200")
+        # (An "init" model's vocab_size exceeds a small SentencePiece vocabulary: ids past it
+        # name no entry, "" here.)
+        preds = [p for r in map(json.loads, open(fill, encoding="utf-8")) for m in r["masks"] for p in m["predictions"]
+                 if p["token_id"] < len(tok)]
+        check(preds, f"{label}: fill-mask predicted tokens of the vocabulary")
+        got_tokens = [p["token"] for p in preds]
+        check(got_tokens == tok.convert_ids_to_tokens([p["token_id"] for p in preds]),
+              f"{label}: predict's tokens {got_tokens} are the vocabulary's entries")
 
 
 if __name__ == "__main__":

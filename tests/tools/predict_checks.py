@@ -149,6 +149,16 @@ def fill_mask_of(work, pre, name, remote):
     p = run(TUPE, "predict", "--checkpoint", ckpt, "--vocab", VOCAB, "--mode", "fill-mask", "--batch-size", "4",
             "--device", "cpu", "--threads", "1", stdin=open(path, encoding="utf-8").read())
     check(p.stdout == open(out, encoding="utf-8").read(), "stdin -> stdout gives the same JSONL as --input/--output")
+    # A UTF-8 byte-order mark opening the file is no part of line 1's text.
+    bom = os.path.join(work, "bom.txt")
+    with open(bom, "w", encoding="utf-8-sig") as f:
+        f.write(lines[0] + "\n")
+    p = run(TUPE, "predict", "--checkpoint", ckpt, "--vocab", VOCAB, "--mode", "fill-mask", "--input", bom,
+            "--device", "cpu", "--threads", "1")
+    rec = json.loads(p.stdout.splitlines()[0])
+    ids_of = lambda r: [[q["token_id"] for q in m["predictions"]] for m in r["masks"]]  # noqa: E731
+    check(rec["text"] == lines[0] and ids_of(rec) == ids_of(ours[0]),
+          f"a byte-order mark is not echoed in the text ({rec['text'][:12]!r}) nor read as input")
 
 
 def embeddings(work, pre):

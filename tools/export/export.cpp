@@ -105,7 +105,12 @@ ExportFormat parse_export_format(const std::string& option, const std::string& t
 ExportResult export_checkpoint(const ExportOptions& options) {
   const ExportFormat f = options.format;
   TUPE_CHECK(!options.output.empty(), "--output: missing");
-  TUPE_CHECK(!fs::exists(options.output), "--output " << options.output.string() << ": already exists (remove it first)");
+  // A new folder, or an empty one (the rename below replaces an empty folder).
+  std::error_code out_ec;
+  TUPE_CHECK(!fs::exists(options.output, out_ec) || (fs::is_directory(options.output, out_ec) && fs::is_empty(options.output, out_ec)),
+             "--output " << options.output.string()
+                         << (fs::is_directory(options.output, out_ec) ? ": a folder that is not empty" : ": a file")
+                         << " (give a new or an empty folder, or remove it first)");
   const checkpoint::ModelCheckpoint ckpt = checkpoint::read_model_checkpoint(options.checkpoint);
   const std::string where = ckpt.dir.string();
   const std::string refusal = model::hf_bert_refusal(ckpt.config);

@@ -19,6 +19,7 @@
 #include "common/config_fields.h"
 #include "common/error.h"
 #include "data_pipeline/text/tokenizer_factory.h"
+#include "data_pipeline/text/sentencepiece_tokenizer.h"
 #include "data_pipeline/text/wordpiece.h"
 #include "tools/export/checkpoint_vocab.h"
 #include "tools/export/hf_tokenizer.h"
@@ -128,12 +129,15 @@ std::unique_ptr<data_pipeline::Tokenizer> checkpoint_tokenizer(const PredictOpti
   return tokenizer;
 }
 
-/// The vocabulary entry of `id` ("##ing" for a WordPiece continuation), "" outside the
-/// tokenizer's ids (a model vocab_size larger than the vocabulary).
+/// The vocabulary entry of `id` ("##ing" for a WordPiece continuation, "▁the" for a
+/// SentencePiece word start), "" outside the tokenizer's ids (a model vocab_size larger than
+/// the vocabulary).
 std::string token_text(const data_pipeline::Tokenizer& tokenizer, int64_t id) {
   if (id < 0 || id >= tokenizer.vocab_size()) return "";
   if (const auto* wp = dynamic_cast<const data_pipeline::WordPieceTokenizer*>(&tokenizer))
     return wp->id_to_token(static_cast<int32_t>(id));
+  if (const auto* sp = dynamic_cast<const data_pipeline::SentencePieceTokenizer*>(&tokenizer))
+    return sp->id_to_piece(static_cast<int32_t>(id));
   return tokenizer.decode({static_cast<int32_t>(id)});
 }
 

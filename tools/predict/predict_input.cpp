@@ -36,6 +36,7 @@ std::vector<InputLine> read_input_lines(std::istream& in, const data_pipeline::T
   while (std::getline(in, text)) {
     ++number;
     if (!text.empty() && text.back() == '\r') text.pop_back();
+    if (number == 1 && text.rfind("\xEF\xBB\xBF", 0) == 0) text.erase(0, 3);  // a UTF-8 byte-order mark
     const std::string where = rules.source + ":" + std::to_string(number);
     TUPE_CHECK(text.find_first_not_of(" \t\f\v") != std::string::npos,
                where << ": blank line (one text per line; remove empty lines)");
