@@ -76,8 +76,8 @@ else
       echo "setup.sh: error: $CACHE: ${free_mb} MB free on its file system; the venv needs about 8000 MB (TUPE_CACHE=elsewhere)" >&2
       exit 1
     fi
-    "$PY" -m venv "$VENV"
-    "$VENV/bin/pip" install -q --upgrade pip >/dev/null
+    with_heartbeat setup "$PY" -m venv "$VENV"  # (with pip's upgrade: about 20 s, no output of their own)
+    with_heartbeat setup bash -c '"$0" install -q --upgrade pip >/dev/null' "$VENV/bin/pip"
     with_heartbeat setup "$VENV/bin/pip" install -q "torch==${TORCH_VERSION}" "${PY_PACKAGES[@]}"
     touch "$stamp"
   else
