@@ -4,7 +4,7 @@ or on a Slurm cluster (--launcher slurm), then the report (report.py: Table 1's 
 medians and spreads, TUPE-R - BERT-A with a 95% interval, Figure 5a and 5c).
 
 Usage: python bench/paper/paper.py --scale mini|base|toy|FILE.ini [--launcher local|slurm]
-           [--work DIR] [--only pretrain|pilot|glue|report] [--dry-run]
+           [--work DIR] [--rows A,B] [--only pretrain|pilot|glue|report] [--dry-run]
   Resumable at every step: rerun the same command after any stop. A pre-training continues
   from its newest checkpoint (`--resume auto`), a fine-tuning whose results.json exists is
   kept, a half-done one starts again; with slurm, jobs already done are not submitted again.
@@ -72,8 +72,10 @@ def sbatch_line(job: Job, scale, deps) -> list:
                 f"TUPE_GPUS_PER_NODE={s['slurm_gpus_per_node']},TUPE_LAUNCHER={s.get('slurm_launcher', 'srun')}",
                 os.path.join(REPO, "launch", "tupe.sbatch")] + job.command[job.command.index("--resume") + 2:]
         return cmd
-    cmd += ["--nodes=1", "--ntasks=1", f"--cpus-per-task={s['threads']}", f"--time={s['slurm_finetune_time']}",
-            "--requeue", os.path.join(HERE, "job.sbatch"), job.list_file]
+    cmd += ["--nodes=1", "--ntasks=1", f"--cpus-per-task={s['threads']}", f"--time={s['slurm_finetune_time']}"]
+    if int(s["slurm_gpus_per_node"]) > 0 and job.kind != "report":
+        cmd.append("--gres=gpu:1")  # one fine-tuning per GPU
+    cmd += ["--requeue", os.path.join(HERE, "job.sbatch"), job.list_file]
     if job.array:
         cmd.insert(2, f"--array=0-{len(job.array) - 1}")
     return cmd
@@ -118,9 +120,10 @@ def main():
     ap.add_argument("--launcher", choices=["local", "slurm"], default="local")
     ap.add_argument("--work", help="the run's folder (default runs/paper-<scale>)")
     ap.add_argument("--only", choices=["pretrain", "pilot", "glue", "report"])
+    ap.add_argument("--rows", help="comma-separated: these rows only (e.g. BERT-A,TUPE-R)")
     ap.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
     args = ap.parse_args()
-    scale = load_scale(args.scale, args.work)
+    scale = load_scale(args.scale, args.work, args.rows)
     jobs = plan_jobs(scale)
     if not args.dry_run:
         scale.write_run_config()

@@ -106,7 +106,7 @@ class Scale:
                 fail(f"{self.path}: [paper] names row {r}, which no row.{r} defines")
         self.run_config = os.path.join(self.work, "configs", "run.ini")
         corpus = self.paper.get("corpus", "")
-        if corpus == "mixed-english":
+        if corpus in ("mixed-english", "wikitext-2-test"):
             self.train_shards = os.path.join(self.work, "shards", "train")
             self.validation_shards = os.path.join(self.work, "shards", "validation")
         else:
@@ -176,16 +176,43 @@ class Scale:
             os.replace(self.run_config + ".tmp", self.run_config)
 
     def make_corpus(self):
-        if self.paper.get("corpus") == "mixed-english":
-            subprocess.check_call(["bash", os.path.join(REPO, "bench", "mixed_english_shards.sh"), self.tupe,
-                                   os.path.join(self.work, "shards")], stdout=subprocess.DEVNULL)
+        """The shards of corpus = mixed-english (bench/mixed_english_shards.sh) or
+        wikitext-2-test (WikiText-2's test split, 5% to validation), once."""
+        corpus = self.paper.get("corpus")
+        out = os.path.join(self.work, "shards")
+        if corpus == "mixed-english":
+            subprocess.check_call(["bash", os.path.join(REPO, "bench", "mixed_english_shards.sh"), self.tupe, out],
+                                  stdout=subprocess.DEVNULL)
+        elif corpus == "wikitext-2-test":
+            for split in ("train", "validation"):
+                if os.path.exists(os.path.join(out, split, "effective_config.ini")):
+                    continue
+                mode = ["--preprocess.validation_ratio", "0"] if split == "train" else ["--preprocess.split", "validation"]
+                subprocess.check_call([self.tupe, "preprocess", "--quiet", "--tokenizer.vocab", self.vocab,
+                                       "--preprocess.documents", "line", "--preprocess.max_seq_len",
+                                       self.sections.get("model", "max_positions", fallback="128"), *mode,
+                                       "--input", os.path.join(self.data, "text", "wikitext-2", "wiki.test.raw"),
+                                       "--output", os.path.join(out, split), "--overwrite"], stdout=subprocess.DEVNULL)
 
 
-def load_scale(scale, work=None):
+def load_scale(scale, work=None, rows=None):
+    """The scale file `scale` (mini, base, toy or a path); `rows` (comma-separated) keeps those
+    rows only (a ^mid row brings its pre-trained row)."""
     path = os.path.join(HERE, f"{scale}.ini") if scale in ("mini", "base", "toy") else scale
     if not os.path.isfile(path):
         fail(f"{path}: no such scale file")
-    return Scale(path, work)
+    s = Scale(path, work)
+    s.rows_arg = rows or ""
+    if rows:
+        wanted = [r for r in rows.split(",") if r]
+        for r in wanted:
+            if r not in s.rows:
+                fail(f"--rows {rows}: {path} has no row {r} (rows: {', '.join(s.rows)})")
+        keep = set(wanted) | {s.rows[r].mid_of for r in wanted if s.rows[r].mid_of}
+        s.rows = {n: r for n, r in s.rows.items() if n in keep}
+        s.all_seeds_rows = [r for r in s.all_seeds_rows if r in keep]
+        s.curve_rows = [r for r in s.curve_rows if r in keep]
+    return s
 
 
 def pretrain_job(s: Scale, row: Row, seed: int) -> Job:
@@ -195,7 +222,8 @@ def pretrain_job(s: Scale, row: Row, seed: int) -> Job:
            "--data.train_shards", s.train_shards, "--data.validation_shards", s.validation_shards,
            "--optimizer.total_steps", str(s.steps), "--optimizer.warmup_steps", s.paper["warmup_steps"],
            "--train.eval_every", s.paper["eval_every"], "--train.seed", str(seed), "--data.seed", str(seed),
-           "--train.threads", str(s.threads), "--checkpoint.dir", os.path.join(d, "checkpoints")]
+           "--train.threads", str(s.threads), "--tokenizer.vocab", s.vocab,
+           "--checkpoint.dir", os.path.join(d, "checkpoints")]
     return Job(f"pretrain-{row.name}-seed{seed}", "pretrain", cmd, f"pre-train {row.name} seed {seed} ({s.steps} steps)",
                os.path.join(s.work, "logs", f"pretrain-{row.name}-seed{seed}.log"),
                done_file=s.checkpoint(row.name, seed, s.steps))
@@ -269,7 +297,8 @@ def plan_jobs(s: Scale) -> List[Job]:
                         depends=[pre[(run_row, seed)].name] + (["pilot"] if s.paper.get("pilot_learning_rates") else []),
                         array=members, list_file=os.path.join(s.work, "slurm", name + ".list")))
     py = os.environ.get("TUPE_PYTHON", sys.executable)
-    jobs.append(Job("report", "report", [py, os.path.join(HERE, "report.py"), "--scale", s.path, "--work", s.work],
+    rows = ["--rows", s.rows_arg] if s.rows_arg else []
+    jobs.append(Job("report", "report", [py, os.path.join(HERE, "report.py"), "--scale", s.path, "--work", s.work] + rows,
                     "the report", os.path.join(s.work, "logs", "report.log"), depends=glue_names,
                     list_file=os.path.join(s.work, "slurm", "report.list")))
     return jobs

@@ -124,8 +124,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--scale", required=True)
     ap.add_argument("--work", required=True)
+    ap.add_argument("--rows")
     a = ap.parse_args()
-    s = load_scale(a.scale, a.work)
+    s = load_scale(a.scale, a.work, a.rows)
     table, avg = collect(s)
     md = [f"# Table 1 at scale `{s.name}`", "",
           f"Pre-training: {s.steps} steps per row, seeds {s.seeds} for {', '.join(s.all_seeds_rows) or 'no row'}, "
