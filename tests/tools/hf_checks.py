@@ -14,7 +14,7 @@ Usage: hf_checks.py CHECK WORKDIR [PRETRAINED_WORKDIR]   with CHECK one of
               token_type_ids), AutoModel, feature-extraction, against tupe's forward on the
               same ids (1e-5); TUPE-R and BERT-A: resize_token_embeddings (+ pad_to_multiple_of)
               + forward + save + reload.
-  finetuned   TUPE-R and BERT-A (the checkpoints of `pretrained` in PRETRAINED_WORKDIR when given, else
+  finetuned   TUPE-R, BERT-A and BERT-A^d (the checkpoints of `pretrained` in PRETRAINED_WORKDIR when given, else
               pre-trained here): `tupe finetune` on SST-2 (tiny), `tupe evaluate`, export; the
               sequence-classification logits against tupe's forward (1e-5); transformers'
               predictions on SST-2 dev/test (tokenised by AutoTokenizer) against evaluate's
@@ -298,7 +298,8 @@ def finetuned(work, pretrained_work=None):
     # Fine-tuning long enough that the predictions differ from row to row (the comparisons
     # below mean little for a model that predicts one class).
     for name, variant, untie, rows, epochs, lr in (("tupe-r", "tupe-relative", "true", "2000", "2", "1e-3"),
-                                                   ("bert-a", "bert-absolute", "false", "1000", "1", "3e-3")):
+                                                   ("bert-a", "bert-absolute", "false", "1000", "1", "3e-3"),
+                                                   ("bert-a-d", "bert-absolute-untied", "false", "2000", "2", "1e-3")):
         print(f"\n=== {name}")
         if pretrained_work:
             ckpt = os.path.join(pretrained_work, "ckpt_" + name, "step_00000005")
@@ -359,7 +360,7 @@ def finetuned(work, pretrained_work=None):
 
 
 def three_steps(out, ckpt, tok):
-    """Three AdamW steps of AutoModelForSequenceClassification on the exported pre-trained TUPE-R."""
+    """Three AdamW steps of AutoModelForSequenceClassification on an exported pre-trained model (TUPE-R, BERT-A^d)."""
     from transformers import AutoModelForSequenceClassification
     export(ckpt, out)
     torch.manual_seed(0)
