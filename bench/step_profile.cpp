@@ -161,7 +161,7 @@ int main(int argc, char** argv) {
     mc.ffn_size = 4 * hidden;
     mc.max_positions = ds->info().max_seq_len;
     mc.position_encoding = model::parse_position_encoding(variant);
-    mc.untie_cls = mc.position_encoding != model::PositionEncoding::kBertAbsolute;
+    mc.untie_cls = mc.has_untied_positions() || mc.has_relative_bias();  // BERT-A, BERT-A^d: nothing to untie
     at::manual_seed(1);
     model::TupeBert net(mc);
     net->to(device);

@@ -1,4 +1,5 @@
-// Step time of the four model variants, interleaved in ONE process (run by hand, not a test).
+// Step time of the five model variants (BERT-A, BERT-A^d, TUPE-A, BERT-R, TUPE-R; TUPE-R
+// last), interleaved in ONE process (run by hand, not a test).
 //   variant_step_bench --shards DIR [--hidden 256] [--layers 4] [--seq 128] [--batch 16]
 //                      [--rounds 40] [--warmup 3] [--threads 1] [--precision fp32|bf16]
 //                      [--device cpu|cuda] [--sdpa both|pinned|default] [--pin KERNEL]
@@ -100,12 +101,10 @@ std::string kernel_for(const model::ModelOptions& c, int64_t batch, const c10::D
   const at::Tensor q = at::randn({batch, H, L, dh}, opts).requires_grad_(), k = at::randn({batch, H, L, dh}, opts),
                    v = at::randn({batch, H, L, dh}, opts);
   at::Tensor mask;
-  if (c.position_encoding == model::PositionEncoding::kBertAbsolute)
-    mask = at::zeros({batch, 1, 1, L}, opts);
+  if (c.position_encoding == model::PositionEncoding::kBertAbsolute || c.has_positional_query_key())
+    mask = at::zeros({batch, 1, 1, L}, opts);  // the padding mask only (BERT-A^d: positions ride in q and k)
   else
-    mask = at::zeros({batch, H, L, L}, opts)
-               .requires_grad_(c.position_encoding == model::PositionEncoding::kTupeAbsolute ||
-                               c.position_encoding == model::PositionEncoding::kTupeRelative);
+    mask = at::zeros({batch, H, L, L}, opts).requires_grad_(c.has_untied_positions());
   return model::training_sdpa_choice(q, k, v, mask, c.attention_dropout, c.attention_scale(), avoid);
 }
 
@@ -165,7 +164,7 @@ int main(int argc, char** argv) {
     po.precision = precision == "bf16" ? trainer::Precision::kBf16 : trainer::Precision::kFp32;
     const trainer::LrSchedule schedule(oo);
     std::vector<Variant> variants;
-    for (const char* v : {"bert-absolute", "tupe-absolute", "bert-relative", "tupe-relative"}) {
+    for (const char* v : {"bert-absolute", "bert-absolute-untied", "tupe-absolute", "bert-relative", "tupe-relative"}) {
       model::ModelOptions mc;
       mc.vocab_size = ds->info().vocab_size;
       mc.hidden_size = hidden;
@@ -174,7 +173,7 @@ int main(int argc, char** argv) {
       mc.ffn_size = 4 * hidden;
       mc.max_positions = seq;
       mc.position_encoding = model::parse_position_encoding(v);
-      mc.untie_cls = mc.position_encoding != model::PositionEncoding::kBertAbsolute;
+      mc.untie_cls = mc.has_untied_positions() || mc.has_relative_bias();  // BERT-A, BERT-A^d: nothing to untie
       at::manual_seed(1);
       Variant var;
       var.name = v;
@@ -262,14 +261,14 @@ int main(int argc, char** argv) {
                   pinned ? ("pinned to " + model::to_string(pin)).c_str() : "torch's choice, cuDNN allowed",
                   kernel_for(bert_a.config, batch, device, dtype, pinned).c_str(),
                   kernel_for(tupe_r.config, batch, device, dtype, pinned).c_str());
-      std::printf("%-14s %16s %16s %22s %12s %7s\n", "variant", "wall median (s)", "cpu median (s)",
+      std::printf("%-20s %16s %16s %22s %12s %7s\n", "variant", "wall median (s)", "cpu median (s)",
                   "vs BERT-A (median of rounds)", "tokens/s", "MFU");
       for (auto& v : variants) {
         const double wall = median(v.wall_s);
         const double tokens_per_s = static_cast<double>(batch * seq) / wall;
         const double mfu =
             pretrain::training_flops_per_token(v.config, seq, batch, masked_per_token) * tokens_per_s / (peak_tflops * 1e12);
-        std::printf("%-14s %16.4f %16.4f %22.3f %12.0f %6.1f%%\n", v.name.c_str(), wall, median(v.cpu_s),
+        std::printf("%-20s %16.4f %16.4f %22.3f %12.0f %6.1f%%\n", v.name.c_str(), wall, median(v.cpu_s),
                     median(v.ratio), tokens_per_s, 100.0 * mfu);
       }
     }

@@ -201,9 +201,20 @@ std::array<at::Tensor, 3> SelfAttentionImpl::project_qkv(const at::Tensor& x) co
   return {qkv[0].transpose(1, 2), qkv[1].transpose(1, 2), qkv[2].transpose(1, 2)};
 }
 
-at::Tensor SelfAttentionImpl::forward(const at::Tensor& x, const at::Tensor& bias) {
+std::array<at::Tensor, 3> SelfAttentionImpl::project_qkv(const at::Tensor& x, const at::Tensor& pos_q,
+                                                         const at::Tensor& pos_k) const {
+  auto qkv = project_qkv(x);
+  // BERT-A^d: (x W^Q + b^Q + pq)(x W^K + b^K + pk)^T expands into its four terms. A no-op
+  // cast when the encoder passed them in the compute dtype.
+  if (pos_q.defined()) qkv[0] = qkv[0] + pos_q.to(qkv[0].scalar_type());
+  if (pos_k.defined()) qkv[1] = qkv[1] + pos_k.to(qkv[1].scalar_type());
+  return qkv;
+}
+
+at::Tensor SelfAttentionImpl::forward(const at::Tensor& x, const at::Tensor& bias, const at::Tensor& pos_q,
+                                      const at::Tensor& pos_k) {
   const int64_t B = x.size(0), L = x.size(1);
-  const auto [q, k, v] = project_qkv(x);
+  const auto [q, k, v] = project_qkv(x, pos_q, pos_k);
   const double p = is_training() ? config.attention_dropout : 0.0;
   // SDPA wants the mask in the query's dtype. Encoder passes it already in the compute
   // dtype (cast once per forward for all layers): then this is a no-op, no graph node.
@@ -238,8 +249,9 @@ at::Tensor SelfAttentionImpl::explicit_attention(const at::Tensor& q, const at::
   return at::bmm(probs, v3).view({B, H, L, dh});
 }
 
-at::Tensor SelfAttentionImpl::logits(const at::Tensor& x, const at::Tensor& bias) {
-  const auto [q, k, v] = project_qkv(x);  // the forward's projection (v unused here)
+at::Tensor SelfAttentionImpl::logits(const at::Tensor& x, const at::Tensor& bias, const at::Tensor& pos_q,
+                                     const at::Tensor& pos_k) {
+  const auto [q, k, v] = project_qkv(x, pos_q, pos_k);  // the forward's projection (v unused here)
   at::Tensor s = at::matmul(q, k.transpose(-2, -1)) * config.attention_scale();
   return bias.defined() ? s + bias : s;
 }

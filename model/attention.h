@@ -13,7 +13,10 @@
 // checkpoint names ...attention.{query,key,value}.{weight,bias}) stay as they were and
 // autograd splits the fused gradient back into them. Under autocast the linear casts x and
 // the fused weight once (not three times each).
-//   logits = q k^T * scale + bias       scale = 1/sqrt(d_h) (BERT), 1/sqrt(2 d_h) (TUPE Eq. 10)
+//   BERT-A^d only: q += pq, k += pk   with pq, pk (1, H, L, d_h) the shared projected positions
+//             (model/positional.h query_key), so that q k^T holds all four word/position terms
+//   logits = q k^T * scale + bias       scale = 1/sqrt(d_h) (BERT), 1/sqrt(2 d_h) (TUPE Eq. 10),
+//                                               1/sqrt(4 d_h) (BERT-A^d)
 //   out = (softmax(logits) v) W^O + b^O                          (B, L, d)
 //
 // Which SDPA kernel a CUDA training forward gets. torch does not rule cuDNN attention out for
@@ -107,10 +110,16 @@ class SelfAttentionImpl : public torch::nn::Module {
   /// -inf at padded keys), or undefined; best given already in attention_compute_dtype(x)
   /// (Encoder casts it once for all layers; another dtype is cast here). Returns (B, L, d).
   /// Dropout on the attention probabilities in training mode.
-  at::Tensor forward(const at::Tensor& x, const at::Tensor& bias);
+  /// pos_q, pos_k: BERT-A^d's projected positions, broadcastable to (B, H, L, d_h) and best in
+  /// attention_compute_dtype(x) (Encoder casts them once), added to q and k before SDPA; or
+  /// undefined (every other variant).
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& bias, const at::Tensor& pos_q = {},
+                     const at::Tensor& pos_k = {});
 
-  /// The pre-softmax logits q k^T * scale + bias: (B, H, L, L). For tests and analysis.
-  at::Tensor logits(const at::Tensor& x, const at::Tensor& bias);
+  /// The pre-softmax logits (q + pos_q)(k + pos_k)^T * scale + bias: (B, H, L, L). For tests
+  /// and analysis.
+  at::Tensor logits(const at::Tensor& x, const at::Tensor& bias, const at::Tensor& pos_q = {},
+                    const at::Tensor& pos_k = {});
 
   ModelOptions config;
   /// On (default): a CUDA forward that needs gradients and has a mask runs with cuDNN
@@ -126,6 +135,8 @@ class SelfAttentionImpl : public torch::nn::Module {
   /// x: (B, L, d) -> {q, k, v}, each (B, H, L, d_h) in x's (autocast) compute dtype: one
   /// linear with the fused (3d, d) weight and (3d) bias, then three strided views of it.
   std::array<at::Tensor, 3> project_qkv(const at::Tensor& x) const;
+  /// project_qkv, then pos_q / pos_k (where defined, cast to q's dtype) added to q and k.
+  std::array<at::Tensor, 3> project_qkv(const at::Tensor& x, const at::Tensor& pos_q, const at::Tensor& pos_k) const;
   /// q, k, v: (B, H, L, d_h); mask: broadcastable to (B, H, L, L) or undefined; p: dropout on
   /// the probabilities. Returns softmax(q k^T * scale + mask) v with dropout: (B, H, L, d_h).
   at::Tensor explicit_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask,

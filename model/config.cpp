@@ -13,6 +13,7 @@ PositionEncoding parse_position_encoding(const std::string& text) {
 
 double ModelOptions::attention_scale() const {
   const double dh = static_cast<double>(head_size());
+  if (has_positional_query_key()) return 1.0 / std::sqrt(4.0 * dh);
   if (has_untied_positions()) return 1.0 / std::sqrt(2.0 * dh);
   return 1.0 / std::sqrt(dh);
 }

@@ -17,12 +17,17 @@ enum class PositionEncoding {
   kBertRelative,  ///< BERT-R: BERT-A + T5 relative bias b_{bucket(j-i)} in the logits
   kTupeAbsolute,  ///< TUPE-A: untied positional term reset(P) in the logits (Eq. 7, 10)
   kTupeRelative,  ///< TUPE-R: reset(P + B) (Eq. 8, 11)
+  /// BERT-A^d (Sec. 4.3): word-only input; every layer's q and k get the shared projected
+  /// positions LN(p) U^Q, LN(p) U^K added, so the logits hold all four word/position terms,
+  /// each with its own projections, scaled by 1/sqrt(4 d_h) (docs/model.md "BERT-A^d").
+  kBertAbsoluteUntied,
 };
 inline constexpr Choice<PositionEncoding> kPositionEncodingWords[] = {
     {"bert-absolute", PositionEncoding::kBertAbsolute},
     {"bert-relative", PositionEncoding::kBertRelative},
     {"tupe-absolute", PositionEncoding::kTupeAbsolute},
-    {"tupe-relative", PositionEncoding::kTupeRelative}};
+    {"tupe-relative", PositionEncoding::kTupeRelative},
+    {"bert-absolute-untied", PositionEncoding::kBertAbsoluteUntied}};
 /// The word of `p` ("tupe-relative", ...).
 std::string to_string(PositionEncoding p);
 /// The variant of a word; throws tupe::Error "key 'position_encoding': expected ..., got '<text>'".
@@ -65,6 +70,14 @@ struct ModelOptions {
     return position_encoding == PositionEncoding::kTupeAbsolute ||
            position_encoding == PositionEncoding::kTupeRelative;
   }
+  /// The positional table p with its own LayerNorm and projections U^Q, U^K (d -> d, with
+  /// biases), shared by all layers: TUPE-A/R (for P) and BERT-A^d (added to q and k).
+  bool has_position_projections() const {
+    return has_untied_positions() || position_encoding == PositionEncoding::kBertAbsoluteUntied;
+  }
+  /// BERT-A^d: LN(p) U^Q + c^Q and LN(p) U^K + c^K are added to every layer's q and k
+  /// (rather than forming a separate logit term).
+  bool has_positional_query_key() const { return position_encoding == PositionEncoding::kBertAbsoluteUntied; }
   /// T5 relative bias B in the logits (Eq. 8, 11).
   bool has_relative_bias() const {
     return position_encoding == PositionEncoding::kBertRelative ||
@@ -75,7 +88,8 @@ struct ModelOptions {
   int64_t position_table_rows() const {
     return max_positions + ((has_untied_positions() && untie_cls) ? 1 : 0);
   }
-  /// Word-term scale: 1/sqrt(d_h) for BERT-A/R, 1/sqrt(2 d_h) for TUPE (docs/model.md, Eq. 10).
+  /// Word-term scale: 1/sqrt(d_h) for BERT-A/R, 1/sqrt(2 d_h) for TUPE (docs/model.md, Eq. 10),
+  /// 1/sqrt(4 d_h) for BERT-A^d (its four terms, Sec. 4.3).
   double attention_scale() const;
 
   /// The field table's ranges, and the rules that involve several fields (num_heads divides

@@ -1,7 +1,7 @@
 // Input embeddings (docs/model.md "Four variants", input column).
 // Shape legend: B batch, L sequence length, d model width, V vocabulary size.
 //   BERT-A/R: e = LN(word[x] + position[t] + segment[s]) then dropout
-//   TUPE-A/R: e = LN(word[x] + segment[s]) then dropout (positions only in the logits)
+//   TUPE-A/R, BERT-A^d: e = LN(word[x] + segment[s]) then dropout (positions only in attention)
 #pragma once
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
@@ -26,7 +26,7 @@ class EmbeddingsImpl : public torch::nn::Module {
 
   ModelOptions config;
   torch::nn::Embedding word{nullptr};      ///< (V, d); also the tied MLM decoder
-  torch::nn::Embedding position{nullptr};  ///< (max_positions, d), BERT-A/R only
+  torch::nn::Embedding position{nullptr};  ///< (max_positions, d), BERT-A/R only (not BERT-A^d)
   torch::nn::Embedding segment{nullptr};   ///< (type_vocab_size, d) when type_vocab_size > 0
   torch::nn::LayerNorm norm{nullptr};      ///< LN over d
   Dropout dropout{nullptr};  ///< model/dropout.h (fast CPU path)

@@ -31,13 +31,14 @@ void EncoderLayerImpl::reset_parameters() {
   }
 }
 
-at::Tensor EncoderLayerImpl::forward(const at::Tensor& x, const at::Tensor& bias) {
+at::Tensor EncoderLayerImpl::forward(const at::Tensor& x, const at::Tensor& bias, const at::Tensor& pos_q,
+                                     const at::Tensor& pos_k) {
   auto ffn = [&](const at::Tensor& h) { return dropout(linear(ffn_out, at::gelu(linear(ffn_in, h)))); };
   if (config.layer_norm == LayerNormPlacement::kPost) {
-    at::Tensor h = attention_norm(x + dropout(attention(x, bias)));
+    at::Tensor h = attention_norm(x + dropout(attention(x, bias, pos_q, pos_k)));
     return ffn_norm(h + ffn(h));
   }
-  at::Tensor h = x + dropout(attention(attention_norm(x), bias));
+  at::Tensor h = x + dropout(attention(attention_norm(x), bias, pos_q, pos_k));
   return h + ffn(ffn_norm(h));
 }
 
@@ -75,14 +76,21 @@ EncoderOutput EncoderImpl::forward(const at::Tensor& input_ids, const at::Tensor
   at::Tensor bias = attention_bias(B, L, attention_mask);
   if (bias.defined()) bias = bias.to(attention_compute_dtype(bias));
   out.attention_bias = bias;
+  if (config.has_positional_query_key()) {
+    // BERT-A^d: (H, L, d_h) each, once for all layers (position t uses table row t), cast once.
+    auto [pq, pk] = positional->query_key(L);
+    out.position_query = pq.unsqueeze(0).to(attention_compute_dtype(pq));  // (1, H, L, d_h)
+    out.position_key = pk.unsqueeze(0).to(attention_compute_dtype(pk));
+  }
+  const at::Tensor &pos_q = out.position_query, &pos_k = out.position_key;
   for (const auto& m : *layers) {
     auto layer = m->as<EncoderLayerImpl>();
     if (record_layers) {
       out.layer_inputs.push_back(x);
       at::Tensor attn_in = config.layer_norm == LayerNormPlacement::kPre ? layer->attention_norm(x) : x;
-      out.attention_logits.push_back(layer->attention->logits(attn_in, out.attention_bias));
+      out.attention_logits.push_back(layer->attention->logits(attn_in, out.attention_bias, pos_q, pos_k));
     }
-    x = layer->forward(x, out.attention_bias);
+    x = layer->forward(x, out.attention_bias, pos_q, pos_k);
   }
   if (final_norm) x = final_norm(x);
   out.hidden = x;

@@ -25,8 +25,10 @@ class EncoderLayerImpl : public torch::nn::Module {
  public:
   explicit EncoderLayerImpl(const ModelOptions& config);
   void reset_parameters();
-  /// x: (B, L, d); bias: broadcastable to (B, H, L, L). Returns (B, L, d).
-  at::Tensor forward(const at::Tensor& x, const at::Tensor& bias);
+  /// x: (B, L, d); bias: broadcastable to (B, H, L, L); pos_q, pos_k: BERT-A^d's projected
+  /// positions (1, H, L, d_h), added to the attention's q and k, or undefined. Returns (B, L, d).
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& bias, const at::Tensor& pos_q = {},
+                     const at::Tensor& pos_k = {});
 
   ModelOptions config;
   SelfAttention attention{nullptr};
@@ -44,6 +46,9 @@ struct EncoderOutput {
   /// autocast dtype under autocast): the one tensor every layer was given; undefined for
   /// BERT-A without padding.
   at::Tensor attention_bias;
+  /// BERT-A^d only: (1, H, L, d_h) each, the projected positions LN(p) U^Q + c^Q and
+  /// LN(p) U^K + c^K every layer adds to its q and k, in attention_compute_dtype; else undefined.
+  at::Tensor position_query, position_key;
   std::vector<at::Tensor> layer_inputs;       ///< num_layers x (B, L, d), with record_layers
   std::vector<at::Tensor> attention_logits;   ///< num_layers x (B, H, L, L), with record_layers
 };
@@ -55,8 +60,8 @@ class EncoderImpl : public torch::nn::Module {
   /// input_ids: (B, L) int64; attention_mask: (B, L) bool/int (1 = real token) or
   /// undefined (all real); segment_ids: (B, L) int64 or undefined.
   /// record_layers: also return each layer's input and pre-softmax logits (tests, analysis).
-  /// The attention bias is built and cast to the compute dtype ONCE here and the same tensor
-  /// goes to every layer, so autograd sums the layers' bias gradients (in that dtype) before
+  /// The attention bias (and BERT-A^d's projected positions) are built and cast to the
+  /// compute dtype ONCE here and the same tensors go to every layer, so autograd sums the layers' bias gradients (in that dtype) before
   /// a single backward through the cast and the positional term.
   /// Throws tupe::Error when L > max_positions.
   EncoderOutput forward(const at::Tensor& input_ids, const at::Tensor& attention_mask = {},

@@ -24,7 +24,13 @@
 //
 // tupe's own modeling code (`tupe export --format hf` for every variant; the Python classes
 // in tools/export/hf_tupe/): the prefixes encoder. -> tupe., mlm_head. -> lm_head.,
-// sentence_head. -> classifier. (sentence_head.out -> classifier.out).
+// sentence_head. -> classifier. (sentence_head.out -> classifier.out). So the position table,
+// its LayerNorm and U^Q, U^K of TUPE-A/R and BERT-A^d (one set of names for both):
+//   encoder.positional.table.weight          -> tupe.positional.table.weight (rows, d)
+//   encoder.positional.norm.{weight,bias}    -> tupe.positional.norm.{weight,bias} (d)
+//   encoder.positional.{query,key}.weight    -> tupe.positional.{query,key}.weight (d, d): U^Q, U^K
+//   encoder.positional.{query,key}.bias      -> tupe.positional.{query,key}.bias (d): c^Q, c^K
+//   encoder.positional.relative_bias.weight  -> tupe.positional.relative_bias.weight (buckets + 1, H)
 #pragma once
 #include <string>
 
@@ -33,7 +39,8 @@
 namespace tupe::model {
 
 /// Why `config` cannot become a BertForMaskedLM ("" when it can): only BERT-A (absolute
-/// input positions, no positional logit term) with post-LN and erf-GELU is BERT.
+/// input positions, no positional logit term, no position projections) with post-LN and
+/// erf-GELU is BERT.
 std::string hf_bert_refusal(const ModelOptions& config);
 
 /// The transformers BERT name of a tupe parameter name, or "" for a tensor BERT has no place for.

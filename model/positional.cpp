@@ -11,10 +11,11 @@
 namespace tupe::model {
 
 PositionalTermImpl::PositionalTermImpl(const ModelOptions& c) : config(c) {
+  projections_ = c.has_position_projections();
   untied_ = c.has_untied_positions();
   relative_ = c.has_relative_bias();
   const int64_t d = c.hidden_size;
-  if (untied_) {
+  if (projections_) {
     table = register_module("table", torch::nn::Embedding(c.position_table_rows(), d));
     norm = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(c.layer_norm_eps)));
     query = register_module("query", torch::nn::Linear(d, d));
@@ -30,7 +31,7 @@ PositionalTermImpl::PositionalTermImpl(const ModelOptions& c) : config(c) {
 
 void PositionalTermImpl::reset_parameters() {
   torch::NoGradGuard no_grad;
-  if (untied_) {
+  if (projections_) {
     torch::nn::init::normal_(table->weight, 0.0, config.init_std);
     torch::nn::init::ones_(norm->weight);
     torch::nn::init::zeros_(norm->bias);
@@ -42,16 +43,22 @@ void PositionalTermImpl::reset_parameters() {
   if (relative_) torch::nn::init::normal_(relative_bias->weight, 0.0, config.init_std);
 }
 
-at::Tensor PositionalTermImpl::raw_position_correlation(int64_t rows) {
-  TUPE_CHECK(untied_, "positional term: no untied position correlation for " << to_string(config.position_encoding));
+std::pair<at::Tensor, at::Tensor> PositionalTermImpl::query_key(int64_t rows) {
+  TUPE_CHECK(projections_, "positional term: " << to_string(config.position_encoding) << " has no position projections");
   TUPE_CHECK(rows <= config.position_table_rows(),
              "positional term: " << rows << " rows requested, table has " << config.position_table_rows());
   const int64_t H = config.num_heads, dh = config.head_size();
-  at::Tensor p = norm(table->weight.narrow(0, 0, rows));                              // (rows, d)
-  const double scale = 1.0 / std::sqrt(2.0 * static_cast<double>(dh));
-  at::Tensor pq = linear(query, p).view({rows, H, dh}).transpose(0, 1) * scale;               // (H, rows, dh)
-  at::Tensor pk = linear(key, p).view({rows, H, dh}).transpose(0, 1);                         // (H, rows, dh)
-  return at::matmul(pq, pk.transpose(1, 2));                                          // (H, rows, rows)
+  at::Tensor p = norm(table->weight.narrow(0, 0, rows));                     // (rows, d)
+  at::Tensor pq = linear(query, p).view({rows, H, dh}).transpose(0, 1);     // (H, rows, dh)
+  at::Tensor pk = linear(key, p).view({rows, H, dh}).transpose(0, 1);       // (H, rows, dh)
+  return {pq, pk};
+}
+
+at::Tensor PositionalTermImpl::raw_position_correlation(int64_t rows) {
+  TUPE_CHECK(untied_, "positional term: no untied position correlation for " << to_string(config.position_encoding));
+  const double scale = 1.0 / std::sqrt(2.0 * static_cast<double>(config.head_size()));
+  const auto [pq, pk] = query_key(rows);                 // (H, rows, dh) each
+  return at::matmul(pq * scale, pk.transpose(1, 2));     // (H, rows, rows)
 }
 
 at::Tensor PositionalTermImpl::forward(int64_t L) {

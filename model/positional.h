@@ -5,6 +5,9 @@
 //   TUPE-A:  out = reset_theta(P)        TUPE-R: out = reset_theta(P + B)
 //   BERT-R:  out = B (B with [CLS] buckets when untie_cls)
 //   BERT-A:  no positional logit term (positions enter through the input embedding)
+//   BERT-A^d: no positional logit term either; query_key(L) gives the projected positions
+//            pq_h[t] = LN(p_t) U^Q_h + c^Q_h, pk_h[t] = LN(p_t) U^K_h + c^K_h   (H, L, d_h) each,
+//            which the encoder adds to every layer's q and k (docs/model.md "BERT-A^d")
 // where
 //   P_h[i, j] = (LN(p_i) U^Q_h + b^Q_h) . (LN(p_j) U^K_h + b^K_h) / sqrt(2 d_h)     (Eq. 7, 10)
 //   B_h[i, j] = b_{bucket(j - i), h}  (learned, unscaled, shared by all layers)      (Eq. 8, 11)
@@ -21,6 +24,7 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
 #include <torch/nn/pimpl.h>
+#include <utility>
 
 #include "model/config.h"
 
@@ -31,11 +35,11 @@ class PositionalTermImpl : public torch::nn::Module {
   explicit PositionalTermImpl(const ModelOptions& config);
   void reset_parameters();
 
-  /// True when the variant has a positional logit term (all but BERT-A).
+  /// True when the variant has a positional logit term (all but BERT-A and BERT-A^d).
   bool active() const { return untied_ || relative_; }
 
   /// The additive positional logits for a length-L sequence.
-  /// Returns (H, L, L) in the parameters' dtype; undefined tensor for BERT-A.
+  /// Returns (H, L, L) in the parameters' dtype; undefined tensor for BERT-A and BERT-A^d.
   /// Throws tupe::Error when L > max_positions.
   at::Tensor forward(int64_t L);
 
@@ -43,8 +47,14 @@ class PositionalTermImpl : public torch::nn::Module {
   /// For analysis (`tupe analyze` heatmaps). Requires a TUPE variant.
   at::Tensor raw_position_correlation(int64_t rows);
 
+  /// The projected table rows [0, rows), unscaled, split by head: {LN(p) U^Q + c^Q,
+  /// LN(p) U^K + c^K}, each (H, rows, d_h) in the parameters' (autocast) dtype. BERT-A^d adds
+  /// them to q and k (position t uses row t); TUPE's P is their scaled product. Requires a
+  /// variant with position projections; throws tupe::Error when rows > position_table_rows.
+  std::pair<at::Tensor, at::Tensor> query_key(int64_t rows);
+
   ModelOptions config;
-  // TUPE only (registered when the variant is TUPE-A/R):
+  // TUPE-A/R and BERT-A^d only (registered when has_position_projections()):
   torch::nn::Embedding table{nullptr};  ///< p: (position_table_rows, d)
   torch::nn::LayerNorm norm{nullptr};   ///< LN over d applied to table rows
   torch::nn::Linear query{nullptr};     ///< U^Q: d -> d (with bias)
@@ -53,6 +63,7 @@ class PositionalTermImpl : public torch::nn::Module {
   torch::nn::Embedding relative_bias{nullptr};  ///< b: (num_buckets + 1, H)
 
  private:
+  bool projections_ = false;  ///< table, norm, query, key exist
   bool untied_ = false;
   bool relative_ = false;
   at::Tensor buckets_;  ///< (max_positions, max_positions) int64 bucket ids, on the parameters' device

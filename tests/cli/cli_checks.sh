@@ -24,6 +24,21 @@ echo "presets parse: $(ls "$TUPE_SOURCE_DIR"/configs/*.ini | wc -l)"
 for c in "$TUPE_SOURCE_DIR"/configs/*-base*.ini; do
   "$TUPE_BIN" info --config "$c" | grep -qx "layer_norm_eps = 1e-05" || { echo "FAILED: $c: layer_norm_eps is not 1e-5"; fail=1; }
 done
+# tupe info's parameter table for BERT-A^d (docs/model.md "BERT-A^d"): BERT-A's total plus
+# U^Q, U^K with biases and the position LayerNorm, 2 (d^2 + d) + 2 d (its table replaces
+# BERT-A's input position table, the same rows); at BERT-Base 110,695,482.
+total_of() { "$TUPE_BIN" info --config "$TUPE_SOURCE_DIR/configs/bert-a-base.ini" "$@" | awk '$1 == "total" {print $2}'; }
+bert_a="$(total_of)"
+bert_ad="$(total_of --model.position_encoding bert-absolute-untied)"
+d=768
+if [ -n "$bert_a" ] && [ "$bert_ad" = "$((bert_a + 2 * (d * d + d) + 2 * d))" ] && [ "$bert_ad" = 110695482 ]; then
+  echo "ok: tupe info: BERT-A^d $bert_ad = BERT-A $bert_a + 2 (d^2 + d) + 2 d"
+else
+  echo "FAILED: tupe info: BERT-A^d total '$bert_ad', want BERT-A '$bert_a' + $((2 * (d * d + d) + 2 * d))"; fail=1
+fi
+"$TUPE_BIN" info --config "$TUPE_SOURCE_DIR/configs/bert-ad-base.ini" | grep -q "^# parameters (bert-absolute-untied)" ||
+  { echo "FAILED: tupe info does not name the BERT-A^d variant"; fail=1; }
+check_error "bert-absolute-untied has none" "$TUPE_BIN" info --config "$TUPE_SOURCE_DIR/configs/bert-ad-base.ini" --model.untie_cls true
 cfg="$TUPE_SOURCE_DIR/configs/tiny.ini"
 check_error "model.num_heads" "$TUPE_BIN" info --config "$cfg" --model.hidden_size 63
 check_error "key 'hidden_size': expected an integer" "$TUPE_BIN" info --config "$cfg" --model.hidden_size abc

@@ -34,7 +34,8 @@ const Variant kVariants[] = {{PositionEncoding::kBertAbsolute, false, "BERT-A"},
                              {PositionEncoding::kBertRelative, false, "BERT-R"},
                              {PositionEncoding::kTupeAbsolute, true, "TUPE-A"},
                              {PositionEncoding::kTupeRelative, true, "TUPE-R"},
-                             {PositionEncoding::kTupeRelative, false, "TUPE-R tied [CLS]"}};
+                             {PositionEncoding::kTupeRelative, false, "TUPE-R tied [CLS]"},
+                             {PositionEncoding::kBertAbsoluteUntied, false, "BERT-A^d"}};
 
 /// Logits and gradients of sum-CE over the masked tokens on `device` (autocast `amp`).
 struct Result {

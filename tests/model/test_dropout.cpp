@@ -185,14 +185,15 @@ TEST(SampleKeyedDropout, ASamplesTrainingForwardAndGradientDoNotDependOnItsMicro
 
 TEST(Attention, CpuTrainingPathEqualsSdpaForwardAndGradientsInFloat64) {
   for (auto pe : {PositionEncoding::kTupeRelative, PositionEncoding::kTupeAbsolute, PositionEncoding::kBertRelative,
-                  PositionEncoding::kBertAbsolute}) {
+                  PositionEncoding::kBertAbsolute, PositionEncoding::kBertAbsoluteUntied}) {
     SCOPED_TRACE(to_string(pe));
     at::manual_seed(21);
-    auto cfg = testing::small_config(pe, pe != PositionEncoding::kBertAbsolute, 16, 4);
+    const bool bert_a = pe == PositionEncoding::kBertAbsolute || pe == PositionEncoding::kBertAbsoluteUntied;
+    auto cfg = testing::small_config(pe, !bert_a, 16, 4);
     // BERT-A's padding mask needs no gradient: a drop probability of 1e-12 (nothing is
     // dropped among these few elements; the scale differs from 1 by 1e-12) makes its
     // training forward take the explicit path too.
-    if (pe == PositionEncoding::kBertAbsolute) cfg.attention_dropout = 1e-12;
+    if (bert_a) cfg.attention_dropout = 1e-12;  // (BERT-A^d: the same padding mask)
     TupeBert net(cfg);
     net->to(at::kDouble);
     testing::randomize(*net, 0.4);

@@ -47,6 +47,13 @@ TEST(ParameterCounts, TupeMinusBertAtBaseSizes) {
   EXPECT_EQ(params_of(base(PositionEncoding::kTupeRelative, true)) - params_of(base(PositionEncoding::kTupeAbsolute, true)),
             rel);
   EXPECT_EQ(params_of(base(PositionEncoding::kBertRelative, false)) - bert_a, rel);
+  // BERT-A^d: the input position table (L_max x d) becomes the position table of U^Q, U^K
+  // (the same rows); it adds the projections and the position LN: TUPE-A's count, [CLS] tied.
+  const int64_t bert_ad = params_of(base(PositionEncoding::kBertAbsoluteUntied, false));
+  EXPECT_EQ(bert_ad - bert_a, projections + position_ln);
+  EXPECT_EQ(bert_ad, params_of(base(PositionEncoding::kTupeAbsolute, false)));
+  EXPECT_EQ(bert_a, 109512762);  // docs/model.md "Sizes"
+  EXPECT_EQ(bert_ad, 110695482);  // 109,512,762 + 1,181,184 + 1,536
   // BERT-A itself: embeddings (V + 512) d + LN, 12 layers of 4 (d^2 + d) + 2 (d F) + F + d + 4 d,
   // MLM head d^2 + d + 2 d + V (decoder tied).
   const int64_t V = c.vocab_size, F = c.ffn_size, L = c.max_positions;
@@ -55,11 +62,13 @@ TEST(ParameterCounts, TupeMinusBertAtBaseSizes) {
 }
 
 TEST(Model, PaddingDoesNotChangeRealPositions) {
-  for (auto pe : {PositionEncoding::kBertAbsolute, PositionEncoding::kTupeRelative, PositionEncoding::kTupeAbsolute}) {
+  for (auto pe : {PositionEncoding::kBertAbsolute, PositionEncoding::kTupeRelative, PositionEncoding::kTupeAbsolute,
+                  PositionEncoding::kBertAbsoluteUntied}) {
     const uint64_t seed = tupe::model::testing::test_seed();
     SCOPED_TRACE(tupe::model::testing::seed_text(seed));
     at::manual_seed(seed);
-    auto cfg = tupe::model::testing::small_config(pe, pe != PositionEncoding::kBertAbsolute);
+    auto cfg = tupe::model::testing::small_config(
+        pe, pe != PositionEncoding::kBertAbsolute && pe != PositionEncoding::kBertAbsoluteUntied);
     tupe::model::Encoder enc(cfg);
     tupe::model::testing::randomize(*enc, 0.3);
     enc->eval();
@@ -97,11 +106,11 @@ TEST(Model, Bf16AutocastOnCpuWithinOnePercentOfFp32) {
 }
 
 TEST(Model, FiniteDifferenceGradients) {
-  for (auto pe : {PositionEncoding::kTupeRelative, PositionEncoding::kBertRelative}) {
+  for (auto pe : {PositionEncoding::kTupeRelative, PositionEncoding::kBertRelative, PositionEncoding::kBertAbsoluteUntied}) {
     const uint64_t seed = tupe::model::testing::test_seed();
     SCOPED_TRACE(tupe::model::testing::seed_text(seed));
     at::manual_seed(seed);
-    auto cfg = tupe::model::testing::small_config(pe, true, 8, 2);
+    auto cfg = tupe::model::testing::small_config(pe, pe != PositionEncoding::kBertAbsoluteUntied, 8, 2);
     cfg.vocab_size = 20;
     cfg.ffn_size = 12;
     TupeBert net(cfg, /*num_labels=*/3);

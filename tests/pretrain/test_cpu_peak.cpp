@@ -95,6 +95,9 @@ TEST(Flops, PositionalTermOncePerMicroBatchForward) {
     EXPECT_NEAR(training_flops_per_token(c, 128, b, m), 3 * (layers + (4 * d * d + 2 * L * d) / b + head), 1e-6);
   c.position_encoding = model::PositionEncoding::kBertRelative;
   EXPECT_NEAR(training_flops_per_token(c, 128, 4, m), 3 * (layers + head), 1e-6);
+  c.position_encoding = model::PositionEncoding::kBertAbsoluteUntied;  // U^Q, U^K of L rows, no L x L term
+  for (const int64_t b : {1, 4, 32})
+    EXPECT_NEAR(training_flops_per_token(c, 128, b, m), 3 * (layers + 4 * d * d / b + head), 1e-6);
   EXPECT_THROW(training_flops_per_token(c, 128, 0, m), Error);
 }
 

@@ -2,7 +2,7 @@
 
 Usage: hf_checks.py CHECK WORKDIR [PRETRAINED_WORKDIR]   with CHECK one of
   pretrained  for each variant (TUPE-A, TUPE-R and TUPE-R tie-cls, BERT-A, BERT-R with and
-              without the [CLS] buckets, pre-LN TUPE-A with eps 1e-5): `tupe pretrain` a tiny
+              without the [CLS] buckets, pre-LN TUPE-A with eps 1e-5, BERT-A^d): `tupe pretrain` a tiny
               model (5 steps, real WikiText-2 shards), `tupe export`, load it with
               AutoModelForMaskedLM / AutoModel / AutoModelForSequenceClassification and compare
               MLM logits and every layer's hidden states with tupe's forward (tools_fixture
@@ -14,7 +14,7 @@ Usage: hf_checks.py CHECK WORKDIR [PRETRAINED_WORKDIR]   with CHECK one of
               token_type_ids), AutoModel, feature-extraction, against tupe's forward on the
               same ids (1e-5); TUPE-R and BERT-A: resize_token_embeddings (+ pad_to_multiple_of)
               + forward + save + reload.
-  finetuned   TUPE-R and BERT-A (the checkpoints of `pretrained` in PRETRAINED_WORKDIR when given, else
+  finetuned   TUPE-R, BERT-A and BERT-A^d (the checkpoints of `pretrained` in PRETRAINED_WORKDIR when given, else
               pre-trained here): `tupe finetune` on SST-2 (tiny), `tupe evaluate`, export; the
               sequence-classification logits against tupe's forward (1e-5); transformers'
               predictions on SST-2 dev/test (tokenised by AutoTokenizer) against evaluate's
@@ -125,6 +125,7 @@ CASES = [  # name, position_encoding, untie_cls, extra pretrain overrides
     ("bert-r", "bert-relative", "false", []),
     ("bert-r-untie-cls", "bert-relative", "true", []),
     ("tupe-a-pre-ln", "tupe-absolute", "true", ["--model.layer_norm", "pre", "--model.layer_norm_eps", "1e-5"]),
+    ("bert-a-d", "bert-absolute-untied", "false", []),
 ]
 
 
@@ -175,6 +176,8 @@ def pretrained(work):  # its checkpoints stay for `finetuned` (CTest fixture HfC
                 cls = AutoModelForSequenceClassification.from_pretrained(out, trust_remote_code=True, num_labels=3).eval()
                 check(type(cls).__name__ == "TupeForSequenceClassification" and hf_forward(cls, ref).logits.shape == (2, 3),
                       "AutoModelForSequenceClassification -> TupeForSequenceClassification, (2, 3) logits")
+                if name == "bert-a-d":
+                    bert_ad_controls(out, work, ref)
                 if name == "tupe-r":
                     resize_and_reload(out, work, name, remote)
                     negative_controls(out, work, ref)
@@ -217,11 +220,12 @@ def lower_case_recorded(work, shard_dir):
 def check_constants(cfg, variant, untie, placement, eps):
     dh = cfg["hidden_size"] // cfg["num_attention_heads"]
     tupe, rel = variant.startswith("tupe"), variant.endswith("relative")
+    bert_ad = variant == "bert-absolute-untied"  # docs/model.md "BERT-A^d": 1/sqrt(4 d_h), its own table
     want = {
         "position_encoding": variant, "untie_cls": untie, "layer_norm_placement": placement,
-        "word_term_scale": 1 / math.sqrt((2 if tupe else 1) * dh),
+        "word_term_scale": 1 / math.sqrt((4 if bert_ad else 2 if tupe else 1) * dh),
         "positional_term_scale": 1 / math.sqrt(2 * dh) if tupe else None,
-        "position_table_size": (128 + (1 if untie else 0)) if tupe else 0,
+        "position_table_size": (128 + (1 if untie else 0)) if tupe else 128 if bert_ad else 0,
         "relative_bucket_function": "t5-bidirectional", "relative_buckets": 32, "relative_max_distance": 128,
         "relative_bias_rows": 33 if rel else 0,
         "cls_row_bucket": 16 if rel and untie else None, "cls_column_bucket": 32 if rel and untie else None,
@@ -248,6 +252,29 @@ def negative_controls(out, work, ref):
         check(d > 5 * TOL, f"control: {key} = {value:.4g} in config.json moves the logits by {d:.2e} (> {5 * TOL:g})")
 
 
+def bert_ad_controls(out, work, ref):
+    """BERT-A^d's four terms have power: the same tensors read as two terms only (word-word plus
+    position-position: position_encoding tupe-absolute, tied [CLS], the same 1/sqrt(4 d_h) on
+    both, i.e. what q' = [q, pq], k' = [k, pk] would compute) or with TUPE's scale move the
+    logits; and a backward reaches U^Q."""
+    from transformers import AutoModel, AutoModelForMaskedLM
+    cfg = json.load(open(os.path.join(out, "config.json")))
+    s = cfg["word_term_scale"]
+    for label, change in (("two terms only", {"position_encoding": "tupe-absolute", "positional_term_scale": s}),
+                          ("TUPE's scale 1/sqrt(2 d_h)", {"word_term_scale": s * math.sqrt(2)})):
+        bad = os.path.join(work, "bad_bert_ad")
+        shutil.rmtree(bad, ignore_errors=True)
+        shutil.copytree(out, bad)
+        json.dump({**cfg, **change}, open(os.path.join(bad, "config.json"), "w"))
+        model = AutoModelForMaskedLM.from_pretrained(bad, trust_remote_code=True).eval()
+        d = maxdiff(hf_forward(model, ref).logits.reshape(-1, cfg["vocab_size"]), ref["mlm_logits"])
+        check(d > 5 * TOL, f"control: BERT-A^d read with {label} moves the logits by {d:.2e} (> {5 * TOL:g})")
+    base = AutoModel.from_pretrained(out, trust_remote_code=True)
+    base(input_ids=ref["input_ids"], attention_mask=ref["attention_mask"]).last_hidden_state.pow(2).sum().backward()
+    g = base.positional.query.weight.grad
+    check(g is not None and g.abs().sum().item() > 0, "BERT-A^d: the position projection U^Q receives gradients")
+
+
 GLUE = os.path.join(DATA, "glue")
 
 
@@ -271,7 +298,8 @@ def finetuned(work, pretrained_work=None):
     # Fine-tuning long enough that the predictions differ from row to row (the comparisons
     # below mean little for a model that predicts one class).
     for name, variant, untie, rows, epochs, lr in (("tupe-r", "tupe-relative", "true", "2000", "2", "1e-3"),
-                                                   ("bert-a", "bert-absolute", "false", "1000", "1", "3e-3")):
+                                                   ("bert-a", "bert-absolute", "false", "1000", "1", "3e-3"),
+                                                   ("bert-a-d", "bert-absolute-untied", "false", "2000", "2", "1e-3")):
         print(f"\n=== {name}")
         if pretrained_work:
             ckpt = os.path.join(pretrained_work, "ckpt_" + name, "step_00000005")
@@ -332,7 +360,7 @@ def finetuned(work, pretrained_work=None):
 
 
 def three_steps(out, ckpt, tok):
-    """Three AdamW steps of AutoModelForSequenceClassification on the exported pre-trained TUPE-R."""
+    """Three AdamW steps of AutoModelForSequenceClassification on an exported pre-trained model (TUPE-R, BERT-A^d)."""
     from transformers import AutoModelForSequenceClassification
     export(ckpt, out)
     torch.manual_seed(0)

@@ -2,14 +2,15 @@
 
 Usage: predict_checks.py WORKDIR HF_PRETRAINED_WORKDIR
 HF_PRETRAINED_WORKDIR is the work folder of Tools_hf_pretrained (CTest fixture HfCheckpoints):
-its tiny BERT-A and TUPE-R checkpoints (`tupe pretrain`, 5 steps on WikiText-2 shards) and
-their exported folders hf_bert-a_auto (BertForMaskedLM) and hf_tupe-r_auto (remote code).
+its tiny BERT-A, TUPE-R and BERT-A^d checkpoints (`tupe pretrain`, 5 steps on WikiText-2 shards)
+and their exported folders hf_bert-a_auto (BertForMaskedLM), hf_tupe-r_auto and hf_bert-a-d_auto
+(remote code).
   fill-mask   on WikiText-2 lines with [MASK]s (one, two, next to punctuation): the top-5 token
               ids equal transformers' fill-mask pipeline's and the probabilities are within
               1e-5 absolute and 1e-4 relative (a reordering is accepted only between
               probabilities within 1e-5 of each other); TSV and stdin/stdout give the same
               predictions; batch size 1 and 4 agree.
-  embeddings  BERT-A and TUPE-R: [CLS] vectors and last hidden states against AutoModel's
+  embeddings  BERT-A, TUPE-R and BERT-A^d: [CLS] vectors and last hidden states against AutoModel's
               last_hidden_state on the same input_ids (1e-5 abs, real tokens).
   errors      a line without [MASK], a line longer than max_positions, a fine-tuned model (no
               MLM head), no / a missing / a wrong vocabulary: exit code 1, ONE stderr line naming
@@ -86,8 +87,8 @@ def read_jsonl(path):
 
 
 def fill_mask(work, pre):
-    """BERT-A (exported as BertForMaskedLM) and TUPE-R (tupe's remote code, no segment embedding)."""
-    for name, remote in (("bert-a", False), ("tupe-r", True)):
+    """BERT-A (exported as BertForMaskedLM), TUPE-R and BERT-A^d (tupe's remote code, no segment embedding)."""
+    for name, remote in (("bert-a", False), ("tupe-r", True), ("bert-a-d", True)):
         print(f"--- {name}")
         fill_mask_of(work, pre, name, remote)
 
@@ -164,7 +165,7 @@ def fill_mask_of(work, pre, name, remote):
 def embeddings(work, pre):
     from transformers import AutoModel
     path, _ = masked_lines(work)
-    for name, remote in (("bert-a", False), ("tupe-r", True)):
+    for name, remote in (("bert-a", False), ("tupe-r", True), ("bert-a-d", True)):
         ckpt, hf = os.path.join(pre, f"ckpt_{name}", "step_00000005"), os.path.join(pre, f"hf_{name}_auto")
         kw = {"trust_remote_code": True} if remote else {"attn_implementation": "eager"}
         model = AutoModel.from_pretrained(hf, **kw).eval()

@@ -7,6 +7,7 @@ Usage: tools_checks.py CHECK WORKDIR   with CHECK one of
                       init table (large errors); BERT-A terms vs a float64 numpy re-computation;
                       PNG sizes from their IHDR headers; curves.csv vs the JSONL written here
   analyze_tupe        TUPE-R heatmap input: the [CLS] reset rows/columns are constant
+  analyze_bert_ad     BERT-A^d: its first-layer position terms vs a float64 numpy re-computation
   analyze_compare     `tupe analyze --run`: seed means and bands, final losses and steps to reach
                       the reference's final loss against the closed form of piecewise-linear
                       curves written here; a resumed run's repeated step; one-line errors
@@ -195,6 +196,46 @@ def analyze_tupe(work):
           "TUPE probe rows: positions 1..127 (rows 2..128; position 0 is the untied [CLS])")
 
 
+def analyze_bert_ad(work):
+    """BERT-A^d: the first layer's three position terms against a float64 numpy re-computation
+    from the checkpoint's tensors (its own position LN and projections, scale 1/sqrt(4 d_h));
+    the probes run on its table (a sinusoidal one: near-zero errors), rows 0..127."""
+    ckpt = make(work, "bert_ad", "bert-absolute-untied", "sinusoidal")
+    out = os.path.join(work, "analysis")
+    shutil.rmtree(out, ignore_errors=True)
+    p = run(TUPE, "analyze", "--checkpoint", ckpt, "--output", out)
+    check("position regression" in p.stdout, "probe table printed")
+    w = {k: v.astype(np.float64) for k, v in load_file(os.path.join(ckpt, "model.safetensors")).items()}
+    check("encoder.embeddings.position.weight" not in w, "no input position embedding (word-only input)")
+    terms = load_file(os.path.join(out, "positional.safetensors"))
+    H, L, dh, eps = 4, 128, 8, 1e-12
+    t = w["encoder.positional.table.weight"][:L]
+    mu, var = t.mean(1, keepdims=True), t.var(1, keepdims=True)
+    p_ln = (t - mu) / np.sqrt(var + eps) * w["encoder.positional.norm.weight"] + w["encoder.positional.norm.bias"]
+    pq = (p_ln @ w["encoder.positional.query.weight"].T + w["encoder.positional.query.bias"]).reshape(L, H, dh)
+    pk = (p_ln @ w["encoder.positional.key.weight"].T + w["encoder.positional.key.bias"]).reshape(L, H, dh)
+    wq, bq = w["encoder.layers.0.attention.query.weight"], w["encoder.layers.0.attention.query.bias"]
+    wk, bk = w["encoder.layers.0.attention.key.weight"], w["encoder.layers.0.attention.key.bias"]
+    wbar = w["encoder.embeddings.word.weight"].mean(0)
+    qw, kw = (wbar @ wq.T + bq).reshape(H, dh), (wbar @ wk.T + bk).reshape(H, dh)
+    s = 1 / np.sqrt(4 * dh)
+    want = {"positional_term": np.einsum("ihd,jhd->hij", pq, pk) * s,
+            "word_to_position": np.einsum("hd,jhd->hj", qw, pk) * s,
+            "position_to_word": np.einsum("ihd,hd->hi", pq, kw) * s}
+    for name, ref in want.items():
+        got = terms[name]
+        err = np.abs(got - ref).max()
+        check(got.shape == ref.shape and err < 1e-4 * max(1.0, np.abs(ref).max()),
+              f"{name} {got.shape} matches float64 numpy (max err {err:.2g})")
+    table = load_file(os.path.join(out, "position_table.safetensors"))
+    check(table["table"].shape == (128, 32) and np.array_equal(table["positions"], np.arange(128)),
+          "BERT-A^d probe rows: positions 0..127 (its position table, no [CLS] row)")
+    probes = json.load(open(os.path.join(out, "analysis.json")))["probes"]
+    check(probes["position_regression"]["test"] < 0.05, f"sinusoidal table: regression MAE {probes['position_regression']['test']:.3g}")
+    for name in ("positional_heads.png", "word_to_position.png"):
+        check(os.path.getsize(os.path.join(out, name)) > 10000, f"{name} written")
+
+
 def write_curve(path, points, extra=()):
     """A metrics JSONL with training records between the validation records (as a run logs)."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -355,6 +396,7 @@ if __name__ == "__main__":
     shutil.rmtree(workdir, ignore_errors=True)  # a fresh folder per run: outputs must not exist yet
     os.makedirs(workdir)
     {"export_hf": export_hf, "export_tupe": export_tupe, "analyze_sinusoidal": analyze_sinusoidal,
-     "analyze_tupe": analyze_tupe, "analyze_compare": analyze_compare, "analyze_glue": analyze_glue,
+     "analyze_tupe": analyze_tupe, "analyze_bert_ad": analyze_bert_ad, "analyze_compare": analyze_compare,
+     "analyze_glue": analyze_glue,
      "errors": errors}[check_name](workdir)
     print("all checks passed")

@@ -3,7 +3,8 @@
 //       writes DIR/step_00000100 (CheckpointStore) of a tiny TupeBert (V = 30522, d = 32,
 //       2 layers, 4 heads, max_positions 128) whose every parameter is perturbed by N(0, 0.05)
 //       (LayerNorm scales and biases are not at their init, so a mis-mapped tensor shows);
-//       VARIANT: bert-absolute | bert-relative | tupe-absolute | tupe-relative;
+//       VARIANT: bert-absolute | bert-relative | tupe-absolute | tupe-relative | bert-absolute-untied
+//       ([CLS] untied for TUPE, not for BERT);
 //       TABLE: init | sinusoidal (position table = Vaswani et al. sinusoids of the position a
 //       row serves, computed in float64) ; VOCAB: the vocabulary whose SHA-256 is recorded.
 //   tools_fixture logits CKPT OUT.safetensors
@@ -78,7 +79,7 @@ int make(const std::string& dir, const std::string& variant, const std::string& 
       contents.model.emplace_back(item.key(), p.detach());
     }
     if (table == "sinusoidal") {
-      if (c.has_untied_positions()) {
+      if (c.has_position_projections()) {
         at::Tensor w = net->encoder->positional->table->weight;
         const int64_t first = c.untie_cls ? 2 : 0, first_pos = c.untie_cls ? 1 : 0;
         const int64_t n = w.size(0) - first;

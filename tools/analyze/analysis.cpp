@@ -6,6 +6,7 @@
 #include <cmath>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -28,17 +29,24 @@ at::Tensor project_heads(const at::Tensor& rows, const at::Tensor& weight, const
   return at::linear(rows, weight, bias).view({n, H, d / H}).transpose(0, 1);
 }
 
-/// The BERT-A terms of the first layer (analysis.h): positional_term, word_to_position, position_to_word.
+/// The BERT-A / BERT-A^d terms of the first layer (analysis.h): positional_term,
+/// word_to_position, position_to_word.
 checkpoint::NamedTensors bert_absolute_terms(model::TupeBertImpl& net, int64_t L) {
   const auto& c = net.config;
   const int64_t H = c.num_heads;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(c.head_size()));
+  const double scale = c.attention_scale();  // 1/sqrt(d_h); BERT-A^d: 1/sqrt(4 d_h)
   auto layer0 = net.encoder->layers->ptr(0)->as<model::EncoderLayerImpl>();
   const auto& q = layer0->attention->query;
   const auto& k = layer0->attention->key;
-  const at::Tensor p = net.encoder->embeddings->position->weight.narrow(0, 0, L);  // (L, d)
   const at::Tensor w_mean = net.encoder->embeddings->word->weight.mean(0, true);    // (1, d)
-  const at::Tensor qp = project_heads(p, q->weight, {}, H), kp = project_heads(p, k->weight, {}, H);  // (H, L, dh)
+  at::Tensor qp, kp;  // (H, L, dh): the positions as the first layer's q and k see them
+  if (c.has_positional_query_key()) {
+    std::tie(qp, kp) = net.encoder->positional->query_key(L);  // LN(p) U^Q + c^Q, LN(p) U^K + c^K
+  } else {
+    const at::Tensor p = net.encoder->embeddings->position->weight.narrow(0, 0, L);  // (L, d)
+    qp = project_heads(p, q->weight, {}, H);
+    kp = project_heads(p, k->weight, {}, H);
+  }
   const at::Tensor qw = project_heads(w_mean, q->weight, q->bias, H);                                  // (H, 1, dh)
   const at::Tensor kw = project_heads(w_mean, k->weight, k->bias, H);                                  // (H, 1, dh)
   checkpoint::NamedTensors out;
@@ -53,9 +61,9 @@ checkpoint::NamedTensors position_table(model::TupeBertImpl& net) {
   const auto& c = net.config;
   at::Tensor table;
   int64_t first_row = 0, first_position = 0;
-  if (c.has_untied_positions()) {
+  if (c.has_position_projections()) {
     table = net.encoder->positional->table->weight;
-    if (c.untie_cls) first_row = 2, first_position = 1;  // row t + 1 serves position t >= 1
+    if (c.has_untied_positions() && c.untie_cls) first_row = 2, first_position = 1;  // row t + 1 serves position t >= 1
   } else {
     table = net.encoder->embeddings->position->weight;
   }
@@ -112,7 +120,7 @@ std::string analyze_checkpoint(const AnalyzeOptions& options) {
 
   at::NoGradGuard no_grad;
   checkpoint::NamedTensors terms;
-  if (c.position_encoding == model::PositionEncoding::kBertAbsolute) {
+  if (c.position_encoding == model::PositionEncoding::kBertAbsolute || c.has_positional_query_key()) {
     terms = bert_absolute_terms(*net, L);
   } else {
     terms.emplace_back("positional_term", net->encoder->positional->forward(L));

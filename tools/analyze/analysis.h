@@ -11,15 +11,19 @@
 //         "word_to_position" (H, L): WP_h[j] = (w̄ W^Q_h + b^Q_h)(p_j W^K_h)^T / sqrt(d_h)
 //         "position_to_word" (H, L): PW_h[i] = (p_i W^Q_h)(w̄ W^K_h + b^K_h)^T / sqrt(d_h)
 //       with w̄ the mean word embedding over the vocabulary (a per-head profile over key resp.
-//       query positions; the embedding LayerNorm is left out, as in the paper's expansion).
+//       query positions; the embedding LayerNorm is left out, as in the paper's expansion);
+//       for BERT-A^d the same three terms with its own position projections and scale
+//       (docs/model.md "BERT-A^d"), p~_t = LN(p_t) (the position table's LayerNorm):
+//         PP_h[i, j] = (p~_i U^Q_h + c^Q_h)(p~_j U^K_h + c^K_h)^T / sqrt(4 d_h)
+//         WP_h[j] = (w̄ W^Q_h + b^Q_h)(p~_j U^K_h + c^K_h)^T / sqrt(4 d_h),  PW likewise.
 //   position_table.safetensors  "table" (N, d) float32 and "positions" (N) int64: the learned
-//       position vectors and the sequence positions they serve (BERT-A/R: position table rows
-//       0..max_positions-1; TUPE: table rows of positions t >= 1, i.e. rows t + 1 with the
+//       position vectors and the sequence positions they serve (BERT-A/R and BERT-A^d: position
+//       table rows 0..max_positions-1; TUPE: table rows of positions t >= 1, i.e. rows t + 1 with the
 //       [CLS] untie, rows t without) for the probes of Wang & Chen (2020).
 //   curves.csv  step,loss,lr,validation_loss from the metrics JSONL (empty = not logged).
 //   analyze_plots.py  the built-in script that drew the rest (unless --script names another).
 //   analysis.json  what was written, the variant, and the plot/probe outputs of the script:
-//       positional_heads.png, word_to_position.png (BERT-A), probes.csv, probes.md,
+//       positional_heads.png, word_to_position.png (BERT-A, BERT-A^d), probes.csv, probes.md,
 //       curves.png.
 #pragma once
 #include <filesystem>

@@ -5,7 +5,7 @@ analysis_input.json and, when the run logged metrics, curves.csv)
 
 Writes into OUT:
   positional_heads.png   one heatmap per head of the positional logit term (H, L, L)
-  word_to_position.png   BERT-A only: the word-to-position and position-to-word terms (H x L each)
+  word_to_position.png   BERT-A and BERT-A^d only: the word-to-position and position-to-word terms (H x L each)
   probes.csv / probes.md the probes of Wang & Chen (2020), "What Do Position Embeddings Learn?":
       position regression: linear least squares from a position vector to its index, mean
           absolute error (positions) on held-out positions (random 20 %) and on the fit;
@@ -61,7 +61,7 @@ def heatmaps(out, term, title, figures):
     save(fig, os.path.join(out, "positional_heads.png"), figures)
 
 
-def mixed_terms(out, wp, pw, figures):
+def mixed_terms(out, wp, pw, variant, figures):
     fig, axes = plt.subplots(2, 1, figsize=(8, 6))
     for ax, m, name, xl in ((axes[0], wp, "word-to-position (mean word query, key position j)", "key position j"),
                             (axes[1], pw, "position-to-word (query position i, mean word key)", "query position i")):
@@ -70,7 +70,8 @@ def mixed_terms(out, wp, pw, figures):
         ax.set_xlabel(xl, fontsize=8)
         ax.set_ylabel("head", fontsize=8)
         fig.colorbar(im, ax=ax)
-    fig.suptitle("BERT-A first layer: the mixed terms TUPE removes", fontsize=10)
+    name = "BERT-A^d" if variant == "bert-absolute-untied" else "BERT-A"
+    fig.suptitle(f"{name} first layer: the mixed terms TUPE removes", fontsize=10)
     fig.tight_layout()
     save(fig, os.path.join(out, "word_to_position.png"), figures)
 
@@ -140,11 +141,12 @@ def main():
     figures = {}
     terms = load_file(os.path.join(out, "positional.safetensors"))
     variant = info["position_encoding"]
+    first_layer = variant in ("bert-absolute", "bert-absolute-untied")
     heatmaps(out, terms["positional_term"],
-             f"{variant}: positional logit term per head" + (" (first layer, position-position)" if variant == "bert-absolute"
+             f"{variant}: positional logit term per head" + (" (first layer, position-position)" if first_layer
                                                              else " (after the [CLS] reset)"), figures)
     if "word_to_position" in terms:
-        mixed_terms(out, terms["word_to_position"], terms["position_to_word"], figures)
+        mixed_terms(out, terms["word_to_position"], terms["position_to_word"], variant, figures)
     table = load_file(os.path.join(out, "position_table.safetensors"))
     result = probes(table["table"], table["positions"], int(info["seed"]))
     with open(os.path.join(out, "probes.csv"), "w") as f:

@@ -23,6 +23,7 @@ checkpoint::NamedTensors to_hf_tupe_tensors(const checkpoint::NamedTensors& tupe
 nlohmann::json hf_tupe_config(const model::ModelOptions& c, const HeadInfo& heads) {
   using nlohmann::json;
   const bool untied = c.has_untied_positions(), relative = c.has_relative_bias();
+  const bool table = c.has_position_projections();  // TUPE-A/R and BERT-A^d
   const bool cls_buckets = relative && c.untie_cls;
   const double dh = static_cast<double>(c.head_size());
   json cfg = {
@@ -50,10 +51,11 @@ nlohmann::json hf_tupe_config(const model::ModelOptions& c, const HeadInfo& head
       {"position_encoding", model::to_string(c.position_encoding)},
       {"layer_norm_placement", c.layer_norm == model::LayerNormPlacement::kPost ? "post" : "pre"},
       {"untie_cls", c.untie_cls},
-      // alpha = q k^T * word_term_scale + reset_theta(P + B), P scaled by positional_term_scale, B unscaled
+      // alpha = q k^T * word_term_scale + reset_theta(P + B), P scaled by positional_term_scale, B unscaled;
+      // BERT-A^d: q, k include the projected positions, word_term_scale = 1/sqrt(4 d_h), no P
       {"word_term_scale", c.attention_scale()},
       {"positional_term_scale", untied ? json(1.0 / std::sqrt(2.0 * dh)) : json(nullptr)},
-      {"position_table_size", untied ? c.position_table_rows() : 0},
+      {"position_table_size", table ? c.position_table_rows() : 0},
       {"relative_bucket_function", "t5-bidirectional"},
       {"relative_buckets", c.relative_buckets},
       {"relative_max_distance", c.relative_max_distance},

@@ -15,9 +15,10 @@ double training_flops_per_token(const model::ModelOptions& c, int64_t seq_len, i
   const double d = static_cast<double>(c.hidden_size), f = static_cast<double>(c.ffn_size);
   const double L = static_cast<double>(seq_len), V = static_cast<double>(c.vocab_size);
   double forward = static_cast<double>(c.num_layers) * (8 * d * d + 4 * d * f + 4 * L * d);
-  if (c.position_encoding == model::PositionEncoding::kTupeAbsolute ||
-      c.position_encoding == model::PositionEncoding::kTupeRelative)
+  if (c.has_untied_positions())
     forward += (4 * d * d + 2 * L * d) / static_cast<double>(micro_batch_rows);
+  else if (c.has_positional_query_key())
+    forward += 4 * d * d / static_cast<double>(micro_batch_rows);
   forward += masked_per_token * (2 * d * d + 2 * d * V);
   return 3 * forward;
 }

@@ -9,6 +9,8 @@
 //                         rows and all layers): U^Q, U^K projections of the L positions
 //                         4 L d^2 and their correlation 2 L^2 d, i.e. (4 d^2 + 2 L d) / b
 //                         per token (TUPE-A/R only; BERT-R's relative bias is a table lookup)
+//   BERT-A^d's projected positions, once per micro-batch forward likewise: U^Q, U^K of the
+//                         L positions, 4 d^2 / b per token (added to q and k, no L x L term)
 //   MLM head, only at the masked positions: dense 2 d^2 + tied decoder 2 d V, times m
 //   forward F = N (8 d^2 + 4 d f + 4 L d) + positional + m (2 d^2 + 2 d V); a training
 //   step costs 3 F (backward = 2 forward). Embedding lookups, LayerNorm, softmax, GELU

@@ -8,10 +8,13 @@
 #   alpha_ij = (x_i W^Q)(x_j W^K)^T * word_term_scale + reset_theta(P + B)_ij
 #   P_h[i, j] = (LN(p_i) U^Q_h + b^Q_h) . (LN(p_j) U^K_h + b^K_h) * positional_term_scale
 #   B_h[i, j] = b[bucket(j - i), h]   (T5 buckets, bidirectional; not scaled)
+# and for BERT-A^d (bert-absolute-untied; the paper's Sec. 4.3), all four word/position terms:
+#   alpha_ij = (x_i W^Q + pq_i)(x_j W^K + pk_j)^T * word_term_scale   (1/sqrt(4 d_h))
+#   pq_i = LN(p_i) U^Q + b^Q,  pk_j = LN(p_j) U^K + b^K   (shared by all layers)
 # Loaded with `trust_remote_code=True` through the "auto_map" of config.json.
 from transformers import PretrainedConfig
 
-VARIANTS = ("tupe-absolute", "tupe-relative", "bert-absolute", "bert-relative")
+VARIANTS = ("tupe-absolute", "tupe-relative", "bert-absolute", "bert-relative", "bert-absolute-untied")
 
 
 class TupeConfig(PretrainedConfig):
@@ -21,15 +24,19 @@ class TupeConfig(PretrainedConfig):
     intermediate_size (FFN width), max_position_embeddings (longest sequence L),
     type_vocab_size (segment ids; 0 = no segment embedding), hidden_dropout_prob,
     attention_probs_dropout_prob, layer_norm_eps (every LayerNorm), initializer_range.
-    position_encoding: tupe-absolute | tupe-relative | bert-absolute | bert-relative.
+    position_encoding: tupe-absolute | tupe-relative | bert-absolute | bert-relative |
+      bert-absolute-untied (BERT-A^d: word-only input, the position table's own projections
+      added to every layer's query and key).
     layer_norm_placement: "post" (LN after each residual add) or "pre" (LN before each
       sublayer, plus a final LN).
     hidden_act: "gelu" (the erf form; the only one tupe trains).
-    word_term_scale: multiplies q k^T: 1/sqrt(2 d_h) for TUPE, 1/sqrt(d_h) for BERT.
-    positional_term_scale: multiplies TUPE's position correlation P: 1/sqrt(2 d_h); None for BERT.
-    position_table_size: rows of TUPE's position table: max_position_embeddings, + 1 with
-      untie_cls (row 0 plays p_theta1, row 1 p_theta2, sequence position t >= 1 uses row t + 1;
-      without the untie position t uses row t). 0 for BERT.
+    word_term_scale: multiplies q k^T: 1/sqrt(2 d_h) for TUPE, 1/sqrt(d_h) for BERT, 1/sqrt(4 d_h)
+      for BERT-A^d (whose q, k include the projected positions).
+    positional_term_scale: multiplies TUPE's position correlation P: 1/sqrt(2 d_h); None for BERT
+      and BERT-A^d (no separate positional term).
+    position_table_size: rows of the position table of TUPE and BERT-A^d: max_position_embeddings,
+      + 1 with untie_cls (TUPE only: row 0 plays p_theta1, row 1 p_theta2, sequence position
+      t >= 1 uses row t + 1; without the untie position t uses row t). 0 for BERT-A/R.
     untie_cls: TUPE Eq. 9: the [CLS] row (i = 0) of the positional term is theta_1 = P(row 0, row 0),
       its column (i != 0, j = 0) theta_2 = P(row 1, row 1); with a relative bias the [CLS] row
       uses bucket cls_row_bucket and the column bucket cls_column_bucket.
@@ -89,6 +96,9 @@ class TupeConfig(PretrainedConfig):
             raise ValueError(f"TupeConfig: relative_bucket_function '{relative_bucket_function}' is not t5-bidirectional")
         untied = position_encoding.startswith("tupe-")
         relative = position_encoding.endswith("-relative")
+        bert_ad = position_encoding == "bert-absolute-untied"
+        if bert_ad and untie_cls:
+            raise ValueError("TupeConfig: untie_cls resets a positional logit term; bert-absolute-untied has none")
         head = hidden_size // num_attention_heads
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
@@ -107,11 +117,11 @@ class TupeConfig(PretrainedConfig):
         self.untie_cls = bool(untie_cls)
         # The defaults below are the paper's; an exported config.json states each explicitly.
         self.word_term_scale = word_term_scale if word_term_scale is not None else (
-            (2.0 * head) ** -0.5 if untied else head ** -0.5)
+            (4.0 * head) ** -0.5 if bert_ad else (2.0 * head) ** -0.5 if untied else head ** -0.5)
         self.positional_term_scale = positional_term_scale if positional_term_scale is not None else (
             (2.0 * head) ** -0.5 if untied else None)
         self.position_table_size = position_table_size if position_table_size is not None else (
-            max_position_embeddings + (1 if self.untie_cls else 0) if untied else 0)
+            max_position_embeddings + (1 if self.untie_cls and untied else 0) if untied or bert_ad else 0)
         self.relative_buckets = relative_buckets
         self.relative_max_distance = relative_max_distance
         self.relative_bias_rows = relative_bias_rows if relative_bias_rows is not None else (
@@ -132,11 +142,21 @@ class TupeConfig(PretrainedConfig):
         return self.position_encoding.startswith("tupe-")
 
     @property
+    def has_position_projections(self):
+        """The position table with its LN and U^Q, U^K (TUPE-A, TUPE-R, BERT-A^d)."""
+        return self.has_untied_positions or self.has_positional_query_key
+
+    @property
+    def has_positional_query_key(self):
+        """BERT-A^d: LN(p) U^Q + b^Q and LN(p) U^K + b^K added to every layer's query and key."""
+        return self.position_encoding == "bert-absolute-untied"
+
+    @property
     def has_relative_bias(self):
         """The T5 relative bias B in the logits (TUPE-R, BERT-R)."""
         return self.position_encoding.endswith("-relative")
 
     @property
     def has_absolute_input_positions(self):
-        """BERT's position embedding added to the input (BERT-A, BERT-R)."""
-        return self.position_encoding.startswith("bert-")
+        """BERT's position embedding added to the input (BERT-A, BERT-R; not BERT-A^d)."""
+        return self.position_encoding in ("bert-absolute", "bert-relative")

@@ -7,10 +7,13 @@
 # "sentence_head." -> "classifier.". Every constant comes from TupeConfig (config.json).
 # Shape legend: B batch, L sequence length, d width, H heads, d_h = d / H, V vocabulary.
 #
-#   input:   e = LN(word[x] (+ position[t], BERT-A/R) (+ segment[s])), then dropout
+#   input:   e = LN(word[x] (+ position[t], BERT-A/R; not BERT-A^d) (+ segment[s])), then dropout
 #   logits:  alpha = q k^T * word_term_scale + A + padding (-inf-like at padded keys)  (B, H, L, L)
-#            A = reset_theta(P + B)  TUPE-R | reset_theta(P) TUPE-A | B  BERT-R | 0  BERT-A
+#            A = reset_theta(P + B)  TUPE-R | reset_theta(P) TUPE-A | B  BERT-R | 0  BERT-A, BERT-A^d
 #            computed ONCE per forward (shared by every layer; differs across heads)
+#            BERT-A^d: q = x W^Q + b^Q + pq, k = x W^K + b^K + pk, with pq = LN(p) U^Q + c^Q and
+#            pk = LN(p) U^K + c^K (H, L, d_h), once per forward, shared by every layer, so that
+#            q k^T holds all four word/position terms (word_term_scale = 1/sqrt(4 d_h))
 #   layer:   post-LN: x = LN(x + Attn(x)); x = LN(x + FFN(x))
 #            pre-LN:  x = x + Attn(LN(x)); x = x + FFN(LN(x)); a final LN after the last layer
 #   FFN(x) = GELU_erf(x W_1 + b_1) W_2 + b_2
@@ -83,13 +86,14 @@ class TupeEmbeddings(nn.Module):
 
 
 class TupePositionalTerm(nn.Module):
-    """The additive positional logits A (H, L, L), shared by all layers; None for BERT-A."""
+    """The additive positional logits A (H, L, L), shared by all layers; None for BERT-A and
+    BERT-A^d (whose projected positions query_key(L) gives)."""
 
     def __init__(self, config):
         super().__init__()
         self.config = config
         d, H = config.hidden_size, config.num_attention_heads
-        if config.has_untied_positions:
+        if config.has_position_projections:
             self.table = nn.Embedding(config.position_table_size, d)  # p
             self.norm = nn.LayerNorm(d, eps=config.layer_norm_eps)    # LN over table rows
             self.query = nn.Linear(d, d)                              # U^Q, b^Q
@@ -97,14 +101,21 @@ class TupePositionalTerm(nn.Module):
         if config.has_relative_bias:
             self.relative_bias = nn.Embedding(config.relative_bias_rows, H)  # b: (buckets + 1, H)
 
-    def correlation(self, rows):
-        """P over table rows [0, rows): (H, rows, rows), scaled by positional_term_scale."""
+    def query_key(self, rows):
+        """The projected table rows [0, rows), unscaled: (LN(p) U^Q + c^Q, LN(p) U^K + c^K), each (H, rows, d_h)."""
         c = self.config
+        if rows > c.position_table_size:
+            raise ValueError(f"TupeModel: sequence length {rows} exceeds the position table ({c.position_table_size} rows)")
         H, dh = c.num_attention_heads, c.hidden_size // c.num_attention_heads
         p = self.norm(self.table.weight[:rows])                      # (rows, d)
         pq = self.query(p).view(rows, H, dh).transpose(0, 1)          # (H, rows, d_h)
         pk = self.key(p).view(rows, H, dh).transpose(0, 1)            # (H, rows, d_h)
-        return torch.matmul(pq, pk.transpose(1, 2)) * c.positional_term_scale
+        return pq, pk
+
+    def correlation(self, rows):
+        """P over table rows [0, rows): (H, rows, rows), scaled by positional_term_scale."""
+        pq, pk = self.query_key(rows)
+        return torch.matmul(pq, pk.transpose(1, 2)) * self.config.positional_term_scale
 
     def forward(self, L):
         c = self.config
@@ -140,10 +151,13 @@ class TupeSelfAttention(nn.Module):
         self.query, self.key, self.value, self.output = (nn.Linear(d, d) for _ in range(4))
         self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
 
-    def forward(self, x, bias):
+    def forward(self, x, bias, positions=None):
+        """positions: BERT-A^d's (pq, pk), each (1, H, L, d_h), added to q and k; else None."""
         B, L, d = x.shape
         split = lambda t: t.view(B, L, self.heads, d // self.heads).transpose(1, 2)  # (B, H, L, d_h)
         q, k, v = split(self.query(x)), split(self.key(x)), split(self.value(x))
+        if positions is not None:
+            q, k = q + positions[0], k + positions[1]
         scores = torch.matmul(q, k.transpose(-1, -2)) * self.scale
         if bias is not None:
             scores = scores + bias
@@ -167,12 +181,12 @@ class TupeLayer(nn.Module):
     def ffn(self, h):
         return self.dropout(self.ffn_out(F.gelu(self.ffn_in(h))))
 
-    def forward(self, x, bias):
+    def forward(self, x, bias, positions=None):
         if self.pre_ln:
-            a, probs = self.attention(self.attention_norm(x), bias)
+            a, probs = self.attention(self.attention_norm(x), bias, positions)
             h = x + self.dropout(a)
             return h + self.ffn(self.ffn_norm(h)), probs
-        a, probs = self.attention(x, bias)
+        a, probs = self.attention(x, bias, positions)
         h = self.attention_norm(x + self.dropout(a))
         return self.ffn_norm(h + self.ffn(h)), probs
 
@@ -229,6 +243,9 @@ class TupeModel(TupePreTrainedModel):
         bias = self.positional(L)  # (H, L, L) or None
         if bias is not None:
             bias = bias.unsqueeze(0).to(x.dtype)  # (1, H, L, L)
+        positions = None
+        if cfg.has_positional_query_key:  # BERT-A^d: (1, H, L, d_h) each, for every layer
+            positions = tuple(t.unsqueeze(0).to(x.dtype) for t in self.positional.query_key(L))
         if attention_mask is not None:
             pad = torch.zeros(B, 1, 1, L, dtype=x.dtype, device=x.device)
             pad = pad.masked_fill(attention_mask.view(B, 1, 1, L) == 0, torch.finfo(x.dtype).min)
@@ -236,7 +253,7 @@ class TupeModel(TupePreTrainedModel):
         hidden, attentions = [], []
         for layer in self.layers:
             hidden.append(x)
-            x, probs = layer(x, bias)
+            x, probs = layer(x, bias, positions)
             attentions.append(probs)
         if self.final_norm is not None:
             x = self.final_norm(x)

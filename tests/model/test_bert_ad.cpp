@@ -1,0 +1,206 @@
+// BERT-A^d (model.position_encoding = bert-absolute-untied; docs/model.md "BERT-A^d") against
+// a float64 re-implementation of the paper's formula (Sec. 4.3) written here from the paper,
+// not from the model's code: the four products of every layer are computed one by one as
+// L x L matrices and summed,
+//   alpha_ij = 1/sqrt(4 d_h) ((x_i W^Q)(x_j W^K)^T + (x_i W^Q)(p_j U^K)^T
+//                             + (p_i U^Q)(x_j W^K)^T + (p_i U^Q)(p_j U^K)^T)
+// with p = LN(table) and the biases (b^Q, b^K with W; c^Q, c^K with U) on the side of their
+// projection; softmax, values, FFN, LayerNorms and the MLM head follow. Random weights (every
+// bias and LayerNorm affine non-trivial) and inputs, fresh each run; padded rows; post- and
+// pre-LN; tolerance 1e-10 relative.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "model/tupe_bert.h"
+#include "model_test_util.h"
+
+namespace {
+
+using tupe::model::LayerNormPlacement;
+using tupe::model::ModelOptions;
+using tupe::model::PositionEncoding;
+using tupe::model::TupeBert;
+
+/// The named parameter of `m` (detached, float64).
+at::Tensor P(TupeBert& m, const std::string& name) {
+  for (const auto& item : m->named_parameters())
+    if (item.key() == name) return item.value().detach();
+  throw std::runtime_error("no parameter " + name);
+}
+
+/// x W^T + b (torch Linear convention: W is (out, in)), rows of x: (..., in) -> (..., out).
+at::Tensor affine(const at::Tensor& x, TupeBert& m, const std::string& prefix) {
+  return at::matmul(x, P(m, prefix + ".weight").t()) + P(m, prefix + ".bias");
+}
+
+/// LayerNorm over the last dimension with the biased variance, as written in the BERT paper.
+at::Tensor layer_norm(const at::Tensor& x, TupeBert& m, const std::string& prefix, double eps) {
+  const at::Tensor mean = x.mean(-1, true);
+  const at::Tensor var = (x - mean).pow(2).mean(-1, true);
+  return (x - mean) / at::sqrt(var + eps) * P(m, prefix + ".weight") + P(m, prefix + ".bias");
+}
+
+at::Tensor gelu_erf(const at::Tensor& x) { return 0.5 * x * (1.0 + at::erf(x / std::sqrt(2.0))); }
+
+/// (B, L, d) or (L, d) -> heads (B, H, L, d_h) or (H, L, d_h).
+at::Tensor heads(const at::Tensor& t, int64_t H) {
+  auto s = t.sizes().vec();
+  const int64_t d = s.back();
+  s.back() = H;
+  s.push_back(d / H);
+  return t.reshape(s).transpose(-3, -2);
+}
+
+struct Reference {
+  std::vector<at::Tensor> logits;  ///< per layer (B, H, L, L), -inf at padded keys
+  std::vector<at::Tensor> inputs;  ///< per layer (B, L, d)
+  at::Tensor hidden;               ///< (B, L, d)
+  at::Tensor mlm;                  ///< (B*L, V) at every position
+};
+
+/// The whole BERT-A^d forward in float64 from its definition (eval: no dropout).
+Reference reference(TupeBert& m, const ModelOptions& c, const at::Tensor& ids, const at::Tensor& mask) {
+  const int64_t B = ids.size(0), L = ids.size(1), H = c.num_heads, dh = c.head_size(), d = c.hidden_size;
+  const double eps = c.layer_norm_eps, scale = 1.0 / std::sqrt(4.0 * static_cast<double>(dh));
+  // Input: word embeddings only (no position added), then LN.
+  at::Tensor x = layer_norm(P(m, "encoder.embeddings.word.weight").index_select(0, ids.view(-1)).view({B, L, d}), m,
+                            "encoder.embeddings.norm", eps);
+  // Positions: LN of table rows 0..L-1 (position t uses row t), U^Q / U^K shared by all layers.
+  const at::Tensor p = layer_norm(P(m, "encoder.positional.table.weight").narrow(0, 0, L), m, "encoder.positional.norm", eps);
+  const at::Tensor pq = heads(affine(p, m, "encoder.positional.query"), H).unsqueeze(0);  // (1, H, L, dh)
+  const at::Tensor pk = heads(affine(p, m, "encoder.positional.key"), H).unsqueeze(0);
+  const at::Tensor pad = at::zeros({B, 1, 1, L}, at::kDouble).masked_fill(mask.view({B, 1, 1, L}) == 0, -INFINITY);
+  Reference r;
+  const bool pre = c.layer_norm == LayerNormPlacement::kPre;
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const std::string pre_fix = "encoder.layers." + std::to_string(l) + ".";
+    r.inputs.push_back(x);
+    const at::Tensor a_in = pre ? layer_norm(x, m, pre_fix + "attention_norm", eps) : x;
+    const at::Tensor q = heads(affine(a_in, m, pre_fix + "attention.query"), H);  // (B, H, L, dh)
+    const at::Tensor k = heads(affine(a_in, m, pre_fix + "attention.key"), H);
+    const at::Tensor v = heads(affine(a_in, m, pre_fix + "attention.value"), H);
+    // The four correlations, each its own (B, H, L, L) product.
+    const at::Tensor word_word = at::matmul(q, k.transpose(-1, -2));
+    const at::Tensor word_pos = at::matmul(q, pk.transpose(-1, -2));
+    const at::Tensor pos_word = at::matmul(pq, k.transpose(-1, -2));
+    const at::Tensor pos_pos = at::matmul(pq, pk.transpose(-1, -2)).expand({B, H, L, L});
+    const at::Tensor alpha = (word_word + word_pos + pos_word + pos_pos) * scale + pad;
+    r.logits.push_back(alpha);
+    const at::Tensor ctx = at::matmul(at::softmax(alpha, -1), v).transpose(1, 2).reshape({B, L, d});
+    const at::Tensor attn = affine(ctx, m, pre_fix + "attention.output");
+    auto ffn = [&](const at::Tensor& h) {
+      return affine(gelu_erf(affine(h, m, pre_fix + "ffn_in")), m, pre_fix + "ffn_out");
+    };
+    if (pre) {
+      const at::Tensor h = x + attn;
+      x = h + ffn(layer_norm(h, m, pre_fix + "ffn_norm", eps));
+    } else {
+      const at::Tensor h = layer_norm(x + attn, m, pre_fix + "attention_norm", eps);
+      x = layer_norm(h + ffn(h), m, pre_fix + "ffn_norm", eps);
+    }
+  }
+  if (pre) x = layer_norm(x, m, "encoder.final_norm", eps);
+  r.hidden = x;
+  const at::Tensor t = layer_norm(gelu_erf(affine(x, m, "mlm_head.dense")), m, "mlm_head.norm", eps);
+  r.mlm = (at::matmul(t, P(m, "encoder.embeddings.word.weight").t()) + P(m, "mlm_head.bias")).view({B * L, -1});
+  return r;
+}
+
+double rel_err(const at::Tensor& got, const at::Tensor& want) {
+  const at::Tensor finite = at::isfinite(want);
+  EXPECT_TRUE(at::equal(finite, at::isfinite(got))) << "the masked (-inf) entries differ";
+  const at::Tensor zero = at::zeros({}, at::kDouble);
+  const at::Tensor g = at::where(finite, got, zero), w = at::where(finite, want, zero);
+  return (g - w).abs().max().item<double>() / w.abs().max().item<double>();
+}
+
+class BertAd : public ::testing::TestWithParam<LayerNormPlacement> {};
+
+TEST_P(BertAd, EqualsFourTermFormulaInFloat64) {
+  const uint64_t seed = tupe::model::testing::test_seed();
+  SCOPED_TRACE(tupe::model::testing::seed_text(seed));
+  at::manual_seed(seed);
+  ModelOptions cfg = tupe::model::testing::small_config(PositionEncoding::kBertAbsoluteUntied, false, /*d=*/24, /*H=*/3);
+  cfg.num_layers = 3;
+  cfg.layer_norm = GetParam();
+  cfg.layer_norm_eps = 1e-5;
+  TupeBert net(cfg);
+  net->to(at::kDouble);
+  tupe::model::testing::randomize(*net, 0.5);
+  net->eval();
+  const int64_t B = 3, L = 37;
+  const at::Tensor ids = at::randint(cfg.vocab_size, {B, L}, at::kLong);
+  at::Tensor mask = at::ones({B, L}, at::kLong);
+  mask[1].narrow(0, 30, L - 30).fill_(0);
+  mask[2].narrow(0, 11, L - 11).fill_(0);
+
+  const Reference ref = reference(net, cfg, ids, mask);
+  const auto out = net->encoder->forward(ids, mask, {}, /*record_layers=*/true);
+  ASSERT_EQ(out.attention_logits.size(), static_cast<size_t>(cfg.num_layers));
+  EXPECT_TRUE(out.position_query.defined() && out.position_key.defined());
+  EXPECT_EQ(out.attention_bias.sizes(), (std::vector<int64_t>{B, 1, 1, L})) << "only the padding mask: no L x L bias";
+  for (int64_t l = 0; l < cfg.num_layers; ++l) {
+    EXPECT_LT(rel_err(out.layer_inputs[l].detach(), ref.inputs[l]), 1e-10) << "input of layer " << l;
+    EXPECT_LT(rel_err(out.attention_logits[l].detach(), ref.logits[l]), 1e-10) << "logits of layer " << l;
+  }
+  EXPECT_LT(rel_err(out.hidden.detach(), ref.hidden), 1e-10) << "encoder output (through SDPA)";
+  const at::Tensor mlm = net->mlm_logits(ids, mask, {}, at::arange(B * L, at::kLong)).detach();
+  EXPECT_LT(rel_err(mlm, ref.mlm), 1e-10) << "MLM logits";
+
+  // Training mode with dropout off but a drop probability of 1e-12 on the attention (its
+  // CPU path: the explicit baddbmm / softmax / bmm): the same numbers to 1e-10.
+  net->encoder->layers->ptr(0)->as<tupe::model::EncoderLayerImpl>()->attention->config.attention_dropout = 1e-12;
+  net->train();
+  const at::Tensor trained = net->mlm_logits(ids, mask, {}, at::arange(B * L, at::kLong)).detach();
+  EXPECT_LT(rel_err(trained, ref.mlm), 1e-10) << "MLM logits, explicit CPU training path";
+}
+
+INSTANTIATE_TEST_SUITE_P(Placement, BertAd, ::testing::Values(LayerNormPlacement::kPost, LayerNormPlacement::kPre),
+                         [](const ::testing::TestParamInfo<LayerNormPlacement>& i) {
+                           return std::string(i.param == LayerNormPlacement::kPost ? "post_ln" : "pre_ln");
+                         });
+
+TEST(BertAdRules, ConcatenatedHeadsWouldDropTheMixedTerms) {
+  // Why q' = q + pq (not [q, pq]): concatenation along the head dimension gives only the
+  // word-word and position-position products; the sum gives all four (docs/model.md).
+  at::manual_seed(3);
+  const at::Tensor q = at::randn({5, 4}, at::kDouble), k = at::randn({5, 4}, at::kDouble);
+  const at::Tensor pq = at::randn({5, 4}, at::kDouble), pk = at::randn({5, 4}, at::kDouble);
+  const at::Tensor four = q.mm(k.t()) + q.mm(pk.t()) + pq.mm(k.t()) + pq.mm(pk.t());
+  EXPECT_LT(((q + pq).mm((k + pk).t()) - four).abs().max().item<double>(), 1e-12);
+  const at::Tensor cat = at::cat({q, pq}, 1).mm(at::cat({k, pk}, 1).t());
+  EXPECT_GT((cat - four).abs().max().item<double>(), 1e-3);
+}
+
+TEST(BertAdRules, ConfigRules) {
+  ModelOptions c = tupe::model::testing::small_config(PositionEncoding::kBertAbsoluteUntied, false, 24, 3);
+  EXPECT_EQ(tupe::model::to_string(c.position_encoding), "bert-absolute-untied");
+  EXPECT_EQ(tupe::model::parse_position_encoding("bert-absolute-untied"), PositionEncoding::kBertAbsoluteUntied);
+  EXPECT_DOUBLE_EQ(c.attention_scale(), 1.0 / std::sqrt(4.0 * 8.0));
+  EXPECT_FALSE(c.has_absolute_input_positions());
+  EXPECT_FALSE(c.has_untied_positions());
+  EXPECT_FALSE(c.has_relative_bias());
+  EXPECT_TRUE(c.has_position_projections());
+  EXPECT_TRUE(c.has_positional_query_key());
+  EXPECT_EQ(c.position_table_rows(), c.max_positions);
+  c.untie_cls = true;  // BERT-A^d has no positional logit term to reset
+  try {
+    c.validate();
+    FAIL() << "untie_cls with bert-absolute-untied accepted";
+  } catch (const tupe::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model.untie_cls"), std::string::npos) << e.what();
+  }
+}
+
+TEST(BertAdRules, LongerThanTheTableIsAnError) {
+  auto cfg = tupe::model::testing::small_config(PositionEncoding::kBertAbsoluteUntied, false);
+  tupe::model::Encoder enc(cfg);
+  EXPECT_THROW(enc->forward(at::zeros({1, cfg.max_positions + 1}, at::kLong)), tupe::Error);
+}
+
+}  // namespace
