@@ -5,6 +5,8 @@
 // tupe analyze --run NAME=DIR [--run NAME=DIR ...] --output OUT: several runs' validation
 // curves in one figure, with final losses and steps to reach the reference's final loss.
 // Outputs: tools/analyze/compare.h.
+// tupe analyze --glue NAME=DIR [--glue NAME=DIR ...] --output OUT: the GLUE average against
+// pre-training steps from `tupe finetune` outputs (Figure 5c). Outputs: tools/analyze/glue_curve.h.
 #include <boost/program_options/options_description.hpp>
 #include <boost/program_options/value_semantic.hpp>
 #include <iostream>
@@ -17,6 +19,7 @@
 #include "common/log.h"
 #include "tools/analyze/analysis.h"
 #include "tools/analyze/compare.h"
+#include "tools/analyze/glue_curve.h"
 
 namespace po = boost::program_options;
 
@@ -24,7 +27,7 @@ namespace tupe::cli {
 
 int run_analyze(int argc, char** argv) {
   std::string checkpoint, output, metrics, python, script, reference;
-  std::vector<std::string> runs;
+  std::vector<std::string> runs, glue;
   int64_t positions = 128, seed = 1;
   ConfigCli cli("analyze",
                 "Analyses a pre-training checkpoint: positional-correlation heatmaps per head (PNG), the\n"
@@ -33,7 +36,9 @@ int run_analyze(int argc, char** argv) {
                 "matplotlib through $TUPE_PYTHON.\n"
                 "With --run NAME=DIR (repeated; one NAME per model, repeated for its seeds) instead of\n"
                 "--checkpoint: every run's validation curve in one figure (seed means and bands), the final\n"
-                "validation losses and the steps each model takes to reach the reference's final loss.");
+                "validation losses and the steps each model takes to reach the reference's final loss.\n"
+                "With --glue NAME=DIR (repeated; DIR a `tupe finetune` output folder): the GLUE average against\n"
+                "the pre-training step of the checkpoint each folder fine-tuned, one line per NAME.");
   cli.options().add_options()("checkpoint", po::value<std::string>(&checkpoint),
                               "checkpoint folder step_XXXXXXXX, or a checkpoint.dir (the newest whole one)")(
       "output", po::value<std::string>(&output), "output folder (created)")(
@@ -48,10 +53,23 @@ int run_analyze(int argc, char** argv) {
       "seed", po::value<int64_t>(&seed)->default_value(1), "seed of the probes' train/test split")(
       "run", po::value<std::vector<std::string>>(&runs)->composing(),
       "NAME=DIR: a run to compare (DIR a checkpoint.dir or a metrics JSONL); repeat it, a NAME once per seed")(
+      "glue", po::value<std::vector<std::string>>(&glue)->composing(),
+      "NAME=DIR: fine-tuning results (DIR holds results.json) for the GLUE-average curve; repeat it")(
       "reference", po::value<std::string>(&reference),
       "with --run: the model whose final validation loss is the target (default: the first NAME)");
   if (!cli.parse(argc, argv)) return 0;
-  TUPE_CHECK(runs.empty() || checkpoint.empty(), "analyze: give --checkpoint (one checkpoint) or --run (runs to compare), not both");
+  TUPE_CHECK(static_cast<int>(!runs.empty()) + static_cast<int>(!glue.empty()) + static_cast<int>(!checkpoint.empty()) <= 1,
+             "analyze: give one of --checkpoint (one checkpoint), --run (runs to compare) or --glue (fine-tuning results)");
+  if (!glue.empty()) {
+    TUPE_CHECK(metrics.empty() && reference.empty(), "analyze: --metrics and --reference do not apply to --glue");
+    analyze::GlueCurveOptions curve;
+    for (const auto& g : glue) curve.results.push_back(analyze::parse_compare_run(g));
+    curve.output = output;
+    curve.python = python;
+    curve.script = script;
+    std::cout << analyze::glue_curve(curve);
+    return 0;
+  }
   TUPE_CHECK(!output.empty(), "analyze: no output folder given (--output OUT)");
   if (!runs.empty()) {
     TUPE_CHECK(metrics.empty(), "analyze: --metrics belongs to --checkpoint; with --run, give each run's metrics as its DIR");

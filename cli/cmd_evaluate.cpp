@@ -5,7 +5,8 @@
 //   [mpirun -np W] tupe evaluate --model OUT/models/SST-2 --finetune.data_dir GLUE
 //       [--finetune.output_dir DIR] [--skip-bad-rows]   (the tokenizer: the model's record and
 //       carried vocabulary; --tokenizer.vocab for models that carry none)
-// Writes <finetune.output_dir>/evaluation_<TASK>.json and submission/<X>.tsv. The job is
+// Writes evaluation_<TASK>.json and submission/<X>.tsv next to the model, into
+// <models/TASK>/evaluation/step_<N>/, or into finetune.output_dir when it is given. The job is
 // trainer/finetune/evaluate_job.h; this file parses its options.
 #include <boost/program_options/options_description.hpp>
 #include <boost/program_options/value_semantic.hpp>
@@ -26,7 +27,8 @@ int evaluate_job(const dist::MpiEnv& env, int argc, char** argv) {
   finetune::EvaluateJobConfig config;
   ConfigCli cli("evaluate",
                 "Evaluates a model fine-tuned by `tupe finetune` (its models/<TASK> folder) on the task's dev\n"
-                "split(s) and writes the submission file(s) of its test split(s). Reads data_dir, output_dir,\n"
+                "split(s) and writes the submission file(s) of its test split(s), next to the model\n"
+                "(<models/TASK>/evaluation/step_<N>/) unless finetune.output_dir is given. Reads data_dir, output_dir,\n"
                 "max_length (0 = the length it was trained with), eval_batch_size, device, threads, skip_bad_rows\n"
                 "and predict_test from [finetune], [precision]. A custom task's files: the [task] section given\n"
                 "here when its name is the model's task, else the one the model recorded.");

@@ -3,9 +3,11 @@
 // Usage:
 //   [mpirun -np W] tupe finetune --finetune.checkpoint CKPT --finetune.data_dir GLUE
 //       --tokenizer.vocab vocab.txt [--finetune.tasks SST-2,RTE] [--config configs/glue/paper.ini]
-//       [--skip-bad-rows]
-// Writes <finetune.output_dir>/results.json, results.md, submission/<TASK>.tsv and
-// models/<TASK>/step_<N>/ (the reported run's weights, for `tupe evaluate`). The job is
+//       [--skip-bad-rows] [--overwrite]
+// An output_dir holding a previous fine-tuning is refused unless --overwrite (which replaces
+// it whole). Writes <finetune.output_dir>/results.json, results.md, submission/<TASK>.tsv and
+// models/<TASK>/step_<N>/ (the reported run's weights at the selected epoch's last step N,
+// for `tupe evaluate`). The job is
 // trainer/finetune/finetune_job.h; this file parses its options.
 #include <boost/program_options/options_description.hpp>
 
@@ -35,9 +37,11 @@ int finetune_job(const dist::MpiEnv& env, int argc, char** argv) {
   cli.section("task", finetune::TaskOptions::fields(), config.task);
   cli.section("tokenizer", data_pipeline::TokenizerOptions::fields(), config.tokenizer);
   cli.section("dist", dist::DistOptions::fields(), config.dist);
-  cli.options().add_options()("skip-bad-rows", "skip (and count) malformed task-file rows (= --finetune.skip_bad_rows true)");
+  cli.options().add_options()("skip-bad-rows", "skip (and count) malformed task-file rows (= --finetune.skip_bad_rows true)")(
+      "overwrite", "replace a previous fine-tuning in finetune.output_dir whole (= --finetune.overwrite true)");
   if (!cli.parse(argc, argv)) return 0;
   if (cli.vm().count("skip-bad-rows")) config.finetune.skip_bad_rows = true;
+  if (cli.vm().count("overwrite")) config.finetune.overwrite = true;
   config.effective = cli.effective();
   config.given = cli.given();
   // Once the checks passed, the whole effective config goes to the output folder and the

@@ -12,11 +12,29 @@
 
 namespace tupe::cli {
 
-std::string one_line(std::string text) {
-  for (char& c : text)
-    if (c == '\n' || c == '\r') c = ' ';
-  while (!text.empty() && text.back() == ' ') text.pop_back();
-  return text;
+std::string one_line(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c == '\r' && i + 1 < text.size() && text[i + 1] == '\n') continue;  // a CRLF line break
+    if (c == '\n') {
+      out += ' ';
+    } else if (c == '\r') {
+      out += "\\r";  // a stray carriage return (a CRLF file's value) shown, not obeyed by the terminal
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c == 0x7f) {
+      static const char hex[] = "0123456789abcdef";
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
 }
 
 int run_job_on_ranks(const dist::MpiEnv& env, const std::string& command, const std::function<int()>& body) {

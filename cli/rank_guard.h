@@ -22,7 +22,9 @@ namespace tupe::cli {
 /// returns 1 without aborting. Exit codes: 1 for tupe::Error, 3 otherwise.
 int run_job_on_ranks(const dist::MpiEnv& env, const std::string& command, const std::function<int()>& body);
 
-/// `text` with line breaks replaced by spaces (errors are printed as one line).
-std::string one_line(std::string text);
+/// `text` as one printable line (errors are printed so): a line break (LF or CRLF) becomes a
+/// space, any other control character its escape (a stray carriage return "\\r", a tab
+/// "\\t", others "\\xNN"), so a CR from a CRLF file cannot rewrite the terminal line.
+std::string one_line(const std::string& text);
 
 }  // namespace tupe::cli

@@ -41,8 +41,11 @@ const FieldTable<PreprocessOptions>& PreprocessOptions::fields() {
         .at_least(1)
         .at_most(99999)
         .integer("seed", &P::seed, 12345, "", "seed of the train/validation split")
-        .integer("piece_bytes", &P::piece_bytes, 1 << 20, "bytes", "input per packing stream and unit of work")
+        .integer("piece_bytes", &P::piece_bytes, 0, "bytes",
+                 "input per packing stream and unit of work; 0 = auto: 1 MiB, less for a small corpus so that each "
+                 "shard gets at least 16 pieces (not under 64 KiB)")
         .at_least(1024)
+        .or_zero()
         .integer("compression_level", &P::compression_level, 0, "",
                  "deflate level of the shards: 0 = unfiltered (read by file offset, fastest), 1..9 = smaller files "
                  "read through a cache")
@@ -58,12 +61,25 @@ const FieldTable<PreprocessOptions>& PreprocessOptions::fields() {
   return table;
 }
 
+int64_t resolve_piece_bytes(const PreprocessOptions& config, int64_t input_bytes) {
+  if (config.piece_bytes > 0) return config.piece_bytes;
+  constexpr int64_t kMax = int64_t{1} << 20, kMin = int64_t{64} << 10, kPiecesPerShard = 16;
+  int64_t shards = 1;
+  if (config.writes_train()) shards = std::max(shards, config.num_shards);
+  if (config.writes_validation()) shards = std::max(shards, config.num_validation_shards);
+  const int64_t target = input_bytes / (kPiecesPerShard * shards);
+  return std::clamp(target, kMin, kMax);
+}
+
 PreprocessPlan plan_preprocess(const std::vector<std::string>& inputs, const std::string& output_dir,
                                const PreprocessOptions& config) {
   config.validate();
   TUPE_CHECK(!output_dir.empty(), "preprocess: no output folder given (--output)");
   PreprocessPlan plan;
   plan.files = list_input_files(inputs);
+  int64_t input_bytes = 0;
+  for (const InputFile& file : plan.files) input_bytes += file.size_bytes;
+  plan.piece_bytes = resolve_piece_bytes(config, input_bytes);
   for (size_t f = 0; f < plan.files.size(); ++f) {
     InputFile& file = plan.files[f];
     file.json_lines = is_json_lines(file.path, config.input_format);
@@ -71,8 +87,8 @@ PreprocessPlan plan_preprocess(const std::vector<std::string>& inputs, const std
       plan.streamed.push_back(static_cast<int64_t>(f));
       continue;
     }
-    for (int64_t b = 0; b < file.size_bytes; b += config.piece_bytes)
-      plan.pieces.push_back({static_cast<int64_t>(f), b, std::min(b + config.piece_bytes, file.size_bytes)});
+    for (int64_t b = 0; b < file.size_bytes; b += plan.piece_bytes)
+      plan.pieces.push_back({static_cast<int64_t>(f), b, std::min(b + plan.piece_bytes, file.size_bytes)});
   }
   auto add = [&](const std::string& split, int64_t n) {
     for (int64_t s = 0; s < n; ++s)
@@ -104,7 +120,7 @@ bool goes_to_validation(const PreprocessOptions& config, int64_t file, int64_t d
   return rng.uniform() < config.validation_ratio;
 }
 
-ShardHeader make_header(const ShardJob& job, const PreprocessOptions& config, const Tokenizer& tok,
+ShardHeader make_header(const ShardJob& job, const PreprocessOptions& config, int64_t piece_bytes, const Tokenizer& tok,
                         const std::string& command_line, const std::string& run_id) {
   ShardHeader h;
   h.split = job.split;
@@ -121,7 +137,7 @@ ShardHeader make_header(const ShardJob& job, const PreprocessOptions& config, co
   h.command_line = command_line;
   h.seed = config.seed;
   h.validation_ratio = config.validation_ratio;
-  h.piece_bytes = config.piece_bytes;
+  h.piece_bytes = piece_bytes;
   h.run_id = run_id;
   return h;
 }
@@ -174,15 +190,20 @@ std::vector<std::unique_ptr<ShardWriter>> run_preprocess_jobs(const PreprocessPl
     if (static_cast<int64_t>(j) % world_size != rank) continue;
     mine.push_back(&plan.jobs[j]);
     writers.push_back(std::make_unique<ShardWriter>(plan.jobs[j].path,
-                                                    make_header(plan.jobs[j], config, tokenizer, command_line, run_id), wopt));
+                                                    make_header(plan.jobs[j], config, plan.piece_bytes, tokenizer, command_line, run_id), wopt));
   }
+  // Progress: streams are (piece, shard) pairs; bytes count each piece this rank reads once
+  // (a piece feeding a train and a validation shard is read once).
   PreprocessProgress prog;
-  for (int64_t p = 0; p < static_cast<int64_t>(plan.pieces.size()); ++p)
+  for (int64_t p = 0; p < static_cast<int64_t>(plan.pieces.size()); ++p) {
+    bool read = false;
     for (const ShardJob* job : mine)
       if (plan.feeds(p, *job)) {
         ++prog.pieces_total;
-        prog.bytes_total += plan.pieces[static_cast<size_t>(p)].end - plan.pieces[static_cast<size_t>(p)].begin;
+        read = true;
       }
+    if (read) prog.bytes_total += plan.pieces[static_cast<size_t>(p)].end - plan.pieces[static_cast<size_t>(p)].begin;
+  }
   if (!mine.empty())
     for (const int64_t f : plan.streamed) {
       ++prog.pieces_total;
@@ -205,7 +226,8 @@ std::vector<std::unique_ptr<ShardWriter>> run_preprocess_jobs(const PreprocessPl
     PieceText text;
     int64_t text_piece = -1;
     std::string record_text, record_error;
-    for (const auto& [p, k] : streams) {
+    for (size_t si = 0; si < streams.size(); ++si) {
+      const auto [p, k] = streams[si];
       const Piece& piece = plan.pieces[static_cast<size_t>(p)];
       if (p != text_piece) {
         text = read_piece(input.path, input.size_bytes, piece.begin, piece.end,
@@ -237,7 +259,7 @@ std::vector<std::unique_ptr<ShardWriter>> run_preprocess_jobs(const PreprocessPl
       }
       packer.finish();
       ++prog.pieces_done;
-      prog.bytes_done += piece.end - piece.begin;
+      if (si + 1 == streams.size() || streams[si + 1].first != p) prog.bytes_done += piece.end - piece.begin;
       if (progress) progress(prog);
     }
   }
@@ -257,7 +279,7 @@ std::vector<std::unique_ptr<ShardWriter>> run_preprocess_jobs(const PreprocessPl
     };
     DocumentCallbacks cb;
     cb.begin = [&](int64_t offset) {
-      const int64_t piece = first_piece + offset / config.piece_bytes;
+      const int64_t piece = first_piece + offset / plan.piece_bytes;
       if (piece != current) {
         finish_piece();
         current = piece;
@@ -291,7 +313,7 @@ std::vector<std::unique_ptr<ShardWriter>> run_preprocess_jobs(const PreprocessPl
     options.documents = config.documents;
     const int64_t text_bytes = stream_documents(input, options, cb);
     finish_piece();
-    first_piece += (text_bytes + config.piece_bytes - 1) / config.piece_bytes;
+    first_piece += (text_bytes + plan.piece_bytes - 1) / plan.piece_bytes;
     ++prog.pieces_done;
     prog.bytes_done = bytes_before + input.size_bytes;
     if (progress) progress(prog);

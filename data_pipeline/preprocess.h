@@ -6,9 +6,9 @@
 // zstd (by magic bytes).
 //
 // Determinism, and why the rank count does not matter: the input is cut into pieces, piece
-// k of a file being the documents that start in bytes [k*P, (k+1)*P) (P = piece_bytes) of
-// its text (decompressed text for a compressed file). Pieces are numbered over all
-// uncompressed files in order, then over the compressed files in order (those cannot be read
+// k of a file being the documents that start in bytes [k*P, (k+1)*P) (P = piece_bytes as
+// resolved by resolve_piece_bytes) of its text (decompressed text for a compressed file).
+// Pieces are numbered over all uncompressed files in order, then over the compressed files in order (those cannot be read
 // at an offset: each rank reads them whole from the start and keeps the documents of its
 // pieces, so their piece counts are learnt while reading); piece p goes to train shard
 // p mod N and to validation shard p mod Nv. A document goes to validation when
@@ -81,6 +81,7 @@ struct ShardJob {
 };
 
 struct PreprocessPlan {
+  int64_t piece_bytes = 0;       ///< resolved (resolve_piece_bytes); recorded in every shard's header
   std::vector<InputFile> files;  ///< sorted inputs (json_lines set from preprocess.input_format)
   std::vector<Piece> pieces;     ///< the pieces of the uncompressed files, in file then byte order
   std::vector<int64_t> streamed;  ///< compressed files (indexes into files), in order: their
@@ -91,6 +92,13 @@ struct PreprocessPlan {
     return piece % job.num_shards == job.shard_index;
   }
 };
+
+/// preprocess.piece_bytes, or for 0 (auto) the input's bytes on disk / (16 x the most shards
+/// of a split written), clamped to [64 KiB, 1 MiB]: a small corpus is still dealt evenly over
+/// its shards (a 1.06 MiB file in 1 MiB pieces gave shards of 4,651 and 309 sequences). Auto
+/// depends on the bytes on disk, so a plain and a compressed copy of a corpus give identical
+/// shards only with the same explicit piece_bytes.
+int64_t resolve_piece_bytes(const PreprocessOptions& config, int64_t input_bytes);
 
 /// Lists the inputs (list_input_files) and lays out pieces and shards. Throws tupe::Error
 /// for bad inputs (missing, empty) or config.

@@ -64,13 +64,13 @@ struct Plan {
   PreprocessPlan plan;
   std::vector<std::string> existing;  ///< shards already in the output folder
   std::string run_id;
+  bool created_output = false;  ///< this run created the output folder (removed again if the run fails)
 };
 
 /// Phase 1: inputs, tokenizer and output folder; then the ranks agree on what the run is
 /// made of and share rank 0's run id; stale temporary files of this host are removed.
-Plan plan_run(const PreprocessRequest& request, const PreprocessOptions& config, const TokenizerOptions& tokenizer,
-              RankAgreement& ranks) {
-  Plan p;
+void plan_run(Plan& p, const PreprocessRequest& request, const PreprocessOptions& config,
+              const TokenizerOptions& tokenizer, RankAgreement& ranks) {
   const std::string& output = request.output;
   run_agreed(ranks, [&] {
     TUPE_CHECK(!request.inputs.empty(), "preprocess: no input given (--input FILE_OR_FOLDER)");
@@ -80,6 +80,7 @@ Plan plan_run(const PreprocessRequest& request, const PreprocessOptions& config,
     TUPE_CHECK(p.existing.empty() || request.overwrite, output << ": already holds shards (" << p.existing.front()
                                                                << ", ...); pass --overwrite to replace them");
     std::error_code ec;
+    p.created_output = !fs::exists(output, ec);
     fs::create_directories(output, ec);
     TUPE_CHECK(fs::is_directory(output), output << ": cannot create the output folder (" << ec.message() << ")");
   });
@@ -106,7 +107,6 @@ Plan plan_run(const PreprocessRequest& request, const PreprocessOptions& config,
            ? ""
            : " (+ those of " + std::to_string(p.plan.streamed.size()) + " compressed files, read whole by each rank)") +
       ", " + std::to_string(p.plan.jobs.size()) + " shards, " + std::to_string(ranks.world_size()) + " ranks");
-  return p;
 }
 
 /// Phase 3, after every rank wrote its shards: the wanted split is not empty, every rank
@@ -121,6 +121,23 @@ void commit_all(std::vector<std::unique_ptr<ShardWriter>>& writers, const Plan& 
     writers.clear();  // removes the temporary files
     throw AgreedError(p.plan.files.front().path + (p.plan.files.size() > 1 ? " (and the other inputs)" : "") + ": no " +
                       (config.writes_train() ? "training" : "validation") + " sequences (no tokenisable text)");
+  }
+  // A validation share that drew no document (a corpus of a few documents) would be an empty
+  // validation split, which pre-training refuses: say so now, write nothing.
+  if (config.writes_train() && config.writes_validation()) {
+    int64_t validation_sequences = 0;
+    for (const auto& w : writers)
+      if (w->split() == "validation") validation_sequences += w->num_sequences();
+    if (ranks.sum({validation_sequences})[0] == 0) {
+      writers.clear();
+      std::ostringstream msg;
+      msg << p.plan.files.front().path << (p.plan.files.size() > 1 ? " (and the other inputs)" : "")
+          << ": preprocess.validation_ratio = " << config.validation_ratio
+          << " sent no document to validation (too few documents), and pre-training refuses an empty validation "
+             "split; set validation_ratio = 0, raise it, or preprocess a validation file with --preprocess.split "
+             "validation";
+      throw AgreedError(msg.str());
+    }
   }
   std::vector<std::string> committed;
   const std::string error = ranks.first_error(error_of([&] {
@@ -145,10 +162,12 @@ void run_agreed(RankAgreement& ranks, const std::function<void()>& phase) {
   if (!error.empty()) throw AgreedError(error);  // every rank holds the same message
 }
 
-PreprocessSummary run_preprocess(const PreprocessRequest& request, const PreprocessOptions& config,
-                                 const TokenizerOptions& tokenizer, RankAgreement& ranks) {
+namespace {
+
+/// Phases 2 and 3 (write, commit) of a planned run.
+PreprocessSummary write_and_commit(const Plan& p, const PreprocessRequest& request, const PreprocessOptions& config,
+                                   RankAgreement& ranks) {
   const int rank = ranks.rank(), world = ranks.world_size();
-  const Plan p = plan_run(request, config, tokenizer, ranks);
 
   // Phase 2: every rank writes its shards under temporary names.
   const auto t0 = Clock::now();
@@ -194,6 +213,24 @@ PreprocessSummary run_preprocess(const PreprocessRequest& request, const Preproc
   s.validation_tokens = sums[3];
   s.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return s;
+}
+
+}  // namespace
+
+PreprocessSummary run_preprocess(const PreprocessRequest& request, const PreprocessOptions& config,
+                                 const TokenizerOptions& tokenizer, RankAgreement& ranks) {
+  Plan p;
+  try {
+    plan_run(p, request, config, tokenizer, ranks);
+    return write_and_commit(p, request, config, ranks);
+  } catch (const AgreedError&) {
+    // Every rank has removed its temporary files (the writers' destructors); an output folder
+    // this run created is removed again when it is empty, so a failed run leaves nothing.
+    ranks.barrier();
+    std::error_code ec;
+    if (ranks.rank() == 0 && p.created_output && fs::is_empty(request.output, ec)) fs::remove(request.output, ec);
+    throw;
+  }
 }
 
 std::string summary_line(const PreprocessSummary& s, const PreprocessOptions& config, const std::string& output) {

@@ -64,6 +64,10 @@ check_error "optimizer.total_steps: fine-tuning sets it in every run from finetu
   --optimizer.total_steps 100
 check_error "unknown subcommand" "$TUPE_BIN" pretrian
 check_error "too many positional options" "$TUPE_BIN" info --config "$cfg" stray_word
+# A stray carriage return in a value (a CRLF file pasted into a shell) is shown as \r, not
+# obeyed by the terminal (which would overwrite the start of the line).
+check_error '/nonexistent/vocab.txt\r: cannot open' "$TUPE_BIN" preprocess --config "$cfg" \
+  --tokenizer.vocab $'/nonexistent/vocab.txt\r' --input "$cfg" --output "$(mktemp -u)"
 # Paths in a config file are relative to the file's folder; on the command line, to the
 # working directory. A config in one folder naming "vocab/v.txt" next to it, run from another.
 pdir="$(mktemp -d)"; mkdir -p "$pdir/conf/vocab" "$pdir/elsewhere/vocab"

@@ -96,6 +96,7 @@ def check_run(work, task, gold, metrics, kind):
     check(reported is not None and sorted(reported) == sorted(metrics), f"{task}: dev metrics {sorted(reported or {})}")
     md = open(os.path.join(work, f"out_{task}", "results.md")).read()
     check(f"| {task} |" in md, f"{task}: a row of results.md")
+    check("of 9)" not in md and "GLUE dev results" not in md, f"{task}: no empty GLUE row for a custom-only job")
     ids, preds = submission(os.path.join(work, f"out_{task}", "submission", f"{task}.tsv"))
     check(ids == [f"{'d' if kind == 'classification' else 's'}{i}" for i in range(len(gold))], f"{task}: submission ids from the index column")
     # `tupe evaluate` of the saved model: its dev metrics equal those of its own test

@@ -263,7 +263,57 @@ def analyze_compare(work):
     refused(["--run", f"A={a2}", "--reference", "Z"], "--reference Z", "not one of the --run names")
     refused(["--run", f"A={work}"], f"--run A={work}", "no metrics/rank_0.jsonl")
     refused(["--run", "A"], "--run 'A'", "expected NAME=PATH")
-    refused(["--run", f"A={a2}", "--checkpoint", a1], "--checkpoint", "--run", "not both")
+    refused(["--run", f"A={a2}", "--checkpoint", a1], "give one of --checkpoint", "--run", "--glue")
+
+
+def write_glue_results(path, step, scores):
+    """A results.json as `tupe finetune` writes it, reduced to what --glue reads: per task a
+    grid of two LRs whose best holds the reported median."""
+    os.makedirs(path, exist_ok=True)
+    tasks = [{"task": t, "best_lr": 3e-4, "by_lr": [{"lr": 1e-4, "median_score": v - 0.1}, {"lr": 3e-4, "median_score": v}]}
+             for t, v in scores.items()]
+    with open(os.path.join(path, "results.json"), "w") as f:
+        json.dump({"format": "tupe-glue-results", "format_version": 1, "pretrain_steps": step, "tasks": tasks}, f)
+
+
+def analyze_glue(work):
+    """`tupe analyze --glue`: the GLUE average per (name, step) is the mean of the reported
+    (best-LR median) scores x100, one folder per task or one for several; a missing task flags
+    the point; a damaged file is one line."""
+    a = {300: {"CoLA": 0.10, "SST-2": 0.70}, 1000: {"CoLA": 0.20, "SST-2": 0.80}}
+    b = {300: {"CoLA": 0.05, "SST-2": 0.65}, 1000: {"CoLA": 0.30}}
+    args = []
+    for name, points in (("A", a), ("B", b)):
+        for step, scores in points.items():
+            for task, v in scores.items():  # one folder per task, as bench/paper lays them out
+                d = os.path.join(work, name, f"step{step}", task)
+                write_glue_results(d, step, {task: v})
+                args += ["--glue", f"{name}={d}"]
+    out = os.path.join(work, "curve")
+    p = run(TUPE, "analyze", *args, "--output", out)
+    info = json.load(open(os.path.join(out, "glue_curve.json")))
+    got = {m["name"]: {pt["step"]: (pt["average"], pt["partial"]) for pt in m["points"]} for m in info["models"]}
+    want = {n: {st: (100 * sum(sc.values()) / len(sc), len(sc) < 2) for st, sc in pts.items()} for n, pts in (("A", a), ("B", b))}
+    check(list(got) == ["A", "B"] and all(abs(got[n][st][0] - want[n][st][0]) < 1e-9 and got[n][st][1] == want[n][st][1]
+                                          for n in want for st in want[n]), f"averages {got} == {want}")
+    md = open(os.path.join(out, "glue_curve.md")).read()
+    check("| A | 1000 | 50.00 | CoLA 20.0, SST-2 80.0 |" in md and "| B | 1000 | 30.00 (fewer tasks) | CoLA 30.0 |" in md,
+          "glue_curve.md rows")
+    check(p.stdout.startswith(md), "the table is printed")
+    check(png_size(os.path.join(out, "glue_curve.png")) == (800, 500), "glue_curve.png 800 x 500")
+    bad = os.path.join(work, "bad")
+    os.makedirs(bad)
+    open(os.path.join(bad, "results.json"), "w").write('{"format": "tupe-glue-results", "tasks": [')
+    p = run(TUPE, "analyze", "--glue", f"A={bad}", "--output", os.path.join(work, "bad-out"), ok=False)
+    lines = p.stderr.strip().splitlines()
+    check(p.returncode == 1 and len(lines) == 1 and os.path.join(bad, "results.json") + ": not JSON" in lines[0],
+          f"a damaged results.json: one line naming it ({lines})")
+    check(not os.path.exists(os.path.join(work, "bad-out")), "nothing written for a damaged file")
+    twice = os.path.join(work, "A", "step300", "CoLA")
+    p = run(TUPE, "analyze", "--glue", f"A={twice}", "--glue", f"A={twice}", "--output", os.path.join(work, "t"), ok=False)
+    lines = p.stderr.strip().splitlines()
+    check(p.returncode == 1 and len(lines) == 1 and "CoLA at step 300 of A is given twice" in lines[0],
+          f"a task given twice at one step: one line ({lines})")
 
 
 def errors(work):
@@ -305,5 +355,6 @@ if __name__ == "__main__":
     shutil.rmtree(workdir, ignore_errors=True)  # a fresh folder per run: outputs must not exist yet
     os.makedirs(workdir)
     {"export_hf": export_hf, "export_tupe": export_tupe, "analyze_sinusoidal": analyze_sinusoidal,
-     "analyze_tupe": analyze_tupe, "analyze_compare": analyze_compare, "errors": errors}[check_name](workdir)
+     "analyze_tupe": analyze_tupe, "analyze_compare": analyze_compare, "analyze_glue": analyze_glue,
+     "errors": errors}[check_name](workdir)
     print("all checks passed")

@@ -42,6 +42,7 @@ struct EvaluateJob {
   TaskSpec custom;  ///< storage of a custom task; `task` may point to it
   const TaskSpec* task = nullptr;
   int64_t max_length = 0;
+  fs::path output_dir;  ///< finetune.output_dir when given, else next to the model (choose_output_dir)
   // setup_inference
   std::unique_ptr<dist::DistContext> context;
   model::TupeBert net{nullptr};
@@ -86,6 +87,25 @@ void load_model(EvaluateJob& job) {
   TUPE_CHECK(job.task->num_outputs() == saved.num_labels,
              saved.weights_file() << ": the sentence head has " << saved.num_labels << " output(s), task "
                                   << job.task->name << " needs " << job.task->num_outputs());
+}
+
+/// Where the report and submissions go: finetune.output_dir when given (command line or a
+/// config file), else next to the model, <models/TASK>/evaluation/step_<N>/. A fine-tuning's
+/// own folder (one holding results.json) is refused: its submission files are finetune's.
+/// Names the step folder evaluated on the console.
+void choose_output_dir(EvaluateJob& job) {
+  const fs::path& model_dir = job.saved->dir;
+  job.output_dir = job.c.given.count("finetune.output_dir")
+                       ? fs::path(job.cfg.output_dir)
+                       : model_dir.parent_path() / "evaluation" / model_dir.filename();
+  std::error_code ec;
+  TUPE_CHECK(!fs::exists(job.output_dir / "results.json", ec),
+             "finetune.output_dir: " << job.output_dir.string()
+                                     << " holds a fine-tuning's results (results.json), whose submission files "
+                                        "evaluate would replace; leave output_dir out (evaluate then writes next "
+                                        "to the model) or choose another folder");
+  log::info("# evaluating " + model_dir.string() + " (" + job.task->name + ", step " +
+            std::to_string(job.saved->step()) + ") into " + job.output_dir.string());
 }
 
 /// The device and communicator, the model on it in eval mode, the encoded splits.
@@ -135,7 +155,7 @@ void evaluate_dev(EvaluateJob& job) {
 void predict_test(EvaluateJob& job) {
   for (size_t s = 0; s < job.data.test.size(); ++s) {
     const auto outputs = predict_outputs(*job.net, job.data.test[s], job.context->comm(), job.settings);
-    job.submissions.emplace_back(fs::path(job.cfg.output_dir) / "submission" / job.data.test_specs[s]->submission,
+    job.submissions.emplace_back(job.output_dir / "submission" / job.data.test_specs[s]->submission,
                                  submission_text(*job.task, job.data.test[s].index, to_predictions(*job.task, outputs)));
   }
 }
@@ -144,7 +164,7 @@ void predict_test(EvaluateJob& job) {
 void write_outputs(EvaluateJob& job) {
   if (job.env.rank() != 0) return;
   std::error_code ec;
-  const fs::path submission_dir = fs::path(job.cfg.output_dir) / "submission";
+  const fs::path submission_dir = job.output_dir / "submission";
   fs::create_directories(submission_dir, ec);
   TUPE_CHECK(!ec, submission_dir.string() << ": cannot create: " << ec.message());
   job.report["submission_files"] = nlohmann::json::array();
@@ -153,7 +173,7 @@ void write_outputs(EvaluateJob& job) {
     job.report["submission_files"].push_back(path.string());
     log::info("wrote " + path.string());
   }
-  const fs::path json_path = fs::path(job.cfg.output_dir) / ("evaluation_" + job.task->name + ".json");
+  const fs::path json_path = job.output_dir / ("evaluation_" + job.task->name + ".json");
   checkpoint::write_file_atomic(json_path, job.report.dump(2) + "\n");
   log::info("wrote " + json_path.string());
 }
@@ -164,6 +184,7 @@ void run_evaluate_job(const dist::MpiEnv& env, const EvaluateJobConfig& config) 
   EvaluateJob job(env, config);
   check_config(job);
   load_model(job);
+  choose_output_dir(job);
   setup_inference(job);
   evaluate_dev(job);
   predict_test(job);

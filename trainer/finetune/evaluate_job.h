@@ -1,8 +1,9 @@
 // The evaluation job (`tupe evaluate`): a model saved by `tupe finetune` (models/<TASK>/) on
 // its task's dev split(s) -- the task's metrics -- and test split(s) -- the benchmark's
 // submission files. Data-parallel (the result does not depend on the rank count).
-// run_evaluate_job reads top to bottom: check_config -> load_model -> setup_inference ->
-// evaluate_dev -> predict_test -> write_outputs.
+// run_evaluate_job reads top to bottom: check_config -> load_model -> choose_output_dir ->
+// setup_inference -> evaluate_dev -> predict_test -> write_outputs. Its outputs go next to the
+// model (<models/TASK>/evaluation/step_<N>/) unless finetune.output_dir is given.
 #pragma once
 #include <string>
 
@@ -16,7 +17,7 @@
 
 namespace tupe::finetune {
 
-/// What `tupe evaluate` reads: [finetune] (data_dir, output_dir, max_length: 0 = the
+/// What `tupe evaluate` reads: [finetune] (data_dir, output_dir when given, max_length: 0 = the
 /// length the model was trained with, eval_batch_size, device, threads, skip_bad_rows,
 /// predict_test), precision.precision (the autocast dtype; default auto), [task],
 /// [tokenizer], [dist] and the model folder.

@@ -111,6 +111,8 @@ void add_run_fields(FieldTable<C>& t) {
       .boolean("skip_bad_rows", &C::skip_bad_rows, false, "skip (and count) malformed rows instead of failing")
       .boolean("predict_test", &C::predict_test, true, "write the benchmark's submission files for the test sets")
       .boolean("save_model", &C::save_model, true, "save the fine-tuned weights of each task's reported run")
+      .boolean("overwrite", &C::overwrite, false,
+               "replace a previous fine-tuning's outputs in output_dir whole; false = refuse such a folder")
       .boolean("tensorboard", &C::tensorboard, true,
                "rank 0 writes each run's TensorBoard scalars (train loss, LR, dev metrics per epoch) under "
                "<output_dir>/tensorboard/<task>/lr<LR>_seed<seed>")

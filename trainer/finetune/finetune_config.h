@@ -54,6 +54,7 @@ struct FinetuneOptions {
   bool skip_bad_rows;
   bool predict_test;
   bool save_model;
+  bool overwrite;
   bool tensorboard;
   std::string model_name;
 

@@ -19,6 +19,7 @@
 #include "dist/device.h"
 #include "trainer/autocast.h"
 #include "trainer/finetune/model_tokenizer.h"
+#include "trainer/finetune/output_dir.h"
 #include "trainer/finetune/protocol.h"
 #include "trainer/finetune/saved_model.h"
 #include "trainer/finetune/task_data.h"
@@ -91,6 +92,21 @@ void check_config(FinetuneJob& job) {
   // Every rank runs the same config on the same task files (name, size).
   dist::require_agreement(job.env, "config check", dist::config_entries(c.effective));
   dist::require_agreement(job.env, "data check", describe_task_files(job.tasks, cfg.data_dir, cfg.predict_test));
+}
+
+/// Rank 0 refuses an output_dir holding a previous fine-tuning, or with finetune.overwrite
+/// removes that job's outputs whole (output_dir.h); every rank holds its verdict.
+void claim_job_output_dir(const FinetuneJob& job) {
+  std::string error;
+  if (job.env.rank() == 0) {
+    try {
+      claim_output_dir(job.cfg.output_dir, job.cfg.overwrite);
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  }
+  error = dist::first_error(job.env, error);
+  if (!error.empty()) throw AgreedError(error);
 }
 
 /// The pre-trained encoder: rank 0 verifies the checkpoint's SHA-256s, the ranks agree on
@@ -178,10 +194,27 @@ std::filesystem::path save_reported_model(const FinetuneJob& job, const TaskSpec
   saved["tokenizer.kind"] = data_pipeline::to_string(t.kind);  // what was used, not what was typed
   saved["tokenizer.lower_case"] = t.lower_case ? "true" : "false";
   saved["tokenizer.vocab"] = t.vocab;
-  return save_finetuned_model(std::filesystem::path(job.cfg.output_dir) / "models" / task.name, run.total_steps,
+  // Named by the step whose weights it holds: the selected epoch's last (not the run's last).
+  const int64_t step = run.selected_epoch * run.steps_per_epoch;
+  return save_finetuned_model(std::filesystem::path(job.cfg.output_dir) / "models" / task.name, step,
                               reported, saved, job.encoder->vocab_sha256(),
                               checkpoint::TokenizerRecord{data_pipeline::to_string(t.kind), t.lower_case, ""},
                               t.vocab);
+}
+
+/// "; cut to max length L: T of N train, D of M dev_matched, ..." when any example was
+/// truncated (results.json's truncated_examples, said on the console too), else "".
+std::string truncation_text(const TaskData& data) {
+  std::string parts;
+  auto add = [&](const EncodedSplit& split, const std::string& name) {
+    if (split.truncated == 0) return;
+    parts += (parts.empty() ? "" : ", ") + std::to_string(split.truncated) + " of " + std::to_string(split.size()) +
+             " " + name;
+  };
+  add(data.train, "train");
+  for (const EncodedSplit& d : data.dev) add(d, d.name);
+  for (const EncodedSplit& t : data.test) add(t, t.name);
+  return parts.empty() ? "" : "; cut to max length " + std::to_string(data.max_length) + ": " + parts;
 }
 
 /// One task: its data, the protocol's runs, the reported model, the results files so far
@@ -198,7 +231,7 @@ void run_one_task(FinetuneJob& job, const TaskSpec& task, const std::vector<doub
   log::info("# " + task.name + ": " + std::to_string(data.train.size()) + " of " +
             std::to_string(data.train_rows_in_file) + " train rows, " + std::to_string(epochs) + " epoch(s), " +
             std::to_string(data.dev.size()) + " dev split(s), " + std::to_string(data.test.size()) + " test split(s)" +
-            (skipped ? ", " + std::to_string(skipped) + " bad rows skipped" : ""));
+            (skipped ? ", " + std::to_string(skipped) + " bad rows skipped" : "") + truncation_text(data));
   checkpoint::NamedTensors reported;
   const bool keep = rank0 && cfg.save_model;
   TaskResult result = run_task(job.run_env, data, lrs, seeds, epochs, keep, &reported);
@@ -207,13 +240,11 @@ void run_one_task(FinetuneJob& job, const TaskSpec& task, const std::vector<doub
   if (rank0) write_outputs(cfg.output_dir, job.header, job.results);
 }
 
-}  // namespace
-
-std::vector<TaskResult> run_finetune_job(const dist::MpiEnv& env, const FinetuneJobConfig& config,
-                                         const std::function<void()>& on_start) {
-  FinetuneJob job(env, config);
+/// Everything after the output folder is claimed: set-up, the tasks, the results table.
+std::vector<TaskResult> run_claimed(FinetuneJob& job, const std::function<void()>& on_start) {
+  const dist::MpiEnv& env = job.env;
+  const FinetuneJobConfig& config = job.c;
   const FinetuneOptions& cfg = job.cfg;
-  check_config(job);
   setup_job(job);
   const auto lrs = cfg.learning_rate_list();
   const auto seeds = cfg.seed_list();
@@ -230,6 +261,25 @@ std::vector<TaskResult> run_finetune_job(const dist::MpiEnv& env, const Finetune
     log::info("\n" + results_markdown(job.header, job.results) + "\nwrote " + cfg.output_dir + "/results.json, " +
               cfg.output_dir + "/results.md" + (cfg.predict_test ? ", " + cfg.output_dir + "/submission/" : ""));
   return std::move(job.results);
+}
+
+}  // namespace
+
+std::vector<TaskResult> run_finetune_job(const dist::MpiEnv& env, const FinetuneJobConfig& config,
+                                         const std::function<void()>& on_start) {
+  FinetuneJob job(env, config);
+  const FinetuneOptions& cfg = job.cfg;
+  check_config(job);
+  claim_job_output_dir(job);
+  try {
+    return run_claimed(job, on_start);
+  } catch (...) {
+    // A job that completed no task leaves nothing behind (effective_config.ini, a TensorBoard
+    // folder, a half-saved model); after a complete task, the results so far stay.
+    if (env.rank() == 0 && job.results.empty())
+      for (const auto& p : remove_outputs(cfg.output_dir)) log::debug("removed " + p.string() + " (the job failed)");
+    throw;
+  }
 }
 
 }  // namespace tupe::finetune

@@ -148,8 +148,10 @@ json results_json(const ReportHeader& header, const std::vector<TaskResult>& res
   return doc;
 }
 
-std::string results_markdown(const ReportHeader& header, const std::vector<TaskResult>& results) {
-  std::ostringstream md;
+namespace {
+
+/// Table 1's row: the GLUE columns and their average.
+void glue_table(std::ostringstream& md, const ReportHeader& header, const std::vector<TaskResult>& results) {
   md << "# GLUE dev results\n\n"
      << "Median over seeds at the best learning rate, in percent (CoLA: Matthews corr., STS-B: Pearson, "
      << "others: accuracy); layout of Table 1 of Ke, He, Liu (ICLR 2021). avg = mean of the 9 numbers.\n\n";
@@ -175,7 +177,10 @@ std::string results_markdown(const ReportHeader& header, const std::vector<TaskR
   else
     std::snprintf(avg, sizeof avg, "- (%d of 9)", count);
   md << " | " << avg << " |\n\n";
+}
 
+/// One row per task: the reported metrics, the LR grid's medians, epochs, rows, runs.
+void per_task_table(std::ostringstream& md, const std::vector<TaskResult>& results) {
   md << "## Per task\n\n"
      << "| task | reported (best LR) | best LR | median primary metric per LR | epochs | train rows | runs | "
         "skipped rows |\n"
@@ -194,8 +199,20 @@ std::string results_markdown(const ReportHeader& header, const std::vector<TaskR
        << " | " << r.train_rows << " of " << r.train_rows_in_file << " | " << r.runs.size() << " | " << skipped_total
        << " |\n";
   }
+}
+
+}  // namespace
+
+std::string results_markdown(const ReportHeader& header, const std::vector<TaskResult>& results) {
+  std::ostringstream md;
+  const bool any_glue = std::any_of(results.begin(), results.end(), [](const TaskResult& r) { return !r.task->custom; });
+  if (any_glue) glue_table(md, header, results);
+  else md << "# Fine-tuning results\n\n" << header.model_name << ", " << steps_text(header.pretrain_steps)
+          << " of pre-training; custom task(s) only, so no GLUE row.\n\n";
+  per_task_table(md, results);
   return md.str();
 }
+
 
 std::string prediction_text(const TaskSpec& task, const Predictions& p, size_t row) {
   if (task.kind == TaskKind::kRegression) {

@@ -1,0 +1,147 @@
+"""The paper's Table 1 (Ke, He and Liu, ICLR 2021) at any scale: eight rows pre-trained and
+fine-tuned with one recipe and one GLUE protocol per scale, on this machine (--launcher local)
+or on a Slurm cluster (--launcher slurm), then the report (report.py: Table 1's layout with
+medians and spreads, TUPE-R - BERT-A with a 95% interval, Figure 5a and 5c).
+
+Usage: python bench/paper/paper.py --scale mini|base|toy|FILE.ini [--launcher local|slurm]
+           [--work DIR] [--rows A,B] [--only pretrain|pilot|glue|report] [--dry-run]
+  Resumable at every step: rerun the same command after any stop. A pre-training continues
+  from its newest checkpoint (`--resume auto`), a fine-tuning whose results.json exists is
+  kept, a half-done one starts again; with slurm, jobs already done are not submitted again.
+  --dry-run prints every command (tupe lines, or sbatch lines with their dependencies) and runs
+  nothing.
+Environment: TUPE_BIN (build/cli/tupe), TUPE_SHARED_DATA (../shared/data), TUPE_PYTHON.
+The scale files and what each key means: bench/paper/*.ini; the workflow: docs/paper.md.
+"""
+import argparse
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+
+from plan import Job, load_scale, plan_jobs
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+
+
+def log(msg):
+    print(f"[paper {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def is_done(job: Job) -> bool:
+    return os.path.exists(job.done_file)
+
+
+def run_local(job: Job, dry_run: bool) -> bool:
+    """Runs one job here; True when it is done (now or before)."""
+    if is_done(job):
+        return True
+    if dry_run:
+        print(shlex.join(job.command))
+        return True
+    log(f"{job.name}: {job.describe}")
+    os.makedirs(os.path.dirname(job.log_file), exist_ok=True)
+    if job.scratch:
+        shutil.rmtree(job.scratch, ignore_errors=True)  # a killed fine-tuning starts again
+    with open(job.log_file, "a") as out:
+        rc = subprocess.call(job.command, stdout=out, stderr=subprocess.STDOUT)
+    if rc != 0:
+        with open(job.log_file) as f:
+            tail = f.read().splitlines()[-5:]
+        sys.exit(f"paper: {job.name} failed (exit {rc}); {job.log_file} ends:\n  " + "\n  ".join(tail))
+    job.finish()
+    return True
+
+
+def sbatch_line(job: Job, scale, deps) -> list:
+    """The sbatch command of `job` (a pre-training through launch/tupe.sbatch; the others
+    through bench/paper/job.sbatch, which runs one command line of a list: job arrays)."""
+    s = scale.paper
+    out = os.path.join(scale.work, "slurm", f"{job.name}-%A_%a.out" if job.array else f"{job.name}-%j.out")
+    cmd = ["sbatch", "--parsable", f"--job-name=paper-{job.name}", f"--output={out}"]
+    if deps:
+        cmd.append("--dependency=afterok:" + ":".join(deps))
+    if job.kind == "pretrain":
+        cmd += [f"--nodes={s['slurm_pretrain_nodes']}", f"--ntasks-per-node={s['slurm_pretrain_tasks_per_node']}",
+                f"--gpus-per-node={s['slurm_gpus_per_node']}", f"--time={s['slurm_pretrain_time']}",
+                f"--export=ALL,TUPE_BIN={scale.tupe},TUPE_CONFIG={scale.run_config},"
+                f"TUPE_GPUS_PER_NODE={s['slurm_gpus_per_node']},TUPE_LAUNCHER={s.get('slurm_launcher', 'srun')}",
+                os.path.join(REPO, "launch", "tupe.sbatch")] + job.command[job.command.index("--resume") + 2:]
+        return cmd
+    cmd += ["--nodes=1", "--ntasks=1", f"--cpus-per-task={s['threads']}", f"--time={s['slurm_finetune_time']}"]
+    if int(s["slurm_gpus_per_node"]) > 0 and job.kind != "report":
+        cmd.append("--gres=gpu:1")  # one fine-tuning per GPU
+    cmd += ["--requeue", os.path.join(HERE, "job.sbatch"), job.list_file]
+    if job.array:
+        cmd.insert(2, f"--array=0-{len(job.array) - 1}")
+    return cmd
+
+
+def submit_slurm(jobs, scale, dry_run: bool):
+    """One sbatch per pre-training; per pre-training, its fine-tunings as one job array that
+    depends on it (afterok); the pilot after BERT-A's first seed; the report after everything."""
+    ids = {}
+    fake = iter(range(1000, 100000))
+    os.makedirs(os.path.join(scale.work, "slurm"), exist_ok=True)
+    for job in jobs:
+        pending = [j for j in (job.array or [job]) if not is_done(j)]
+        if not pending and job.kind != "report":
+            continue
+        if job.array:  # only the fine-tunings still to do
+            job.array = pending
+        deps = [ids[d] for d in job.depends if d in ids]
+        if job.list_file:
+            with open(job.list_file, "w") as f:
+                for j in job.array or [job]:
+                    f.write(shlex.join(j.shell_command()) + "\n")
+        cmd = sbatch_line(job, scale, deps)
+        if dry_run:
+            ids[job.name] = str(next(fake))
+            print(f"# {job.name} -> job {ids[job.name]}")
+            print(shlex.join(cmd))
+            continue
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+        if p.returncode != 0:
+            sys.exit(f"paper: sbatch for {job.name} failed: {p.stderr.strip()}")
+        ids[job.name] = p.stdout.strip().split(";")[0]
+        log(f"submitted {job.name} as job {ids[job.name]}" + (f" after {','.join(deps)}" if deps else ""))
+    with open(os.path.join(scale.work, "slurm", "jobs.txt"), "a") as f:
+        for name, jid in ids.items():
+            f.write(f"{name} {jid}\n")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--scale", required=True, help="mini, base, toy, or an INI file laid out as bench/paper/mini.ini")
+    ap.add_argument("--launcher", choices=["local", "slurm"], default="local")
+    ap.add_argument("--work", help="the run's folder (default runs/paper-<scale>)")
+    ap.add_argument("--only", choices=["pretrain", "pilot", "glue", "report"])
+    ap.add_argument("--rows", help="comma-separated: these rows only (e.g. BERT-A,TUPE-R)")
+    ap.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
+    args = ap.parse_args()
+    scale = load_scale(args.scale, args.work, args.rows)
+    jobs = plan_jobs(scale)
+    if not args.dry_run:
+        scale.write_run_config()
+        scale.make_corpus()
+    if args.only:
+        jobs = [j for j in jobs if j.kind == args.only]
+    if args.launcher == "slurm":
+        submit_slurm(jobs, scale, args.dry_run)
+        return
+    for job in jobs:
+        if job.kind == "glue" and not scale.protocol_chosen:
+            log("the GLUE stage waits: [paper] protocol_chosen = false (choose [finetune] from the pilot's "
+                f"numbers, {os.path.join(scale.work, 'pilot')}, then set it true)")
+            break
+        for j in job.array or [job]:
+            run_local(j, args.dry_run)
+    log("done" if not args.dry_run else "(dry run)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,304 @@
+"""The jobs of one Table 1 run (paper.py, report.py): a scale file read, its rows laid out as
+pre-trainings and fine-tunings, each job with its command, its folder and how it knows it is done.
+
+Layout under WORK:
+  configs/run.ini                      the scale file less [paper] (what every tupe job reads)
+  shards/{train,validation}            the corpus (corpus = mixed-english), unless given
+  pretrain/<ROW>-seed<S>/checkpoints   one pre-training per (row, seed); step_<N> kept at every
+                                       fraction the report needs (checkpoint.keep_every)
+  glue/<ROW>-seed<S>/step<N>/<TASK>    one `tupe finetune` per (pre-training, step, task); a
+                                       ^mid row and a Figure 5c point share their folder
+  pilot/<TASK>                         BERT-A (first seed) under the pilot's wider grid
+  logs/, slurm/                        the jobs' output
+"""
+import configparser
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from typing import List, Optional
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+PAPER_KEYS_REQUIRED = ("seeds", "steps", "warmup_steps", "eval_every", "mid_fraction", "tasks", "threads")
+
+
+def fail(msg):
+    sys.exit(f"paper: {msg}")
+
+
+@dataclass
+class Row:
+    name: str
+    position_encoding: str = ""
+    untie_cls: str = "false"
+    mid_of: str = ""  # a ^mid row: the row whose pre-training it fine-tunes at mid_fraction
+
+    @property
+    def pretrained_row(self):
+        return self.mid_of or self.name
+
+
+@dataclass
+class Job:
+    name: str
+    kind: str  # pretrain | pilot | glue | report
+    command: List[str]
+    describe: str
+    log_file: str
+    done_file: str = ""        # exists when the job is done ("" = never done: the report)
+    scratch: str = ""          # written first, renamed to `final` on success
+    final: str = ""
+    depends: List[str] = field(default_factory=list)
+    array: Optional[List["Job"]] = None  # slurm: one job array of these
+    list_file: str = ""                  # slurm: the array's command lines
+
+    def finish(self):
+        if self.scratch:
+            shutil.rmtree(self.final, ignore_errors=True)
+            os.rename(self.scratch, self.final)
+
+    def shell_command(self):
+        """One shell line doing what run_local does (slurm's job.sbatch runs it)."""
+        line = shlex.join(self.command)
+        if self.scratch:
+            line = (f"rm -rf {shlex.quote(self.scratch)} && {line} && rm -rf {shlex.quote(self.final)} && "
+                    f"mv {shlex.quote(self.scratch)} {shlex.quote(self.final)}")
+        return ["bash", "-c", line]
+
+
+class Scale:
+    """A scale file (bench/paper/<scale>.ini): [paper] for the harness, the rest for tupe."""
+
+    def __init__(self, path, work):
+        self.path = os.path.abspath(path)
+        self.name = os.path.splitext(os.path.basename(path))[0]
+        self.work = os.path.abspath(work or os.path.join(REPO, "runs", f"paper-{self.name}"))
+        self.tupe = os.path.abspath(os.environ.get("TUPE_BIN", os.path.join(REPO, "build", "cli", "tupe")))
+        self.data = os.path.abspath(os.environ.get("TUPE_SHARED_DATA", os.path.join(REPO, "..", "shared", "data")))
+        cp = configparser.ConfigParser(interpolation=None, strict=True)
+        cp.optionxform = str
+        try:
+            cp.read_string(open(self.path).read())
+        except (OSError, configparser.Error) as e:
+            fail(f"{self.path}: {e}")
+        if "paper" not in cp:
+            fail(f"{self.path}: no [paper] section")
+        self.paper = dict(cp["paper"])
+        for k in PAPER_KEYS_REQUIRED:
+            if k not in self.paper:
+                fail(f"{self.path}: [paper] {k} missing")
+        self.sections = cp
+        self.rows = self._rows()
+        self.seeds = [int(s) for s in self.paper["seeds"].split(",")]
+        self.all_seeds_rows = [r for r in self.paper.get("all_seeds_rows", "").split(",") if r]
+        self.steps = int(self.paper["steps"])
+        self.tasks = [t for t in self.paper["tasks"].split(",") if t]
+        self.threads = int(self.paper["threads"])
+        self.protocol_chosen = self.paper.get("protocol_chosen", "true").lower() == "true"
+        self.mid_step = self.step_at(float(self.paper["mid_fraction"]))
+        self.curve_rows = [r for r in self.paper.get("curve_rows", "").split(",") if r]
+        self.curve_steps = [self.step_at(float(f)) for f in self.paper.get("curve_fractions", "1.0").split(",")]
+        for r in self.all_seeds_rows + self.curve_rows:
+            if r not in self.rows:
+                fail(f"{self.path}: [paper] names row {r}, which no row.{r} defines")
+        self.run_config = os.path.join(self.work, "configs", "run.ini")
+        corpus = self.paper.get("corpus", "")
+        if corpus in ("mixed-english", "wikitext-2-test"):
+            self.train_shards = os.path.join(self.work, "shards", "train")
+            self.validation_shards = os.path.join(self.work, "shards", "validation")
+        else:
+            for k in ("train_shards", "validation_shards"):
+                if k not in self.paper:
+                    fail(f"{self.path}: [paper] {k} missing (or corpus = mixed-english)")
+            base = os.path.dirname(self.path)
+            self.train_shards = os.path.join(base, os.path.expanduser(self.paper["train_shards"]))
+            self.validation_shards = os.path.join(base, os.path.expanduser(self.paper["validation_shards"]))
+        self.vocab = os.path.join(self.data, self.paper.get("vocab", "vocab/bert-base-uncased-vocab.txt"))
+        self.glue_dir = os.path.join(self.data, self.paper.get("glue", "glue"))
+
+    def _rows(self):
+        rows = {}
+        for key, value in self.paper.items():
+            if not key.startswith("row."):
+                continue
+            name, words = key[4:], value.split()
+            if len(words) == 2 and words[1] == "mid":
+                rows[name] = Row(name, mid_of=words[0])
+            elif len(words) == 2 and words[1] in ("true", "false"):
+                rows[name] = Row(name, words[0], words[1])
+            else:
+                fail(f"{self.path}: [paper] {key} = {value}: expected '<position_encoding> <untie_cls>' or '<ROW> mid'")
+        for r in rows.values():
+            if r.mid_of and (r.mid_of not in rows or rows[r.mid_of].mid_of):
+                fail(f"{self.path}: [paper] row.{r.name}: {r.mid_of} is no pre-trained row")
+        if not rows:
+            fail(f"{self.path}: [paper] defines no row.<NAME>")
+        return rows
+
+    def step_at(self, fraction):
+        """The checkpoint step at `fraction` of the steps; it must be one checkpoint.keep_every keeps."""
+        step = round(fraction * self.steps)
+        keep = int(self.sections.get("checkpoint", "keep_every", fallback="0") or 0)
+        if step != self.steps and (keep <= 0 or step % keep != 0):
+            fail(f"{self.path}: step {step} ({fraction:g} of {self.steps}) is not kept: set [checkpoint] keep_every "
+                 f"to a divisor of it")
+        return step
+
+    def seeds_of(self, row):
+        return self.seeds if row in self.all_seeds_rows else self.seeds[:1]
+
+    def run_dir(self, row, seed):
+        return os.path.join(self.work, "pretrain", f"{row}-seed{seed}")
+
+    def checkpoint(self, row, seed, step):
+        return os.path.join(self.run_dir(row, seed), "checkpoints", f"step_{step:08d}")
+
+    def glue_out(self, row, seed, step, task):
+        return os.path.join(self.work, "glue", f"{row}-seed{seed}", f"step{step}", task)
+
+    def write_run_config(self):
+        """WORK/configs/run.ini: the scale file's text without its [paper] section."""
+        keep, out = True, []
+        for line in open(self.path):
+            s = line.strip()
+            if s.startswith("[") and s.endswith("]"):
+                keep = s != "[paper]"
+            if keep:
+                out.append(line)
+        os.makedirs(os.path.dirname(self.run_config), exist_ok=True)
+        text = "# written by bench/paper/paper.py from " + self.path + " (less [paper])\n" + "".join(out)
+        if not os.path.exists(self.run_config) or open(self.run_config).read() != text:
+            with open(self.run_config + ".tmp", "w") as f:
+                f.write(text)
+            os.replace(self.run_config + ".tmp", self.run_config)
+
+    def make_corpus(self):
+        """The shards of corpus = mixed-english (bench/mixed_english_shards.sh) or
+        wikitext-2-test (WikiText-2's test split, 5% to validation), once."""
+        corpus = self.paper.get("corpus")
+        out = os.path.join(self.work, "shards")
+        if corpus == "mixed-english":
+            subprocess.check_call(["bash", os.path.join(REPO, "bench", "mixed_english_shards.sh"), self.tupe, out],
+                                  stdout=subprocess.DEVNULL)
+        elif corpus == "wikitext-2-test":
+            for split in ("train", "validation"):
+                if os.path.exists(os.path.join(out, split, "effective_config.ini")):
+                    continue
+                mode = ["--preprocess.validation_ratio", "0"] if split == "train" else ["--preprocess.split", "validation"]
+                subprocess.check_call([self.tupe, "preprocess", "--quiet", "--tokenizer.vocab", self.vocab,
+                                       "--preprocess.documents", "line", "--preprocess.max_seq_len",
+                                       self.sections.get("model", "max_positions", fallback="128"), *mode,
+                                       "--input", os.path.join(self.data, "text", "wikitext-2", "wiki.test.raw"),
+                                       "--output", os.path.join(out, split), "--overwrite"], stdout=subprocess.DEVNULL)
+
+
+def load_scale(scale, work=None, rows=None):
+    """The scale file `scale` (mini, base, toy or a path); `rows` (comma-separated) keeps those
+    rows only (a ^mid row brings its pre-trained row)."""
+    path = os.path.join(HERE, f"{scale}.ini") if scale in ("mini", "base", "toy") else scale
+    if not os.path.isfile(path):
+        fail(f"{path}: no such scale file")
+    s = Scale(path, work)
+    s.rows_arg = rows or ""
+    if rows:
+        wanted = [r for r in rows.split(",") if r]
+        for r in wanted:
+            if r not in s.rows:
+                fail(f"--rows {rows}: {path} has no row {r} (rows: {', '.join(s.rows)})")
+        keep = set(wanted) | {s.rows[r].mid_of for r in wanted if s.rows[r].mid_of}
+        s.rows = {n: r for n, r in s.rows.items() if n in keep}
+        s.all_seeds_rows = [r for r in s.all_seeds_rows if r in keep]
+        s.curve_rows = [r for r in s.curve_rows if r in keep]
+    return s
+
+
+def pretrain_job(s: Scale, row: Row, seed: int) -> Job:
+    d = s.run_dir(row.name, seed)
+    cmd = [s.tupe, "pretrain", "--config", s.run_config, "--resume", "auto",
+           "--model.position_encoding", row.position_encoding, "--model.untie_cls", row.untie_cls,
+           "--data.train_shards", s.train_shards, "--data.validation_shards", s.validation_shards,
+           "--optimizer.total_steps", str(s.steps), "--optimizer.warmup_steps", s.paper["warmup_steps"],
+           "--train.eval_every", s.paper["eval_every"], "--train.seed", str(seed), "--data.seed", str(seed),
+           "--train.threads", str(s.threads), "--tokenizer.vocab", s.vocab,
+           "--checkpoint.dir", os.path.join(d, "checkpoints")]
+    return Job(f"pretrain-{row.name}-seed{seed}", "pretrain", cmd, f"pre-train {row.name} seed {seed} ({s.steps} steps)",
+               os.path.join(s.work, "logs", f"pretrain-{row.name}-seed{seed}.log"),
+               done_file=s.checkpoint(row.name, seed, s.steps))
+
+
+def finetune_job(s: Scale, kind, run_row, seed, step, task, out, model_name, extra=()) -> Job:
+    cmd = [s.tupe, "finetune", "--config", s.run_config, "--finetune.checkpoint", s.checkpoint(run_row, seed, step),
+           "--finetune.tasks", task, "--finetune.data_dir", s.glue_dir, "--tokenizer.vocab", s.vocab,
+           "--finetune.output_dir", out + ".tmp", "--finetune.model_name", model_name,
+           "--finetune.threads", str(s.threads)]
+    cap = s.paper.get(f"train_rows.{task}")
+    if cap:
+        cmd += ["--finetune.train_rows", cap]
+    cmd += list(extra)
+    name = f"{kind}-{run_row}-seed{seed}-step{step}-{task}"
+    return Job(name, kind, cmd, f"fine-tune {run_row} seed {seed} step {step} on {task}",
+               os.path.join(s.work, "logs", name + ".log"), done_file=os.path.join(out, "results.json"),
+               scratch=out + ".tmp", final=out)
+
+
+def glue_points(s: Scale):
+    """(pre-trained row, seed, step) -> fine-tuned on every task: each row's seeds at the end
+    (a ^mid row: its pre-training's seeds at mid_fraction), the curve rows' first seed at
+    every curve fraction. Deduplicated, in that order."""
+    points = []
+    for row in s.rows.values():
+        step = s.mid_step if row.mid_of else s.steps
+        for seed in s.seeds_of(row.pretrained_row):
+            points.append((row.pretrained_row, seed, step))
+    for r in s.curve_rows:
+        for step in s.curve_steps:
+            points.append((r, s.seeds[0], step))
+    seen, out = set(), []
+    for p in points:
+        if p not in seen:
+            seen.add(p)
+            out.append(p)
+    return out
+
+
+def plan_jobs(s: Scale) -> List[Job]:
+    """Every job, in the local launcher's order: the pilot row's first pre-training, the pilot,
+    the other pre-trainings (each row's first seed, then the further seeds), the fine-tunings
+    grouped per pre-training (slurm: one job array each, after it), the report."""
+    pretrained = [r for r in s.rows.values() if not r.mid_of]
+    pilot_row = "BERT-A" if "BERT-A" in s.rows else pretrained[0].name
+    order = [(r, s.seeds[0]) for r in pretrained]
+    order += [(r, seed) for seed in s.seeds[1:] for r in pretrained if seed in s.seeds_of(r.name)]
+    pre = {(r.name, seed): pretrain_job(s, r, seed) for r, seed in order}
+    first = pre[(pilot_row, s.seeds[0])]
+    jobs = [first]
+    extra = ["--finetune.learning_rates", s.paper.get("pilot_learning_rates", ""), "--finetune.seeds",
+             s.paper.get("pilot_seeds", "1"), "--finetune.epochs", s.paper.get("pilot_epochs", "3")]
+    if s.paper.get("pilot_learning_rates"):
+        pilots = [finetune_job(s, "pilot", pilot_row, s.seeds[0], s.steps, t, os.path.join(s.work, "pilot", t),
+                               pilot_row, extra) for t in s.tasks]
+        jobs.append(Job("pilot", "pilot", [], f"the pilot: {pilot_row} under the wider grid",
+                        os.path.join(s.work, "logs", "pilot.log"), depends=[first.name], array=pilots,
+                        list_file=os.path.join(s.work, "slurm", "pilot.list")))
+    jobs += [j for j in pre.values() if j is not first]
+    by_run = {}
+    for run_row, seed, step in glue_points(s):
+        for t in s.tasks:
+            by_run.setdefault((run_row, seed), []).append(
+                finetune_job(s, "glue", run_row, seed, step, t, s.glue_out(run_row, seed, step, t), run_row))
+    glue_names = []
+    for (run_row, seed), members in by_run.items():
+        name = f"glue-{run_row}-seed{seed}"
+        glue_names.append(name)
+        jobs.append(Job(name, "glue", [], f"fine-tune {run_row} seed {seed}", os.path.join(s.work, "logs", name + ".log"),
+                        depends=[pre[(run_row, seed)].name] + (["pilot"] if s.paper.get("pilot_learning_rates") else []),
+                        array=members, list_file=os.path.join(s.work, "slurm", name + ".list")))
+    py = os.environ.get("TUPE_PYTHON", sys.executable)
+    rows = ["--rows", s.rows_arg] if s.rows_arg else []
+    jobs.append(Job("report", "report", [py, os.path.join(HERE, "report.py"), "--scale", s.path, "--work", s.work] + rows,
+                    "the report", os.path.join(s.work, "logs", "report.log"), depends=glue_names,
+                    list_file=os.path.join(s.work, "slurm", "report.list")))
+    return jobs

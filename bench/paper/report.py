@@ -1,0 +1,195 @@
+"""The report of a Table 1 run (paper.py): WORK/report.md in Table 1's layout, Figure 5a
+(validation MLM loss against steps, every pre-trained row; `tupe analyze --run`) and Figure 5c
+(the GLUE average against pre-training steps; `tupe analyze --glue`), WORK/report.json.
+
+Usage: python bench/paper/report.py --scale mini|base|toy|FILE --work DIR
+Each entry: the primary dev metric x100 (CoLA Matthews corr., STS-B Pearson, others accuracy)
+at the best LR, the median over the fine-tuning seeds, with their range; a row pre-trained with
+several seeds shows the mean of its seeds' medians and their range. TUPE-R - BERT-A per task
+and on the average comes with a 95% interval over pre-training seeds (Welch's t; needs at least
+2 seeds of each). Missing results show as "-" (a report can be drawn mid-run).
+"""
+import argparse
+import json
+import math
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from plan import load_scale  # noqa: E402
+
+COLUMNS = {"CoLA": "CoLA", "SST-2": "SST", "MRPC": "MRPC", "STS-B": "STS", "RTE": "RTE", "WNLI": "WNLI",
+           "QNLI": "QNLI", "QQP": "QQP", "MNLI": "MNLI"}
+
+
+def task_result(path):
+    """(median at the best LR, [each fine-tuning seed's score at it]) x100, or None."""
+    f = os.path.join(path, "results.json")
+    if not os.path.exists(f):
+        return None
+    t = json.load(open(f))["tasks"][0]
+    best = t["best_lr"]
+    median = next(s["median_score"] for s in t["by_lr"] if s["lr"] == best)
+    seeds = [r["score"] * 100 for r in t["runs"] if r["lr"] == best]
+    return median * 100, seeds
+
+
+def welch_interval(a, b, level=0.975):
+    """mean(a) - mean(b) and the half-width of its 95% interval (Welch), or None."""
+    if len(a) < 2 or len(b) < 2:
+        return None
+    from scipy.stats import t as student
+    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    d = statistics.mean(a) - statistics.mean(b)
+    if va + vb == 0:
+        return d, 0.0
+    df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+    return d, student.ppf(level, df) * math.sqrt(va + vb)
+
+
+def fmt(v, digits=1):
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def collect(s):
+    """row -> seed -> task -> (median, seeds); row -> seed -> average over all tasks (or None)."""
+    table, avg = {}, {}
+    for row in s.rows.values():
+        step = s.mid_step if row.mid_of else s.steps
+        for seed in s.seeds_of(row.pretrained_row):
+            per = {t: task_result(s.glue_out(row.pretrained_row, seed, step, t)) for t in s.tasks}
+            table.setdefault(row.name, {})[seed] = per
+            vals = [v[0] for v in per.values() if v]
+            avg.setdefault(row.name, {})[seed] = statistics.mean(vals) if len(vals) == len(s.tasks) else None
+    return table, avg
+
+
+def entry(per_seed, task):
+    vals = [per_seed[seed][task] for seed in per_seed if per_seed[seed][task]]
+    if not vals:
+        return "-", None
+    if len(per_seed) == 1:
+        m, seeds = vals[0]
+        return f"{m:.1f} [{min(seeds):.1f}, {max(seeds):.1f}]", m
+    meds = [v[0] for v in vals]
+    return f"{statistics.mean(meds):.1f} [{min(meds):.1f}, {max(meds):.1f}] ({len(meds)})", statistics.mean(meds)
+
+
+def figure_5a(s, out):
+    runs = []
+    for row in s.rows.values():
+        if row.mid_of:
+            continue
+        for seed in s.seeds_of(row.name):
+            d = os.path.join(s.run_dir(row.name, seed), "checkpoints")
+            if os.path.exists(os.path.join(d, "metrics", "rank_0.jsonl")):
+                runs += ["--run", f"{row.name}={d}"]
+    if not runs:
+        return None
+    names = [r.split("=")[0] for r in runs[1::2]]
+    ref = "BERT-A" if "BERT-A" in names else names[0]
+    dest = os.path.join(s.work, "figure5a")
+    p = subprocess.run([s.tupe, "analyze", "--reference", ref, "--output", dest] + runs,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if p.returncode != 0:
+        out.append(f"(Figure 5a failed: {p.stdout.strip().splitlines()[-1:]})")
+        return None
+    return dest
+
+
+def figure_5c(s, out):
+    args = []
+    for r in s.curve_rows:
+        seed = s.seeds[0]
+        for step in s.curve_steps:
+            for t in s.tasks:
+                d = s.glue_out(r, seed, step, t)
+                if os.path.exists(os.path.join(d, "results.json")):
+                    args += ["--glue", f"{r}={d}"]
+    if not args:
+        return None
+    dest = os.path.join(s.work, "figure5c")
+    p = subprocess.run([s.tupe, "analyze", "--output", dest] + args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True)
+    if p.returncode != 0:
+        out.append(f"(Figure 5c failed: {' '.join(p.stdout.strip().splitlines()[-1:])})")
+        return None
+    return dest
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--scale", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--rows")
+    a = ap.parse_args()
+    s = load_scale(a.scale, a.work, a.rows)
+    table, avg = collect(s)
+    md = [f"# Table 1 at scale `{s.name}`", "",
+          f"Pre-training: {s.steps} steps per row, seeds {s.seeds} for {', '.join(s.all_seeds_rows) or 'no row'}, "
+          f"{s.seeds[0]} for the others; ^mid rows at step {s.mid_step}. Fine-tuning: the [finetune] protocol of "
+          f"{s.path}. Entries: dev x100, the median over fine-tuning seeds at the best LR [their range]; "
+          "rows with several pre-training seeds: the mean of the seeds' medians [their range] (seeds).", ""]
+    md.append("| row | " + " | ".join(COLUMNS.get(t, t) for t in s.tasks) + " | avg |")
+    md.append("|---" * (len(s.tasks) + 2) + "|")
+    data = {"scale": s.name, "rows": {}}
+    for row in s.rows:
+        cells, means = [], []
+        for t in s.tasks:
+            text, m = entry(table[row], t)
+            cells.append(text)
+            means.append(m)
+        seed_avgs = [v for v in avg[row].values() if v is not None]
+        a_text = "-" if not seed_avgs else (f"{seed_avgs[0]:.2f}" if len(avg[row]) == 1 else
+                                            f"{statistics.mean(seed_avgs):.2f} [{min(seed_avgs):.2f}, {max(seed_avgs):.2f}]")
+        md.append(f"| {row} | " + " | ".join(cells) + f" | {a_text} |")
+        data["rows"][row] = {"tasks": dict(zip(s.tasks, means)), "average_per_seed": avg[row]}
+    md.append("")
+    if "TUPE-R" in table and "BERT-A" in table:
+        md += ["## TUPE-R - BERT-A", "", "| | " + " | ".join(s.tasks) + " | avg |", "|---" * (len(s.tasks) + 2) + "|"]
+        cells, beyond, data["difference"] = [], [], {}
+        for t in s.tasks + ["avg"]:
+            if t == "avg":
+                a_ = [v for v in avg["TUPE-R"].values() if v is not None]
+                b_ = [v for v in avg["BERT-A"].values() if v is not None]
+            else:
+                a_ = [v[t][0] for v in table["TUPE-R"].values() if v[t]]
+                b_ = [v[t][0] for v in table["BERT-A"].values() if v[t]]
+            w = welch_interval(a_, b_)
+            if w is None:
+                d = statistics.mean(a_) - statistics.mean(b_) if a_ and b_ else None
+                cells.append(fmt(d, 2) + " (no interval: < 2 seeds)" if d is not None else "-")
+            else:
+                cells.append(f"{w[0]:+.2f} ± {w[1]:.2f}")
+                if w[0] - w[1] > 0:
+                    beyond.append(t)
+            data["difference"][t] = w
+        md.append("| 95% interval | " + " | ".join(cells) + " |")
+        md.append("")
+        md.append("The paper's sign (TUPE-R above BERT-A) shows beyond noise "
+                  + (f"on {', '.join(beyond)}." if beyond else "on no task and not on the average.")
+                  if any(data["difference"].values()) else "Not enough seeds yet for an interval.")
+        md.append("")
+    notes = []
+    fa = figure_5a(s, notes)
+    fc = figure_5c(s, notes)
+    if fa:
+        md += ["## Figure 5a: validation MLM loss against steps", "", f"![5a]({os.path.relpath(fa, s.work)}/validation.png)",
+               "", open(os.path.join(fa, "compare.md")).read() if os.path.exists(os.path.join(fa, "compare.md")) else "", ""]
+    if fc:
+        md += ["## Figure 5c: GLUE average against pre-training steps", "",
+               f"![5c]({os.path.relpath(fc, s.work)}/glue_curve.png)", "",
+               open(os.path.join(fc, "glue_curve.md")).read() if os.path.exists(os.path.join(fc, "glue_curve.md")) else ""]
+    md += notes
+    with open(os.path.join(s.work, "report.md"), "w") as f:
+        f.write("\n".join(md) + "\n")
+    with open(os.path.join(s.work, "report.json"), "w") as f:
+        json.dump(data, f, indent=2, default=str)
+    print(f"wrote {os.path.join(s.work, 'report.md')}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+"""bench/paper/paper.py end to end at the toy scale (Paper_toy): one command runs all eight
+rows of Table 1 (pre-training, the pilot, the fine-tunings, the report) on this machine.
+
+Checks:
+  - the report has Table 1's eight rows, and each entry equals the median over the fine-tuning
+    seeds at the best LR recomputed here from each results.json's runs (its own per-seed
+    scores), x100; a row with 2 pre-training seeds shows the mean of their medians;
+  - the ^mid rows were fine-tuned from the checkpoint at mid_fraction of the steps, the others
+    from the last (results.json's pretrain_steps), and BERT-A^d from a bert-absolute-untied run;
+  - TUPE-R - BERT-A's interval equals Welch's, recomputed with scipy from the same per-seed
+    medians; Figures 5a and 5c exist;
+  - a second run of the same command runs no job (resumable), and --dry-run lists every
+    command without running one.
+Usage: paper_checks.py WORKDIR   (TUPE_BIN, TUPE_SHARED_DATA, TUPE_PYTHON from CTest)
+"""
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+
+SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PAPER = os.path.join(SRC, "bench", "paper", "paper.py")
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        sys.exit(1)
+
+
+def harness(work, *extra):
+    p = subprocess.run([sys.executable, PAPER, "--scale", "toy", "--work", work, *extra], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True)
+    check(p.returncode == 0, f"paper.py {' '.join(extra)} exited 0" + ("" if p.returncode == 0 else ":\n" + p.stdout[-3000:]))
+    return p.stdout
+
+
+def best_lr_median(results):
+    t = json.load(open(results))["tasks"][0]
+    by_lr = {}
+    for r in t["runs"]:
+        by_lr.setdefault(r["lr"], []).append(r["score"])
+    best = max(by_lr, key=lambda lr: (statistics.median(by_lr[lr]), -lr))
+    return 100 * statistics.median(by_lr[best]), json.load(open(results))["pretrain_steps"]
+
+
+def main(work):
+    shutil.rmtree(work, ignore_errors=True)
+    out = harness(work)
+    report = open(os.path.join(work, "report.md")).read()
+    rows = {"BERT-A": ("BERT-A", [1, 2], 20), "BERT-R": ("BERT-R", [1], 20), "TUPE-A": ("TUPE-A", [1], 20),
+            "TUPE-R": ("TUPE-R", [1, 2], 20), "TUPE-A-mid": ("TUPE-A", [1], 10), "TUPE-R-mid": ("TUPE-R", [1, 2], 10),
+            "TUPE-A-tie-cls": ("TUPE-A-tie-cls", [1], 20), "BERT-A-d": ("BERT-A-d", [1], 20)}
+    table = {m.group(1): m.group(2) for m in re.finditer(r"^\| (\S+) \| ([^|]+) \|", report, re.M)}
+    check(all(r in table for r in rows), f"the report has the eight rows: {sorted(table)}")
+    medians = {}
+    for row, (run, seeds, step) in rows.items():
+        vals = []
+        for seed in seeds:
+            res = os.path.join(work, "glue", f"{run}-seed{seed}", f"step{step}", "WNLI", "results.json")
+            m, steps = best_lr_median(res)
+            check(steps == step, f"{row} seed {seed}: fine-tuned from step {steps} == {step}")
+            vals.append(m)
+        medians[row] = vals
+        want = statistics.mean(vals)
+        got = float(table[row].split()[0])
+        check(abs(got - want) < 0.051, f"{row}: WNLI {got} == {want:.2f} (recomputed from the runs)")
+    cfg = open(os.path.join(work, "pretrain", "BERT-A-d-seed1", "checkpoints", "effective_config.ini")).read()
+    check("position_encoding = bert-absolute-untied" in cfg, "BERT-A^d was pre-trained as bert-absolute-untied")
+    from scipy.stats import t as student
+    a, b = medians["TUPE-R"], medians["BERT-A"]
+    va, vb = statistics.variance(a) / 2, statistics.variance(b) / 2
+    d = statistics.mean(a) - statistics.mean(b)
+    if va + vb > 0:
+        df = (va + vb) ** 2 / (va ** 2 + vb ** 2)
+        half = student.ppf(0.975, df) * (va + vb) ** 0.5
+    else:
+        half = 0.0
+    m = re.search(r"\| 95% interval \| ([+-][0-9.]+) ± ([0-9.]+) \|", report)
+    check(m and abs(float(m.group(1)) - d) < 0.006 and abs(float(m.group(2)) - half) < 0.006,
+          f"TUPE-R - BERT-A: {m.group(0) if m else report[-800:]} == {d:+.2f} ± {half:.2f} (Welch, scipy)")
+    check(os.path.isfile(os.path.join(work, "figure5a", "validation.png")) and
+          os.path.isfile(os.path.join(work, "figure5c", "glue_curve.png")), "Figures 5a and 5c drawn")
+    check(os.path.isfile(os.path.join(work, "pilot", "WNLI", "results.json")), "the pilot ran")
+    again = harness(work)
+    ran = [line for line in again.splitlines() if re.match(r"\[paper [0-9:]+\] \S+: ", line)]
+    check(all(line.split("] ", 1)[1].startswith("report:") for line in ran), f"a second run runs no job but the report: {ran}")
+    dry = harness(work + "-dry", "--dry-run")
+    cmds = [line for line in dry.splitlines() if " pretrain " in line or " finetune " in line]
+    check(len([c for c in cmds if " pretrain " in c]) == 8 and not os.path.exists(os.path.join(work + "-dry", "pretrain")),
+          f"--dry-run lists the 8 pre-trainings and runs nothing ({len(cmds)} commands)")
+    print("all checks passed")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
