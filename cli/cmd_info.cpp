@@ -23,11 +23,16 @@ int run_info(int argc, char** argv) {
     return 0;
   }
   config.validate();
-  model::TupeBert net(config);
   std::cout << "# effective config\n";
   cli.print_effective(std::cout);
+  // model.vocab_size = 0 is the shards' size, known to pre-training only: count BERT's.
+  constexpr int64_t kBertVocabSize = 30522;
+  const bool shards_vocab = config.vocab_size == 0;
+  if (shards_vocab) config.vocab_size = kBertVocabSize;
+  model::TupeBert net(config);
   std::cout << "\n# parameters (" << model::to_string(config.position_encoding)
-            << (config.untie_cls ? ", [CLS] untied" : "") << ")\n";
+            << (config.untie_cls ? ", [CLS] untied" : "")
+            << (shards_vocab ? ", vocab_size 0 = the shards': counted for BERT's 30522" : "") << ")\n";
   const auto rows = model::parameter_table(*net);
   const int64_t total = rows.back().numel;
   std::printf("%-26s %14s %8s\n", "group", "parameters", "share");

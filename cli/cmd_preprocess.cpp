@@ -56,7 +56,13 @@ int preprocess_job(const dist::MpiEnv& env, int argc, char** argv) {
       "quiet", "no progress lines");
   MpiAgreement ranks(env);
   bool help = false;
-  data_pipeline::run_agreed(ranks, [&] { help = !cli.parse(argc, argv); });  // one message, not one per rank
+  data_pipeline::run_agreed(ranks, [&] {  // one message, not one per rank
+    help = !cli.parse(argc, argv);
+    // tokenizer.kind, when not set, is the vocabulary file's (text: wordpiece, a model:
+    // sentencepiece); effective_config.ini then records what was used.
+    if (!help && !tokenizer.vocab.empty())
+      tokenizer.kind = data_pipeline::resolve_tokenizer_kind(tokenizer, cli.given().count("tokenizer.kind") > 0);
+  });
   if (help) return 0;
   request.overwrite = cli.vm().count("overwrite") > 0;
   request.quiet = cli.vm().count("quiet") > 0;

@@ -144,7 +144,8 @@ std::string ConfigCli::write_effective(const std::string& file, const KeyValues&
   const fs::path temp = path.string() + ".tmp-" + std::to_string(::getpid());
   {
     std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    out << "# effective config of `tupe " << command_ << "`, written at its start\n" << format_ini(kv);
+    out << "# effective config of `tupe " << command_ << "`; paths are absolute, so it runs again from any folder\n"
+        << format_ini(with_absolute_paths(kv));
     out.close();
     TUPE_CHECK(out.good(), file << ": cannot write the effective config: "
                                 << (ec ? ec.message() : std::string(std::strerror(errno))));
@@ -162,6 +163,19 @@ std::string ConfigCli::write_effective(const std::string& file, const KeyValues&
   }
   log::debug("effective config, " + std::to_string(set) + " key(s) set" + (set ? ": " + listed.str() : std::string()));
   return effective_line(file, kv.size(), set);
+}
+
+KeyValues ConfigCli::with_absolute_paths(const KeyValues& kv) const {
+  const std::string cwd = std::filesystem::current_path().string();
+  KeyValues out = kv;
+  for (const auto& s : sections_) {
+    const std::string prefix = s.name + ".";
+    KeyValues mine;
+    for (const auto& [k, v] : kv)
+      if (k.rfind(prefix, 0) == 0) mine[k.substr(prefix.size())] = v;
+    for (const auto& [k, v] : s.rebase_paths(mine, cwd)) out[prefix + k] = v;
+  }
+  return out;
 }
 
 std::string effective_line(const std::string& file, size_t keys, int64_t set) {

@@ -89,7 +89,9 @@ class ConfigCli {
   void print_effective(std::ostream& os) const;
 
   /// Writes the effective config as INI text to `file` (its folder created; written under a
-  /// temporary name and renamed) and returns the one console line that says so, at most
+  /// temporary name and renamed), every path value (FieldTable::path, path_list) made absolute
+  /// against the working directory, so that `--config FILE` runs again as it is from any
+  /// folder (docs/config.md "Saved configs"), and returns the one console line that says so, at most
   /// kEffectiveLineMax characters (a long path is shortened in its middle):
   /// "# effective config: FILE (N keys, K set; --log-level debug lists them)". The K keys whose
   /// value differs from the built-in default go to log::debug, one line. Throws tupe::Error
@@ -106,6 +108,9 @@ class ConfigCli {
     std::function<KeyValues()> to_kv;
     std::function<KeyValues(const KeyValues&, const std::string&)> rebase_paths;  ///< against the config's folder
   };
+  /// `kv` ("section.key" -> value) with the relative values of the registered sections' path
+  /// fields made absolute against the working directory (lexically normalised).
+  KeyValues with_absolute_paths(const KeyValues& kv) const;
   static void add_field_option(boost::program_options::options_description& desc, const std::string& key,
                                const std::string& help, const std::string& default_text);
 

@@ -15,7 +15,7 @@
 #include "common/error.h"
 #include "data_pipeline/loader_config.h"
 #include "data_pipeline/preprocess.h"
-#include "data_pipeline/text/sentencepiece_train.h"
+#include "data_pipeline/sentencepiece_train.h"
 #include "data_pipeline/text/tokenizer_factory.h"
 #include "dist/options.h"
 #include "model/config.h"

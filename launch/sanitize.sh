@@ -47,7 +47,7 @@ export TUPE_SHARED_DATA="$here/../shared/data" TUPE_PYTHON TUPE_SOURCE_DIR="$her
 
 if [ "$what" = asan ] || [ "$what" = all ]; then
   configure_and_build "$here/build-asan" "-fsanitize=address,undefined -fno-sanitize-recover=undefined" \
-    data_unit_tests data_shard_tests dist_unit_tests pretrain_unit_tests test_model test_text tupe_trainer_tests \
+    data_unit_tests data_shard_tests dist_unit_tests pretrain_unit_tests test_model test_text test_vocab_train tupe_trainer_tests \
     checkpoint_unit_tests finetune_unit_tests dist_abort_tests tupe
   # detect_leaks=0: LibTorch's and MPI's process-lifetime allocations are not freed at exit.
   export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:strict_string_checks=1:check_initialization_order=1"
@@ -55,7 +55,7 @@ if [ "$what" = asan ] || [ "$what" = all ]; then
   dir="$here/build-asan" TUPE_BIN="$here/build-asan/cli/tupe"
   export TUPE_BIN
   run_tests "ASan+UBSan unit tests" tests/data/data_unit_tests tests/data/data_shard_tests tests/dist/dist_unit_tests \
-    tests/pretrain/pretrain_unit_tests tests/model/test_model tests/text/test_text tests/trainer/tupe_trainer_tests \
+    tests/pretrain/pretrain_unit_tests tests/model/test_model tests/text/test_text tests/text/test_vocab_train tests/trainer/tupe_trainer_tests \
     tests/checkpoint/checkpoint_unit_tests tests/finetune/finetune_unit_tests tests/dist/dist_abort_tests
   unset ASAN_OPTIONS UBSAN_OPTIONS
 fi

@@ -33,8 +33,10 @@ const FieldTable<ModelOptions>& ModelOptions::fields() {
   using M = ModelOptions;
   static const FieldTable<M> table = [] {
     FieldTable<M> t("model");
-    t.integer("vocab_size", &M::vocab_size, 30522, "ids", "vocabulary size V: token ids in [0, V)")
-        .positive()
+    t.integer("vocab_size", &M::vocab_size, 0, "ids",
+              "vocabulary size V: token ids in [0, V); 0 = the shards' (pre-training resolves it; checkpoints "
+              "record the value)")
+        .at_least(0)
         .integer("hidden_size", &M::hidden_size, 768, "elements", "model width d")
         .positive()
         .integer("num_layers", &M::num_layers, 12, "", "encoder layers")
@@ -90,6 +92,7 @@ ModelOptions model_config_from_saved(const KeyValues& saved, const std::string& 
   ModelOptions::fields().apply(config, model_kv, where + " [model]");
   try {
     config.validate();
+    TUPE_CHECK(config.vocab_size > 0, "model.vocab_size: 0 (a checkpoint records the resolved size)");
   } catch (const Error& e) {
     TUPE_FAIL(where << ": saved " << e.what());
   }

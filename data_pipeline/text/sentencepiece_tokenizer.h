@@ -1,5 +1,5 @@
 // A Tokenizer over a SentencePiece .model (unigram or BPE), e.g. one trained by
-// train_sentencepiece() (sentencepiece_train.h). Encoding is SentencePiece's own
+// train_sentencepiece() (data_pipeline/sentencepiece_train.h). Encoding is SentencePiece's own
 // (normalisation rule stored in the model, "▁" marks a word start); the five special
 // tokens must be pieces of the model.
 #pragma once

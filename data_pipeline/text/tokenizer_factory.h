@@ -38,9 +38,21 @@ struct TokenizerOptions {
   static const FieldTable<TokenizerOptions>& fields();
 };
 
-/// Loads the tokenizer (validate() first); throws tupe::Error "<vocab path>: <cause>" when the
-/// file is missing or malformed (e.g. a special token absent). wordpiece: lower_case also
-/// strips accents (BERT's convention); sentencepiece: lower_case must match the model.
+/// The kind of tokenizer that reads options.vocab, from the file's content (vocab_file.h):
+/// UTF-8 text is wordpiece, a SentencePiece model sentencepiece. With `kind_given` false the
+/// file decides; with it true options.kind must agree. A file that is neither keeps
+/// options.kind (its loader then names the fault). Throws tupe::Error, one line:
+///   "<vocab>: a SentencePiece .vocab listing (a piece and its score a line), which no tokenizer
+///    loads; pass the model written with it (<stem>.model)",
+///   "<vocab>: a SentencePiece model, but tokenizer.kind = wordpiece (a vocab.txt); set
+///    tokenizer.kind = sentencepiece, or leave it out (the file tells)" and its mirror for text,
+///   "<vocab>: cannot open: <reason>".
+TokenizerKind resolve_tokenizer_kind(const TokenizerOptions& options, bool kind_given);
+
+/// Loads the tokenizer (validate() first, then resolve_tokenizer_kind(options, true)); throws
+/// tupe::Error "<vocab path>: <cause>" when the file is missing, of the other kind or
+/// malformed (e.g. a special token absent). wordpiece: lower_case also strips accents (BERT's
+/// convention); sentencepiece: lower_case must match the model.
 std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& options);
 
 }  // namespace tupe::data_pipeline

@@ -91,8 +91,8 @@ printf 'line one of the text\nline two of the text\n' > "$pdir/text.txt"
 printf '[tokenizer]\nvocab = vocab/v.txt\n[preprocess]\ndocuments = line\nvalidation_ratio = 0\n' > "$pdir/conf/p.ini"
 if (cd "$pdir/elsewhere" && "$TUPE_BIN" preprocess --quiet --config ../conf/p.ini --input ../text.txt --output out > /dev/null 2>&1) &&
    [ -f "$pdir/elsewhere/out/train-00000-of-00001.h5" ] &&
-   grep -qx "vocab = ../conf/vocab/v.txt" "$pdir/elsewhere/out/effective_config.ini"; then
-  echo "ok: a config's relative vocab path is found next to the config"
+   grep -qx "vocab = $(cd "$pdir" && pwd -P)/conf/vocab/v.txt" "$pdir/elsewhere/out/effective_config.ini"; then
+  echo "ok: a config's relative vocab path is found next to the config (and saved absolute)"
 else
   echo "FAILED: a relative path in a config file was not resolved against its folder"; fail=1
 fi

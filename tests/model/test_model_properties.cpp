@@ -18,6 +18,7 @@ using tupe::model::TupeBert;
 
 ModelOptions base(PositionEncoding pe, bool untie) {
   ModelOptions c;  // defaults are BERT-Base: 12 layers, d 768, 12 heads, FFN 3072, 512 positions
+  c.vocab_size = 30522;  // BERT's WordPiece (the default, 0, is the shards' size in pre-training)
   c.position_encoding = pe;
   c.untie_cls = untie;
   return c;

@@ -1,15 +1,16 @@
 // SentencePiece vocabulary training on tiny-shakespeare: reserved special ids, round trip
 // decode(encode(x)) == x (up to SentencePiece's whitespace normalisation and, when asked,
-// lower-casing), and the errors of bad input.
+// lower-casing), and the errors of bad input; the kind of a vocabulary file read from its bytes.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <filesystem>
 
 #include "data_pipeline/text/sentencepiece_tokenizer.h"
-#include "data_pipeline/text/sentencepiece_train.h"
+#include "data_pipeline/sentencepiece_train.h"
 #include "common/sha256.h"
 #include "data_pipeline/text/tokenizer_factory.h"
+#include "data_pipeline/text/vocab_file.h"
 #include "text_test_util.h"
 
 namespace tupe::data_pipeline {
@@ -118,10 +119,18 @@ TEST(TextSentencePieceTrain, BadInputAndOptions) {
   VocabOptions o;
   o.model = dir.file("m.model");
   o.input = dir.file("absent.txt");
-  EXPECT_EQ(error_of([&] { train_sentencepiece(o); }), o.input + ": cannot open: No such file or directory");
+  EXPECT_EQ(error_of([&] { train_sentencepiece(o); }), o.input + ": no such file or directory");
   o.input = dir.write("bad.txt", "good line\nbad \xC3\xC3 line\n");
   EXPECT_EQ(error_of([&] { train_sentencepiece(o); }),
-            o.input + ": invalid UTF-8 at byte 14: sequence truncated (missing continuation byte)");
+            o.input + ": line 2: invalid UTF-8 at byte 14: sequence truncated (missing continuation byte)");
+  o.input = dir.write("bad.jsonl", "{\"text\": \"to be\"}\n{\"txt\": \"or not\"}\n");
+  EXPECT_EQ(error_of([&] { train_sentencepiece(o); }), o.input + ": line 2: no \"text\" field");
+  // The output folder is made before training; a file in its place is refused up front.
+  o.input = shakespeare();
+  const std::string file = dir.write("a_file", "x");
+  o.model = file + "/sub/m.model";
+  EXPECT_EQ(error_of([&] { train_sentencepiece(o); }).rfind(file + "/sub: cannot create the output folder (", 0), 0u);
+  o.model = dir.file("m.model");
   // A vocabulary larger than the corpus can fill: SentencePiece refuses; nothing is left behind.
   o.input = dir.write("small.txt", "to be or not to be\nthat is the question\n");
   o.vocab_size = 5000;
@@ -142,6 +151,51 @@ TEST(TextSentencePieceTrain, BadInputAndOptions) {
   EXPECT_EQ(VocabOptions::fields().to_kv(o).at("model_type"), "bpe");
   o.vocab_size = 5;
   EXPECT_NE(error_of([&] { o.validate(); }).find("vocab.vocab_size:"), std::string::npos);
+}
+
+// The kind of a vocabulary file comes from its bytes: a trained model is a protobuf, the
+// listing beside it and a BERT vocab.txt are text (the listing is "<piece>\t<score>" lines).
+TEST(TextVocabFile, KindFromTheContentNotTheName) {
+  ScratchDir dir("spm_kind");
+  VocabOptions o;
+  o.input = text_test::shared_data() + "/text/bert-sample-text.txt";
+  o.model = dir.file("sample.model");
+  o.vocab_size = 300;
+  const SentencePieceTrainResult r = train_sentencepiece(o);
+  const std::string bert = text_test::uncased_vocab();
+  EXPECT_EQ(sniff_vocab_file(r.model_path), VocabFileContent::kSentencePieceModel);
+  EXPECT_EQ(sniff_vocab_file(r.vocab_path), VocabFileContent::kSentencePieceListing);
+  EXPECT_EQ(sniff_vocab_file(bert), VocabFileContent::kText);
+  // Names say nothing: a model called vocab.txt is still a model.
+  const std::string disguised = dir.write("vocab.txt", read_bytes(r.model_path));
+  EXPECT_EQ(sniff_vocab_file(disguised), VocabFileContent::kSentencePieceModel);
+  EXPECT_EQ(sniff_vocab_file(dir.write("junk.bin", std::string("\x00\x01junk", 6))), VocabFileContent::kOther);
+
+  TokenizerOptions t;  // kind not given: the file decides
+  t.vocab = r.model_path;
+  EXPECT_EQ(resolve_tokenizer_kind(t, false), TokenizerKind::kSentencePiece);
+  t.vocab = disguised;
+  EXPECT_EQ(resolve_tokenizer_kind(t, false), TokenizerKind::kSentencePiece);
+  t.vocab = bert;
+  t.kind = TokenizerKind::kSentencePiece;
+  EXPECT_EQ(resolve_tokenizer_kind(t, false), TokenizerKind::kWordPiece);
+  // Given, it must agree, in one line that names the kind to set.
+  EXPECT_EQ(error_of([&] { resolve_tokenizer_kind(t, true); }),
+            bert + ": UTF-8 text (a WordPiece vocab.txt), but tokenizer.kind = sentencepiece (a .model); set "
+                   "tokenizer.kind = wordpiece, or leave it out (the file tells)");
+  t.vocab = r.model_path;
+  t.kind = TokenizerKind::kWordPiece;
+  EXPECT_EQ(error_of([&] { make_tokenizer(t); }),
+            r.model_path + ": a SentencePiece model, but tokenizer.kind = wordpiece (a vocab.txt); set "
+                           "tokenizer.kind = sentencepiece, or leave it out (the file tells)");
+  // The listing is no vocabulary: the message points at the model written with it.
+  t.vocab = r.vocab_path;
+  for (const bool given : {false, true})
+    EXPECT_EQ(error_of([&] { resolve_tokenizer_kind(t, given); }),
+              r.vocab_path + ": a SentencePiece .vocab listing (a piece and its score a line), which no tokenizer "
+                             "loads; pass the model written with it (" + r.model_path + ")");
+  t.vocab = dir.file("absent.model");
+  EXPECT_EQ(error_of([&] { resolve_tokenizer_kind(t, false); }), t.vocab + ": cannot open: No such file or directory");
 }
 
 TEST(TextSentencePieceTokenizer, BadModelFiles) {

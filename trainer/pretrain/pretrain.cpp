@@ -75,9 +75,13 @@ void open_data(PretrainJob& job) {
       entries.push_back(std::move(e));
   dist::require_agreement(job.env, "data check", entries);
   const auto& info = job.train_data->info();
+  if (cfg.model.vocab_size == 0) {  // the default: the shards know it (checkpoints record the value)
+    job.cfg.model.vocab_size = info.vocab_size;
+    job.cfg.effective["model.vocab_size"] = std::to_string(info.vocab_size);
+  }
   TUPE_CHECK(info.vocab_size == cfg.model.vocab_size,
              "model.vocab_size: " << cfg.model.vocab_size << " but the shards (" << info.files.front()
-                                  << ") hold a vocabulary of " << info.vocab_size);
+                                  << ") hold a vocabulary of " << info.vocab_size << " (0 takes the shards')");
   TUPE_CHECK(info.max_seq_len <= cfg.model.max_positions,
              "model.max_positions: " << cfg.model.max_positions << " is shorter than the shards' sequences ("
                                      << info.max_seq_len << " tokens)");

@@ -33,7 +33,7 @@ namespace tupe::pretrain {
 struct PretrainJob {
   PretrainJob(const dist::MpiEnv& e, const PretrainConfig& c) : env(e), cfg(c), rank(e.rank()), world(e.world_size()) {}
   const dist::MpiEnv& env;
-  const PretrainConfig& cfg;
+  PretrainConfig cfg;  ///< the run's config, a copy: open_data resolves model.vocab_size = 0 (and its effective key)
   const int rank, world;
   int64_t max_steps = 0;  ///< train.max_steps, else optimizer.total_steps
 
@@ -73,7 +73,8 @@ void check_config(const PretrainConfig& cfg);
 /// Resolves the device, creates the communicator (collective) and the progress printer.
 void setup_device(PretrainJob& job);
 /// Opens the train and validation shards; the ranks agree on them; checks them against the
-/// model config; plans micro-batches.
+/// model config (model.vocab_size = 0 becomes the shards' size, in cfg.model and
+/// cfg.effective); plans micro-batches.
 void open_data(PretrainJob& job);
 /// Builds the model with rank 0's initial weights on every rank, the training step and the
 /// checkpoint store (rank 0 checks checkpoint.dir is writable).

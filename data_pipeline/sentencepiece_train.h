@@ -2,12 +2,16 @@
 // tokens reserved at fixed ids: [PAD] 0, [UNK] 1, [CLS] 2, [SEP] 3, [MASK] 4
 // (SentencePiece's pad / unk / bos / eos pieces and one control symbol, so none of them is
 // ever produced from text). The result loads with SentencePieceTokenizer.
+// The corpus is read as `tupe preprocess` reads it (corpus.h, corpus_stream.h): text or JSON
+// lines, plain, gzip or zstd, files or folders of them; every non-blank line (of a record's
+// text, for JSON lines) is one sentence of the trainer's, streamed to it by a reader thread.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "common/config_fields.h"
+#include "data_pipeline/corpus_stream.h"
 
 namespace tupe::data_pipeline {
 
@@ -38,6 +42,8 @@ SentencePieceModelType parse_sentencepiece_model_type(const std::string& key, co
 struct VocabOptions {
   VocabOptions() { fields().reset(*this); }
   std::string input;
+  InputFormat input_format;
+  std::string text_field;
   std::string model;
   int64_t vocab_size;
   SentencePieceModelType model_type;
@@ -65,11 +71,14 @@ struct SentencePieceTrainResult {
   std::string sha256;       ///< hex SHA-256 of the .model bytes (the tokenizer's vocab_sha256)
 };
 
-/// Trains and writes the model (temp file + rename: a failed run leaves nothing behind).
-/// Input files are checked first: "<file>: invalid UTF-8 at byte N: <cause>",
-/// "<file>: cannot open: <reason>". Throws tupe::Error "<model>: SentencePiece training
-/// failed: <status>" when the trainer refuses (e.g. vocab_size too large for the corpus).
-/// Not thread-safe: it sets SentencePiece's process-wide random seed.
+/// Trains and writes the model and its listing (temp file + rename: a failed run leaves no
+/// model behind). The inputs are listed first (list_input_files: "<path>: no such file or
+/// directory", "<path>: empty file", ...) and the model's folder is created before training
+/// ("<folder>: cannot create the output folder (<cause>)"). Logs (log::info) what it reads
+/// and when reading ends. Throws tupe::Error for bad text ("<file>: line L: invalid UTF-8 at
+/// byte N: <cause>", "<file>: line L: <JSON record's fault>"), and "<model>: SentencePiece
+/// training failed: <status>" when the trainer refuses (e.g. vocab_size too large for the
+/// corpus). Not thread-safe: it sets SentencePiece's process-wide random seed.
 SentencePieceTrainResult train_sentencepiece(const VocabOptions& options);
 
 }  // namespace tupe::data_pipeline
