@@ -66,8 +66,10 @@ def sbatch_line(job: Job, scale, deps) -> list:
     if deps:
         cmd.append("--dependency=afterok:" + ":".join(deps))
     if job.kind == "pretrain":
+        # --cpus-per-task: launch/tupe.sbatch asks for 8, more than a small node may have.
         cmd += [f"--nodes={s['slurm_pretrain_nodes']}", f"--ntasks-per-node={s['slurm_pretrain_tasks_per_node']}",
-                f"--gpus-per-node={s['slurm_gpus_per_node']}", f"--time={s['slurm_pretrain_time']}",
+                f"--cpus-per-task={s['threads']}", f"--gpus-per-node={s['slurm_gpus_per_node']}",
+                f"--time={s['slurm_pretrain_time']}",
                 f"--export=ALL,TUPE_BIN={scale.tupe},TUPE_CONFIG={scale.run_config},"
                 f"TUPE_GPUS_PER_NODE={s['slurm_gpus_per_node']},TUPE_LAUNCHER={s.get('slurm_launcher', 'srun')}",
                 os.path.join(REPO, "launch", "tupe.sbatch")] + job.command[job.command.index("--resume") + 2:]
