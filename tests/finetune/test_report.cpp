@@ -96,6 +96,8 @@ TEST(GlueReport, VariantNames) {
   EXPECT_EQ(variant_name(c), "TUPE-R (tie-cls)");
   c.position_encoding = model::PositionEncoding::kBertAbsolute;
   EXPECT_EQ(variant_name(c), "BERT-A");
+  c.position_encoding = model::PositionEncoding::kBertAbsoluteUntied;
+  EXPECT_EQ(variant_name(c), "BERT-A^d");
 }
 
 }  // namespace

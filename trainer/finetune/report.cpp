@@ -61,8 +61,11 @@ std::string variant_name(const model::ModelOptions& c) {
     case model::PositionEncoding::kBertRelative: name = "BERT-R"; break;
     case model::PositionEncoding::kTupeAbsolute: name = "TUPE-A"; break;
     case model::PositionEncoding::kTupeRelative: name = "TUPE-R"; break;
+    case model::PositionEncoding::kBertAbsoluteUntied: name = "BERT-A^d"; break;
   }
-  if (c.has_untied_positions() && !c.untie_cls) name += " (tie-cls)";
+  // BERT-A^d never unties [CLS] (docs/model.md): the suffix marks TUPE's tie-cls ablation.
+  if (c.has_untied_positions() && !c.untie_cls && c.position_encoding != model::PositionEncoding::kBertAbsoluteUntied)
+    name += " (tie-cls)";
   return name;
 }
 
