@@ -67,7 +67,10 @@ CorpusFacts read_corpus(const KeyValues& config) {
       c.tokens += h.num_tokens;
     }
   } catch (const std::exception& e) {
-    c = CorpusFacts{c.train_shards, c.validation_shards};
+    CorpusFacts named;
+    named.train_shards = c.train_shards;
+    named.validation_shards = c.validation_shards;
+    c = named;
     c.unread = std::string("not readable at export (") + e.what() + ")";
   }
   return c;
@@ -143,6 +146,33 @@ PretrainFacts read_pretrain(const fs::path& step_dir) {
   return p;
 }
 
+/// Fills `f` from the entry of results.json `doc` for this model; false when it holds none.
+bool read_task(FinetuneFacts& f, const checkpoint::ModelCheckpoint& ckpt, const fs::path& file, const json& doc) {
+  if (!doc.is_object() || doc.value("format", "") != "tupe-glue-results" || !doc.contains("tasks") || !doc["tasks"].is_array())
+    return false;
+  for (const auto& t : doc["tasks"]) {
+    if (!t.is_object() || t.value("task", "") != f.task) continue;
+    // The same model: its model_dir ends in this folder's <TASK>/step_N.
+    const fs::path dir = t.value("model_dir", "");
+    if (dir.filename() != ckpt.dir.filename() || dir.parent_path().filename() != ckpt.dir.parent_path().filename()) continue;
+    if (!t.contains("reported") || !t["reported"].is_object()) continue;
+    f.results_file = file.string();
+    f.primary_metric = t.value("primary_metric", "");
+    f.epochs = t.value("epochs", int64_t{0});
+    f.train_rows = t.value("train_rows", int64_t{0});
+    f.best_lr = t.value("best_lr", 0.0);
+    for (const auto& [split, metrics] : t["reported"].items()) {
+      if (!metrics.is_object()) continue;
+      std::vector<std::pair<std::string, double>> values;
+      for (const auto& [name, v] : metrics.items())
+        if (v.is_number()) values.emplace_back(name, v.get<double>());
+      f.reported.emplace_back(split, values);
+    }
+    return true;
+  }
+  return false;
+}
+
 /// results.json's entry for this model's task, when its model_dir is this folder.
 void read_results(FinetuneFacts& f, const checkpoint::ModelCheckpoint& ckpt) {
   std::vector<fs::path> candidates = {ckpt.dir.parent_path().parent_path().parent_path() / "results.json"};
@@ -154,29 +184,11 @@ void read_results(FinetuneFacts& f, const checkpoint::ModelCheckpoint& ckpt) {
     json doc;
     try {
       doc = json::parse(checkpoint::read_file_bytes(file));
+      if (read_task(f, ckpt, file, doc)) return;
     } catch (const std::exception& e) {
-      log::warn(file.string() + ": not JSON (" + e.what() + "); the model card carries no GLUE results");
-      return;
-    }
-    if (!doc.is_object() || doc.value("format", "") != "tupe-glue-results" || !doc["tasks"].is_array()) continue;
-    for (const auto& t : doc["tasks"]) {
-      if (!t.is_object() || t.value("task", "") != f.task) continue;
-      // The same model: its model_dir ends in this folder's <TASK>/step_N.
-      const fs::path dir = t.value("model_dir", "");
-      if (dir.filename() != ckpt.dir.filename() || dir.parent_path().filename() != ckpt.dir.parent_path().filename()) continue;
-      if (!t["reported"].is_object()) continue;
-      f.results_file = file.string();
-      f.primary_metric = t.value("primary_metric", "");
-      f.epochs = t.value("epochs", int64_t{0});
-      f.train_rows = t.value("train_rows", int64_t{0});
-      f.best_lr = t.value("best_lr", 0.0);
-      for (const auto& [split, metrics] : t["reported"].items()) {
-        if (!metrics.is_object()) continue;
-        std::vector<std::pair<std::string, double>> values;
-        for (const auto& [name, v] : metrics.items())
-          if (v.is_number()) values.emplace_back(name, v.get<double>());
-        f.reported.emplace_back(split, values);
-      }
+      f.results_file.clear();
+      f.reported.clear();
+      log::warn(file.string() + ": " + e.what() + "; the model card carries no GLUE results");
       return;
     }
   }

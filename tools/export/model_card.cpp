@@ -161,8 +161,8 @@ void pretrain_section(std::ostringstream& o, const PretrainFacts& p, const model
   }
   row(o, "ranks", std::to_string(p.world_size));
   if (!p.optimizer.empty())
-    row(o, "optimizer", p.optimizer + ", peak LR " + p.lr + ", " + p.schedule + " schedule, " + p.warmup_steps +
-                            " warm-up steps of " + p.total_steps);
+    row(o, "optimizer", p.optimizer + ", peak LR " + p.lr + ", " + p.schedule + " schedule, warm-up " + p.warmup_steps +
+                            " of " + p.total_steps + " steps");
   if (!p.precision.empty()) row(o, "precision", p.precision);
   if (p.train_loss) row(o, "training loss (MLM, last logged)", fixed(*p.train_loss, 4) + " at step " + std::to_string(p.train_loss_step));
   if (p.validation_loss)
