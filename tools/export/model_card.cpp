@@ -258,7 +258,7 @@ std::string model_card_markdown(const CardFacts& f, const CardExport& how) {
   metadata(o, f, how);
   const bool ft = f.finetune.has_value();
   o << "# " << how.name << "\n\n";
-  o << "A " << f.variant << " BERT" << (ft ? " fine-tuned on " + f.finetune->task : " pre-trained with masked language modelling")
+  o << "A " << f.variant << " BERT encoder" << (ft ? " fine-tuned on " + f.finetune->task : " pre-trained with masked language modelling")
     << ", trained with tupe (TUPE: Ke, He, Liu, \"Rethinking Positional Encoding in Language Pre-training\", ICLR 2021). "
     << "Exported by `tupe export` (format " << how.format << ") from `" << f.ckpt->dir.string() << "` (step " << f.ckpt->step()
     << "). This card is generated from what that checkpoint records.\n\n";
