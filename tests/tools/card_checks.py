@@ -11,6 +11,8 @@ check_card(out, ckpt, remote, run_example) checks, against the files themselves:
   GLUE         (fine-tuned) every reported dev metric of <output_dir>/results.json, exactly
   loading      the card's Python example, run as it stands (offline): it loads the folder and
                runs the fill-mask or text-classification pipeline
+check_card_alone(model_step, work): a fine-tuned model copied away beside a damaged
+results.json still exports (a warning names the file); its card says the results are missing.
 """
 import glob
 import json
@@ -21,7 +23,7 @@ import h5py
 from huggingface_hub import ModelCard
 from safetensors.torch import load_file
 
-from hf_common import check
+from hf_common import TUPE, VOCAB, check, run
 
 SLUGS = {"bert-absolute": "bert-a", "bert-relative": "bert-r", "tupe-absolute": "tupe-a", "tupe-relative": "tupe-r",
          "bert-absolute-untied": "bert-a-d"}
@@ -94,3 +96,21 @@ def check_card(out, ckpt, remote, example=False):
         check("trust_remote_code=True" in card.text, f"{label}: the example passes trust_remote_code=True")
     if example:
         run_example(card, label)
+
+
+def check_card_alone(model_step, work):
+    """A fine-tuned model's folder copied away from its run, beside a damaged results.json:
+    the export still succeeds (a warning names the file) and the card says what is missing."""
+    import shutil
+    run_dir = os.path.join(work, "card_alone")
+    shutil.rmtree(run_dir, ignore_errors=True)
+    step = os.path.join(run_dir, "models", "SST-2", os.path.basename(model_step))
+    shutil.copytree(model_step, step)
+    with open(os.path.join(run_dir, "results.json"), "w") as f:
+        f.write('{"format": "tupe-glue-results", "tasks": [')  # cut short
+    out = os.path.join(work, "card_alone_hf")
+    p = run(TUPE, "export", "--checkpoint", step, "--output", out, "--vocab", VOCAB)
+    card = ModelCard.load(os.path.join(out, "README.md"))
+    check("No results.json of this model was found" in card.text and not card.data.eval_results,
+          "a damaged results.json: the card carries no GLUE results, the export succeeds")
+    check(os.path.join(run_dir, "results.json") in p.stderr, "the export warns, naming the damaged results.json")

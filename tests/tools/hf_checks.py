@@ -39,7 +39,7 @@ import time
 import torch
 from safetensors.torch import load_file
 
-from card_checks import check_card
+from card_checks import check_card, check_card_alone
 from hf_common import DATA, FIXTURE, SOURCE, TOL, TUPE, VOCAB, WIKI, check, maxdiff, run
 from hf_standard_calls import resize_and_reload, standard_calls
 
@@ -325,6 +325,8 @@ def finetuned(work, pretrained_work=None):
         want_class = "TupeForSequenceClassification" if remote else "BertForSequenceClassification"
         check(want_class in stdout, f"fine-tuned {name} exported as {want_class}")
         check_card(out, max(glob.glob(os.path.join(model_dir, "step_*"))), remote, example=True)
+        if name == "tupe-r":
+            check_card_alone(max(glob.glob(os.path.join(model_dir, "step_*"))), work)
         ref = reference(model_dir, work, "ft_" + name)
         model, info = AutoModelForSequenceClassification.from_pretrained(out, output_loading_info=True, trust_remote_code=remote)
         check(not info["missing_keys"] and not info["unexpected_keys"], f"loaded strictly ({info['missing_keys']}, {info['unexpected_keys']})")
