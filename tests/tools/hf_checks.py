@@ -9,7 +9,7 @@ Usage: hf_checks.py CHECK WORKDIR [PRETRAINED_WORKDIR]   with CHECK one of
               forward): at most 1e-5 abs in fp32. Also: config.json states the constants; the
               T5 buckets of modeling_tupe equal docs/model.md's table; a wrong [CLS] bucket or word-term
               scale in config.json moves the logits (the comparison has power); BERT-A also
-              through --format hf-tupe. HF's standard calls on WikiText-2 for every variant
+              through --format hf-tupe. The model card of every export (card_checks.py). HF's standard calls on WikiText-2 for every variant
               (hf_standard_calls.py): model(**tokenizer(...)) on sentences and pairs (with
               token_type_ids), AutoModel, feature-extraction, against tupe's forward on the
               same ids (1e-5); TUPE-R and BERT-A: resize_token_embeddings (+ pad_to_multiple_of)
@@ -20,13 +20,15 @@ Usage: hf_checks.py CHECK WORKDIR [PRETRAINED_WORKDIR]   with CHECK one of
               predictions on SST-2 dev/test (tokenised by AutoTokenizer) against evaluate's
               accuracy and submission file, by model(**tokenizer(...)) and by the
               text-classification pipeline; three AdamW steps of
-              AutoModelForSequenceClassification on the exported pre-trained TUPE-R reduce the loss.
+              AutoModelForSequenceClassification on the exported pre-trained TUPE-R reduce the loss;
+              the model card with results.json's GLUE numbers (card_checks.py).
   tokenizers  AutoTokenizer of exported folders against tupe's tokenizers on WikiText-2 lines:
               WordPiece (lower-cased and not), SentencePiece unigram and BPE (`tupe vocab`).
 Environment: TUPE_BIN, TUPE_TOOLS_FIXTURE, TUPE_SHARED_DATA, TUPE_SOURCE_DIR.
 Fails (never skips) when torch, transformers or safetensors is missing.
 """
 import csv
+import glob
 import json
 import math
 import os
@@ -37,6 +39,7 @@ import time
 import torch
 from safetensors.torch import load_file
 
+from card_checks import check_card, check_card_alone
 from hf_common import DATA, FIXTURE, SOURCE, TOL, TUPE, VOCAB, WIKI, check, maxdiff, run
 from hf_standard_calls import resize_and_reload, standard_calls
 
@@ -150,6 +153,7 @@ def pretrained(work):  # its checkpoints stay for `finetuned` (CTest fixture HfC
                   f"format {fmt}: {'tupe remote code' if remote else 'plain BertForMaskedLM'} ({cfg['architectures']})")
             check(("format hf-tupe, TupeForMaskedLM" if remote else "format hf-bert, BertForMaskedLM") in stdout,
                   "export names the format and the class")
+            check_card(out, ckpt, remote, example=fmt == "auto" and name in ("tupe-r", "bert-a"))
             if remote:
                 check_constants(cfg, variant, untie == "true", "pre" if "pre" in extra else "post", float(extra[-1]) if extra else 1e-12)
             kw = {"trust_remote_code": True} if remote else {"attn_implementation": "eager"}
@@ -320,6 +324,9 @@ def finetuned(work, pretrained_work=None):
         remote = variant != "bert-absolute"
         want_class = "TupeForSequenceClassification" if remote else "BertForSequenceClassification"
         check(want_class in stdout, f"fine-tuned {name} exported as {want_class}")
+        check_card(out, max(glob.glob(os.path.join(model_dir, "step_*"))), remote, example=True)
+        if name == "tupe-r":
+            check_card_alone(max(glob.glob(os.path.join(model_dir, "step_*"))), work)
         ref = reference(model_dir, work, "ft_" + name)
         model, info = AutoModelForSequenceClassification.from_pretrained(out, output_loading_info=True, trust_remote_code=remote)
         check(not info["missing_keys"] and not info["unexpected_keys"], f"loaded strictly ({info['missing_keys']}, {info['unexpected_keys']})")

@@ -16,6 +16,7 @@
 #include "tools/export/hf_bert.h"
 #include "tools/export/hf_tokenizer.h"
 #include "tools/export/hf_tupe.h"
+#include "tools/export/model_card.h"
 
 namespace tupe::exporting {
 namespace fs = std::filesystem;
@@ -162,6 +163,15 @@ ExportResult export_checkpoint(const ExportOptions& options) {
     }
     if (hf && !result.vocab.empty())
       write_hf_tokenizer(tmp, result.vocab, lower_case, ckpt.config.max_positions, ckpt.config.type_vocab_size > 0);
+    // README.md: the model card, from what the checkpoint and the files beside it record.
+    fs::path name = options.output.lexically_normal();
+    if (name.filename().empty()) name = name.parent_path();
+    const CardExport how{to_string(result.format), result.architecture, name.filename().string(), out,
+                         hf && !result.vocab.empty()};
+    const bool wordpiece = !result.vocab.empty() && tokenizer_kind_of(result.vocab) == data_pipeline::TokenizerKind::kWordPiece;
+    const CardFacts facts = gather_card_facts(ckpt, result.vocab.string(),
+                                              hf && wordpiece ? std::optional<bool>(lower_case) : std::nullopt);
+    checkpoint::write_file_atomic(tmp / "README.md", model_card_markdown(facts, how));
     fs::rename(tmp, options.output);
   } catch (...) {
     std::error_code ec;

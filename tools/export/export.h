@@ -20,6 +20,8 @@
 // when a vocabulary is known: --vocab, else the checkpoint's tokenizer.vocab when readable.
 // WordPiece lower-casing: --lower-case, else the checkpoint's tokenizer.lower_case, else the
 // lower_case its training shards (data.train_shards) record; an error when none says.
+// Every format adds README.md, a Hugging Face model card generated from what the checkpoint
+// records (tools/export/model_card.h).
 // The folder is written under OUT.tmp-<pid> and renamed to OUT (nothing half-written).
 #pragma once
 #include <filesystem>
