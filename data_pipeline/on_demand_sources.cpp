@@ -116,6 +116,80 @@ class OwnDirectSource final : public ShardSource {
     }
   }
 
+  /// token_ids front to back in runs of about `block_bytes` (adjacent chunks in one pread),
+  /// each whole sample checked as read() checks it (checksum, then ids).
+  ScanResult scan(int64_t block_bytes) const override {
+    check_unchanged(path_, identity_, file_identity(path_, fd_));
+    ::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
+    ScanResult r;
+    const auto eb = static_cast<int64_t>(layout_.element_bytes);
+    const auto chunk = static_cast<int64_t>(layout_.chunk_elements);
+    const int64_t total = index_.tokens(), n = index_.size();
+    const int64_t block_tokens = std::max<int64_t>(block_bytes / eb, 65536);
+    std::vector<unsigned char> buf;
+    int64_t buf_first = 0;  // token at buf[0]
+    int64_t pos = 0;        // next token to read
+    int64_t sample = 0, sample_begin = 0;
+    while (sample < n) {
+      // Drop the samples checked, keep the partial one, append the next run.
+      const int64_t keep_from = sample_begin - buf_first;
+      buf.erase(buf.begin(), buf.begin() + keep_from * eb);
+      buf_first = sample_begin;
+      const int64_t m = std::min(block_tokens, total - pos);
+      TUPE_CHECK(m > 0, path_ << ": sample " << sample << " runs past the end of '" << kTokenIdsDataset << "' (internal)");
+      const size_t at = buf.size();
+      buf.resize(at + static_cast<size_t>(m * eb));
+      int64_t run_offset = -1, run_bytes = 0;
+      unsigned char* run_dst = nullptr;
+      for (int64_t p = pos; p < pos + m;) {
+        const int64_t c = chunk ? p / chunk : 0;
+        const int64_t within = chunk ? p % chunk : p;
+        const int64_t take = chunk ? std::min(pos + m - p, chunk - within) : pos + m - p;
+        const int64_t offset = layout_.addresses[static_cast<size_t>(c)] + within * eb;
+        if (run_offset >= 0 && run_offset + run_bytes == offset) {
+          run_bytes += take * eb;  // the chunk follows the run in the file
+        } else {
+          if (run_offset >= 0) pread_fully(run_dst, run_bytes, run_offset);
+          run_offset = offset;
+          run_bytes = take * eb;
+          run_dst = buf.data() + at + (p - pos) * eb;
+        }
+        p += take;
+      }
+      if (run_offset >= 0) pread_fully(run_dst, run_bytes, run_offset);
+      r.bytes_read += m * eb;
+      pos += m;
+      for (; sample < n && sample_begin + index_.length(sample) <= pos; ++sample) {
+        const int64_t len = index_.length(sample);
+        const unsigned char* bytes = buf.data() + (sample_begin - buf_first) * eb;
+        std::string problem;
+        if (index_.verified() &&
+            sample_checksum(len, index_.ordinary(sample), bytes, static_cast<size_t>(len * eb)) != index_.checksum(sample)) {
+          try {
+            fail_checksum_mismatch(path_, sample, sample_begin, len);
+          } catch (const Error& e) {
+            problem = e.what();
+          }
+        } else if (const int64_t k = first_outside(bytes, len); k >= 0) {
+          try {
+            check_id(path_, id_at(bytes + k * eb), vocab_, sample_begin + k);
+          } catch (const Error& e) {
+            problem = e.what();
+          }
+        }
+        if (!problem.empty() && r.bad++ == 0) {
+          r.first_bad = sample;
+          r.first_problem = problem;
+        }
+        ++r.samples;
+        sample_begin += len;
+      }
+    }
+    bytes_read_.fetch_add(r.bytes_read, std::memory_order_relaxed);
+    check_unchanged(path_, identity_, file_identity(path_, fd_));
+    return r;
+  }
+
   void read(int64_t local, Sample& out) const override {
     check_unchanged(path_, identity_, file_identity(path_, fd_));
     const int64_t begin = index_.begin(local), n = index_.length(local);
@@ -168,6 +242,36 @@ class OwnDirectSource final : public ShardSource {
     T v;
     std::memcpy(&v, p, sizeof v);
     return v;
+  }
+  /// The stored id at `p` (the dataset's width and sign).
+  int64_t id_at(const unsigned char* p) const {
+    const auto eb = layout_.element_bytes;
+    if (eb == 1) return signed_ ? static_cast<int8_t>(*p) : *p;
+    if (eb == 2) return signed_ ? static_cast<int16_t>(load<uint16_t>(p)) : load<uint16_t>(p);
+    return signed_ ? static_cast<int32_t>(load<uint32_t>(p)) : static_cast<int64_t>(load<uint32_t>(p));
+  }
+  /// Position of the first of the n stored ids at `src` outside [0, vocab_), or -1.
+  int64_t first_outside(const unsigned char* src, int64_t n) const {
+    const auto eb = static_cast<int64_t>(layout_.element_bytes);
+    bool outside = false;  // a branch-free pass first (vectorised), the position only when needed
+    if (eb == 1) outside = signed_ ? any_outside<int8_t>(src, n) : any_outside<uint8_t>(src, n);
+    else if (eb == 2) outside = signed_ ? any_outside<int16_t>(src, n) : any_outside<uint16_t>(src, n);
+    else outside = signed_ ? any_outside<int32_t>(src, n) : any_outside<uint32_t>(src, n);
+    if (!outside) return -1;
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t id = id_at(src + k * eb);
+      if (id < 0 || id >= vocab_) return k;
+    }
+    return -1;
+  }
+  template <class T>
+  bool any_outside(const unsigned char* src, int64_t n) const {
+    bool outside = false;
+    for (int64_t k = 0; k < n; ++k) {
+      const auto id = static_cast<int64_t>(load<T>(src + k * static_cast<int64_t>(sizeof(T))));
+      outside |= (id < 0) | (id >= vocab_);
+    }
+    return outside;
   }
   /// ids[0..n) stored as little-endian T at `src` into `dst`; returns whether any lies
   /// outside [0, vocab_).
