@@ -274,6 +274,17 @@ TEST(DataVerify, VerifyAtStartStopsAPretrainingBeforeStep1) {
   ASSERT_EQ(verify_lines.size(), 2u) << v.output;
   EXPECT_NE(r.output.find(verify_lines[0] + "\n"), std::string::npos) << r.output;  // the same line
   EXPECT_NE(r.output.find("error: data.verify_at_start: " + verify_lines[1]), std::string::npos) << r.output;
+  // Under mpirun (each rank its share, the verdicts gathered through the watched communicator).
+  const auto two = test::run_command("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 2 "
+                                     "--oversubscribe --bind-to none " +
+                                     test::tupe_bin() + " pretrain --config " + config() + " --data.train_shards " +
+                                     folder + " --data.validation_shards \"\" --train.max_steps 3 --resume none "
+                                     "--train.log_every 1 --data.verify_at_start true --checkpoint.dir " +
+                                     (sets().dir / "ck-at-start-2"));
+  EXPECT_NE(two.status, 0) << two.output;
+  EXPECT_EQ(two.output.find("step 1/"), std::string::npos) << two.output;
+  EXPECT_NE(two.output.find(verify_lines[0] + "\n"), std::string::npos) << two.output;
+  EXPECT_NE(two.output.find("error: data.verify_at_start: " + verify_lines[1]), std::string::npos) << two.output;
   // A good set trains as before, with one line saying it was checked.
   const auto good = test::run_command(test::tupe_bin() + " pretrain --config " + config() + " --data.train_shards " +
                                       sets().good + " --data.validation_shards \"\" --train.max_steps 1 --resume none "
