@@ -3,7 +3,7 @@
 //   [mpirun -np W] tupe verify --shards DIR_OR_FILE [...]   the files dealt to ranks (i mod W)
 //   tupe verify --checkpoint DIR                            a step_N folder, or every one in a checkpoint.dir
 // Prints one line per damaged file and a summary line; exit status 0 when whole, 1 when
-// anything is damaged (2 for bad options, as every subcommand).
+// anything is damaged or the options are bad (one error line).
 #include <boost/program_options/value_semantic.hpp>
 #include <algorithm>
 #include <chrono>
