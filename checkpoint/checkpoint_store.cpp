@@ -324,6 +324,35 @@ CheckpointContents CheckpointStore::load(const fs::path& checkpoint_dir, Hashes 
   return out;
 }
 
+std::vector<std::string> CheckpointStore::verify_files(const fs::path& checkpoint_dir, int64_t* bytes) {
+  std::vector<std::string> problems;
+  if (bytes) *bytes = 0;
+  Manifest manifest;
+  try {
+    manifest = validate_manifest(checkpoint_dir);
+  } catch (const Error& e) {
+    problems.emplace_back(e.what());
+    return problems;
+  } catch (const nlohmann::json::exception& e) {
+    problems.push_back((checkpoint_dir / kManifestFile).string() + ": unreadable JSON (" + e.what() + ")");
+    return problems;
+  }
+  for (const ManifestFile& f : manifest.files) {
+    if (f.sha256.empty()) continue;  // a version-1 manifest: sizes only, checked above
+    const fs::path file = checkpoint_dir / f.name;
+    try {
+      const std::string actual = file_sha256_hex(file.string());
+      if (bytes) *bytes += static_cast<int64_t>(f.size_bytes);
+      if (actual != f.sha256)
+        problems.push_back(file.string() + ": SHA-256 " + actual + " differs from the manifest's " + f.sha256 +
+                           " (damaged checkpoint)");
+    } catch (const Error& e) {
+      problems.emplace_back(e.what());
+    }
+  }
+  return problems;
+}
+
 bool CheckpointStore::is_checkpoint_folder(const fs::path& path) {
   std::error_code ec;
   return fs::is_directory(path, ec) && fs::exists(path / kManifestFile, ec);

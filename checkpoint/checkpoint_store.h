@@ -103,6 +103,13 @@ class CheckpointStore {
                                                      std::vector<std::string>* skipped,
                                                      Hashes hashes = Hashes::kVerify);
 
+  /// Re-hashes one checkpoint folder against its manifest (tupe verify --checkpoint): the
+  /// manifest's checks of load() (format, step, every listed file present with its size),
+  /// then the SHA-256 of every listed file. Returns one line per finding, "<file>: SHA-256
+  /// <actual> differs from the manifest's <expected> (damaged checkpoint)" or the manifest's
+  /// error; empty when whole. `bytes` (may be null) receives the bytes hashed.
+  static std::vector<std::string> verify_files(const std::filesystem::path& checkpoint_dir, int64_t* bytes = nullptr);
+
   /// Whether `path` is a checkpoint folder itself (it holds manifest.json), not a folder of them.
   static bool is_checkpoint_folder(const std::filesystem::path& path);
 

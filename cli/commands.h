@@ -19,6 +19,7 @@ void usage(std::ostream& os);
 
 int run_info(int argc, char** argv);
 int run_preprocess(int argc, char** argv);
+int run_verify(int argc, char** argv);
 int run_vocab(int argc, char** argv);
 int run_pretrain(int argc, char** argv);
 int run_finetune(int argc, char** argv);

@@ -22,6 +22,8 @@ namespace {
 const Command kCommands[] = {
     {"vocab", "train a SentencePiece vocabulary (unigram or BPE) on text files", run_vocab},
     {"preprocess", "tokenise text files and pack them into HDF5 shards", run_preprocess},
+    {"verify", "check shards (whole set, headers, every sample's checksum) or a checkpoint, under mpirun too",
+     run_verify},
     {"pretrain", "pre-train TUPE-BERT (MLM) data-parallel under mpirun, with checkpoints", run_pretrain},
     {"finetune", "fine-tune a checkpoint on GLUE (LR grid x seeds, median per LR), submission files", run_finetune},
     {"evaluate", "GLUE dev metrics and submission files of a fine-tuned model", run_evaluate},

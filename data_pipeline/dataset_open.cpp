@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "common/error.h"
@@ -35,54 +36,10 @@ bool same_special(const SpecialTokens& a, const SpecialTokens& b) {
   return a.pad == b.pad && a.unk == b.unk && a.cls == b.cls && a.sep == b.sep && a.mask == b.mask;
 }
 
-/// The preprocess run a shard belongs to: its recorded run_id, or (shards written before
-/// run ids) what the run was made of.
-std::string run_key(const ShardHeader& h) {
-  std::ostringstream os;
-  os << h.split << "|" << h.num_shards << "|";
-  if (!h.run_id.empty()) {
-    os << h.run_id;
-  } else {
-    os << h.command_line << "|" << h.seed << "|" << h.validation_ratio << "|" << h.vocab_sha256 << "|"
-       << h.piece_bytes << "|" << h.max_seq_len << "|" << h.packing << "|" << h.documents;
-  }
-  return os.str();
-}
-
-/// Every preprocess run's shards in `files` must form its whole set: indexes 0..N-1 each
-/// exactly once. Sets of different runs (e.g. two corpora) may be combined, each complete.
-/// Throws "<file>: incomplete shard set: ..." or "<file>: shard S of N listed twice ...".
+/// The first of shard_set_problems' findings, thrown.
 void check_shard_sets(const std::vector<std::string>& files, const std::vector<ShardHeader>& headers) {
-  std::map<std::string, std::vector<size_t>> runs;  // run -> file positions
-  for (size_t f = 0; f < files.size(); ++f) runs[run_key(headers[f])].push_back(f);
-  for (const auto& [key, members] : runs) {
-    const ShardHeader& first = headers[members.front()];
-    const int64_t n = first.num_shards;
-    TUPE_CHECK(n >= 1 && n <= 99999, files[members.front()] << ": attribute 'num_shards' = " << n << " is out of range");
-    std::vector<int64_t> owner(static_cast<size_t>(n), -1);
-    for (const size_t f : members) {
-      const int64_t s = headers[f].shard_index;
-      TUPE_CHECK(s >= 0 && s < n, files[f] << ": attribute 'shard_index' = " << s << " is outside 0.." << n - 1);
-      TUPE_CHECK(owner[static_cast<size_t>(s)] < 0, files[f] << ": " << first.split << " shard " << s << " of " << n
-                                                             << " is listed twice (also "
-                                                             << files[static_cast<size_t>(owner[static_cast<size_t>(s)])]
-                                                             << ")");
-      owner[static_cast<size_t>(s)] = static_cast<int64_t>(f);
-    }
-    std::ostringstream missing;
-    int64_t n_missing = 0;
-    for (int64_t s = 0; s < n; ++s)
-      if (owner[static_cast<size_t>(s)] < 0) {
-        if (n_missing < 8) missing << (n_missing ? ", " : "") << shard_file_name(first.split, s, n);
-        ++n_missing;
-      }
-    if (n_missing == 0) continue;
-    std::ostringstream os;
-    os << files[members.front()] << ": incomplete shard set: " << n_missing << " of the " << n << " " << first.split
-       << " shards of its preprocess run are missing (" << missing.str() << (n_missing > 8 ? ", ..." : "") << ")";
-    if (runs.size() > 1) os << "; the listed shards come from " << runs.size() << " different preprocess runs";
-    TUPE_FAIL(os.str());
-  }
+  const std::vector<std::string> problems = shard_set_problems(files, headers);
+  if (!problems.empty()) TUPE_FAIL(problems.front());
 }
 
 /// Descriptors this process holds now (the entries of /proc/self/fd, less the one listing
@@ -164,6 +121,109 @@ uint64_t fnv1a_lengths(const std::vector<int64_t>& offsets) {
 
 }  // namespace
 
+namespace {
+
+/// The run alone (its recorded id, or what it was made of), without split and shard count.
+std::string run_identity(const ShardHeader& h) {
+  std::ostringstream os;
+  if (!h.run_id.empty()) {
+    os << h.run_id;
+  } else {
+    os << h.command_line << "|" << h.seed << "|" << h.validation_ratio << "|" << h.vocab_sha256 << "|"
+       << h.piece_bytes << "|" << h.max_seq_len << "|" << h.packing << "|" << h.documents;
+  }
+  return os.str();
+}
+
+}  // namespace
+
+std::string shard_run_key(const ShardHeader& h) {
+  return h.split + "|" + std::to_string(h.num_shards) + "|" + run_identity(h);
+}
+
+std::vector<std::string> shard_set_problems(const std::vector<std::string>& files,
+                                            const std::vector<ShardHeader>& headers) {
+  std::vector<std::string> problems;
+  std::map<std::string, std::vector<size_t>> runs;  // (split, shard count, run) -> file positions
+  std::set<std::string> identities;                 // the preprocess runs
+  for (size_t f = 0; f < files.size(); ++f) {
+    runs[shard_run_key(headers[f])].push_back(f);
+    identities.insert(run_identity(headers[f]));
+  }
+  for (const auto& [key, members] : runs) {
+    const ShardHeader& first = headers[members.front()];
+    const int64_t n = first.num_shards;
+    if (n < 1 || n > 99999) {
+      problems.push_back(files[members.front()] + ": attribute 'num_shards' = " + std::to_string(n) + " is out of range");
+      continue;
+    }
+    std::vector<int64_t> owner(static_cast<size_t>(n), -1);
+    for (const size_t f : members) {
+      const int64_t s = headers[f].shard_index;
+      std::ostringstream os;
+      if (s < 0 || s >= n) {
+        os << files[f] << ": attribute 'shard_index' = " << s << " is outside 0.." << n - 1;
+      } else if (owner[static_cast<size_t>(s)] >= 0) {
+        os << files[f] << ": " << first.split << " shard " << s << " of " << n << " is listed twice (also "
+           << files[static_cast<size_t>(owner[static_cast<size_t>(s)])] << ")";
+      } else {
+        owner[static_cast<size_t>(s)] = static_cast<int64_t>(f);
+        continue;
+      }
+      problems.push_back(os.str());
+    }
+    std::ostringstream missing;
+    int64_t n_missing = 0;
+    for (int64_t s = 0; s < n; ++s)
+      if (owner[static_cast<size_t>(s)] < 0) {
+        if (n_missing < 8) missing << (n_missing ? ", " : "") << shard_file_name(first.split, s, n);
+        ++n_missing;
+      }
+    if (n_missing == 0) continue;
+    std::ostringstream os;
+    os << files[members.front()] << ": incomplete shard set: " << n_missing << " of the " << n << " " << first.split
+       << " shards of its preprocess run are missing (" << missing.str() << (n_missing > 8 ? ", ..." : "") << ")";
+    if (identities.size() > 1)
+      os << "; the listed shards come from " << identities.size() << " different preprocess runs";
+    problems.push_back(os.str());
+  }
+  return problems;
+}
+
+std::string shard_header_mismatch(const std::string& path, const ShardHeader& h, const std::string& first_path,
+                                  const ShardHeader& first) {
+  std::ostringstream os;
+  if (h.vocab_sha256 != first.vocab_sha256 || h.vocab_size != first.vocab_size)
+    os << path << ": vocabulary (SHA-256 " << h.vocab_sha256 << ", size " << h.vocab_size << ") differs from "
+       << first_path << "'s (" << first.vocab_sha256 << ", " << first.vocab_size << ")";
+  else if (!same_special(h.special, first.special))
+    os << path << ": special token ids differ from " << first_path << "'s";
+  else if (h.max_seq_len != first.max_seq_len)
+    os << path << ": max_seq_len " << h.max_seq_len << " differs from " << first_path << "'s " << first.max_seq_len;
+  return os.str();
+}
+
+std::vector<std::string> list_all_shard_files(const std::vector<std::string>& paths) {
+  TUPE_CHECK(!paths.empty(), "data: no shard files or folders given");
+  std::vector<std::string> files;
+  for (const auto& p : paths) {
+    std::error_code ec;
+    if (fs::is_directory(p, ec)) {
+      std::vector<std::string> found;
+      for (const auto& e : fs::directory_iterator(p, ec))
+        if (e.is_regular_file() && is_shard_name(e.path().filename().string())) found.push_back(e.path().string());
+      TUPE_CHECK(!ec, p << ": cannot list folder (" << ec.message() << ")");
+      TUPE_CHECK(!found.empty(), p << ": no shard files (*.h5, *.hdf5, *.hdf)");
+      std::sort(found.begin(), found.end());
+      files.insert(files.end(), found.begin(), found.end());
+    } else {
+      TUPE_CHECK(fs::is_regular_file(p, ec), p << ": no such shard file or folder");
+      files.push_back(p);
+    }
+  }
+  return files;
+}
+
 std::vector<std::pair<std::string, std::string>> describe_shards(const DatasetInfo& info, const std::string& split) {
   std::vector<std::pair<std::string, std::string>> out;
   out.emplace_back(split + " format", info.format + ", vocabulary " + std::to_string(info.vocab_size) + " " +
@@ -238,12 +298,8 @@ std::shared_ptr<const PretrainDataset> open_pretrain_dataset(const std::vector<s
         info.tokenizer_kind = h.tokenizer_kind;
         info.lower_case = h.lower_case;
       } else {
-        TUPE_CHECK(h.vocab_sha256 == info.vocab_sha256 && h.vocab_size == info.vocab_size,
-                   path << ": vocabulary (SHA-256 " << h.vocab_sha256 << ", size " << h.vocab_size << ") differs from "
-                        << files[0] << "'s (" << info.vocab_sha256 << ", " << info.vocab_size << ")");
-        TUPE_CHECK(same_special(h.special, info.special), path << ": special token ids differ from " << files[0] << "'s");
-        TUPE_CHECK(h.max_seq_len == info.max_seq_len, path << ": max_seq_len " << h.max_seq_len << " differs from "
-                                                           << files[0] << "'s " << info.max_seq_len);
+        const std::string mismatch = shard_header_mismatch(path, h, files[0], headers.front());
+        TUPE_CHECK(mismatch.empty(), mismatch);
       }
     } else {
       int64_t seq = 0;

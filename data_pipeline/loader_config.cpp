@@ -74,7 +74,11 @@ const FieldTable<DataOptions>& DataOptions::fields() {
         .integer("read_cache_mb", &L::read_cache_mb, 128, "MiB",
                  "on demand: cache of decompressed blocks of compressed or NVIDIA shards, per rank")
         .at_least(0)
-        .at_most(1 << 30);
+        .at_most(1 << 30)
+        .boolean("verify_at_start", &L::verify_at_start, false,
+                 "before step 1, check the train and validation shards as `tupe verify --shards` does (the set, every "
+                 "header, every sample's checksum; the files dealt to the ranks) and end the job with its lines when "
+                 "any is damaged");
     return t;
   }();
   return table;

@@ -45,6 +45,7 @@ struct DataOptions {
   PinMemory pin_memory;
   bool load_in_memory;
   int64_t read_cache_mb;
+  bool verify_at_start;
 
   /// Whether batches are pinned when the trainer computes on CUDA (`cuda`) or not.
   bool pins(bool cuda) const { return pin_memory == PinMemory::kOn || (pin_memory == PinMemory::kAuto && cuda); }

@@ -137,6 +137,27 @@ void check_unchanged(const std::string& path, const FileIdentity& at_open, const
                  << "); it was rewritten or truncated during the run: restart from the last checkpoint");
 }
 
+// ---- ShardSource -----------------------------------------------------------------------
+
+ScanResult ShardSource::scan(int64_t /*block_bytes*/) const {
+  ScanResult r;
+  Sample sample;
+  const int64_t before = bytes_read();
+  for (int64_t i = 0; i < index_.size(); ++i) {
+    try {
+      read(i, sample);
+    } catch (const Error& e) {
+      if (r.bad++ == 0) {
+        r.first_bad = i;
+        r.first_problem = e.what();
+      }
+    }
+    ++r.samples;
+  }
+  r.bytes_read = bytes_read() - before;
+  return r;
+}
+
 // ---- OnDemandDataset -------------------------------------------------------------------
 
 OnDemandDataset::OnDemandDataset(DatasetInfo info, std::vector<std::unique_ptr<ShardSource>> shards,

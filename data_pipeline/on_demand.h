@@ -133,6 +133,15 @@ FileIdentity file_identity(const std::string& path, int fd);
 /// during the run" when `now` differs from `at_open`.
 void check_unchanged(const std::string& path, const FileIdentity& at_open, const FileIdentity& now);
 
+/// What ShardSource::scan found: every sample of a shard read once, front to back.
+struct ScanResult {
+  int64_t samples = 0;         ///< samples checked
+  int64_t bad = 0;             ///< samples whose read failed (checksum mismatch, id outside the vocabulary)
+  int64_t first_bad = -1;      ///< the first of them (-1 when none)
+  std::string first_problem;   ///< its one-line error ("<path>: sample i (...): checksum mismatch: ...")
+  int64_t bytes_read = 0;      ///< token bytes read (bytes)
+};
+
 /// One shard file read on demand: its index, and sample reads.
 class ShardSource {
  public:
@@ -148,6 +157,12 @@ class ShardSource {
   virtual void read(int64_t local, Sample& out) const = 0;
   /// Asks the kernel to read sample `local`'s bytes ahead (no effect by default).
   virtual void prefetch(int64_t /*local*/) const {}
+  /// Reads and checks every sample once, in file order (tupe verify, data.verify_at_start):
+  /// the checks of read(), counting the samples that fail instead of stopping at the first.
+  /// Own unfiltered shards read token_ids sequentially in blocks of about `block_bytes`;
+  /// the others call read() per sample. Throws only for a file that cannot be read at all
+  /// (changed since open, a failed or short pread).
+  virtual ScanResult scan(int64_t block_bytes) const;
 
  protected:
   ShardSource(std::string path, bool with_masks, bool with_checksums = false)

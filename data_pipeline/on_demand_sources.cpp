@@ -12,11 +12,15 @@
 #include "common/error.h"
 #include "data_pipeline/hdf5_util.h"
 #include "data_pipeline/on_demand.h"
+#include "data_pipeline/own_direct_source.h"
 #include "data_pipeline/shard_readers.h"
 
 namespace tupe::data_pipeline {
 
 namespace {
+
+using detail::check_id;
+using detail::OwnDirectSource;
 
 /// Identity of `path` by name (for sources that keep no descriptor open).
 FileIdentity path_identity(const std::string& path) {
@@ -80,126 +84,6 @@ class Stream {
   hsize_t numel_, block_, done_ = 0;
   std::vector<T> buf_;
   size_t at_ = 0;
-};
-
-void check_id(const std::string& path, int64_t id, int64_t vocab, int64_t element) {
-  TUPE_CHECK(id >= 0 && id < vocab, path << ": dataset '" << kTokenIdsDataset << "' element " << element << ": id "
-                                         << id << " outside the vocabulary of size " << vocab);
-}
-
-/// Own shard, unfiltered little-endian token_ids: pread at the chunks' file addresses.
-class OwnDirectSource final : public ShardSource {
- public:
-  OwnDirectSource(const std::string& path, h5::FileLayout layout, bool is_signed, int64_t vocab_size, bool verified)
-      : ShardSource(path, false, verified), layout_(std::move(layout)), signed_(is_signed), vocab_(vocab_size) {
-    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    TUPE_CHECK(fd_ >= 0, path << ": cannot open for reading (" << std::strerror(errno)
-                              << (errno == EMFILE ? "; raise `ulimit -n`" : "") << ")");
-    identity_ = file_identity(path, fd_);
-  }
-  ~OwnDirectSource() override {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  SampleIndex& mutable_index() { return index_; }
-
-  void prefetch(int64_t local) const override {
-    const int64_t begin = index_.begin(local), n = index_.length(local);
-    const auto eb = static_cast<int64_t>(layout_.element_bytes);
-    const auto chunk = static_cast<int64_t>(layout_.chunk_elements);
-    for (int64_t pos = begin; pos < begin + n;) {
-      const int64_t c = chunk ? pos / chunk : 0;
-      const int64_t within = chunk ? pos % chunk : pos;
-      const int64_t take = chunk ? std::min(begin + n - pos, chunk - within) : begin + n - pos;
-      ::posix_fadvise(fd_, static_cast<off_t>(layout_.addresses[static_cast<size_t>(c)] + within * eb),
-                      static_cast<off_t>(take * eb), POSIX_FADV_WILLNEED);
-      pos += take;
-    }
-  }
-
-  void read(int64_t local, Sample& out) const override {
-    check_unchanged(path_, identity_, file_identity(path_, fd_));
-    const int64_t begin = index_.begin(local), n = index_.length(local);
-    const auto eb = static_cast<int64_t>(layout_.element_bytes);
-    thread_local std::vector<unsigned char> buf;
-    buf.resize(static_cast<size_t>(n * eb));
-    const auto chunk = static_cast<int64_t>(layout_.chunk_elements);
-    for (int64_t pos = begin; pos < begin + n;) {
-      const int64_t c = chunk ? pos / chunk : 0;
-      const int64_t within = chunk ? pos % chunk : pos;
-      const int64_t take = chunk ? std::min(begin + n - pos, chunk - within) : begin + n - pos;
-      pread_fully(buf.data() + (pos - begin) * eb, take * eb, layout_.addresses[static_cast<size_t>(c)] + within * eb);
-      pos += take;
-    }
-    bytes_read_.fetch_add(n * eb, std::memory_order_relaxed);
-    // The bytes as stored are checked before any id is taken from them.
-    if (index_.verified() &&
-        sample_checksum(n, index_.ordinary(local), buf.data(), static_cast<size_t>(n * eb)) != index_.checksum(local))
-      fail_checksum_mismatch(path_, local, begin, n);
-    out.token_ids.resize(static_cast<size_t>(n));
-    bool outside = false;
-    if (eb == 1)
-      outside = signed_ ? decode<int8_t>(buf.data(), n, out.token_ids.data())
-                        : decode<uint8_t>(buf.data(), n, out.token_ids.data());
-    else if (eb == 2)
-      outside = signed_ ? decode<int16_t>(buf.data(), n, out.token_ids.data())
-                        : decode<uint16_t>(buf.data(), n, out.token_ids.data());
-    else
-      outside = signed_ ? decode<int32_t>(buf.data(), n, out.token_ids.data())
-                        : decode<uint32_t>(buf.data(), n, out.token_ids.data());
-    if (outside) {  // name the first id outside the vocabulary
-      for (int64_t k = 0; k < n; ++k) {
-        const unsigned char* p = buf.data() + k * eb;
-        int64_t id = 0;
-        if (eb == 1) id = signed_ ? static_cast<int8_t>(*p) : *p;
-        if (eb == 2) id = signed_ ? static_cast<int16_t>(load<uint16_t>(p)) : load<uint16_t>(p);
-        if (eb == 4) id = signed_ ? static_cast<int32_t>(load<uint32_t>(p)) : static_cast<int64_t>(load<uint32_t>(p));
-        check_id(path_, id, vocab_, begin + k);
-      }
-    }
-    out.segment_ids.clear();
-    out.masked_positions.clear();
-    out.masked_labels.clear();
-    out.next_sentence_label = -1;
-  }
-
- private:
-  template <class T>
-  static T load(const unsigned char* p) {
-    T v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-  }
-  /// ids[0..n) stored as little-endian T at `src` into `dst`; returns whether any lies
-  /// outside [0, vocab_).
-  template <class T>
-  bool decode(const unsigned char* src, int64_t n, int32_t* dst) const {
-    bool outside = false;
-    for (int64_t k = 0; k < n; ++k) {
-      const auto id = static_cast<int64_t>(load<T>(src + k * static_cast<int64_t>(sizeof(T))));
-      outside |= id < 0 || id >= vocab_;
-      dst[k] = static_cast<int32_t>(id);
-    }
-    return outside;
-  }
-
-  void pread_fully(unsigned char* dst, int64_t bytes, int64_t offset) const {
-    while (bytes > 0) {
-      const ssize_t got = ::pread(fd_, dst, static_cast<size_t>(bytes), static_cast<off_t>(offset));
-      if (got < 0 && errno == EINTR) continue;
-      TUPE_CHECK(got >= 0, path_ << ": read at byte " << offset << " failed (" << std::strerror(errno) << ")");
-      TUPE_CHECK(got > 0, path_ << ": ends before byte " << offset + bytes
-                                << ": truncated since it was opened; restart from the last checkpoint");
-      dst += got;
-      bytes -= got;
-      offset += got;
-    }
-  }
-
-  h5::FileLayout layout_;
-  bool signed_;
-  int64_t vocab_;
-  int fd_ = -1;
-  FileIdentity identity_;
 };
 
 /// A shard read in blocks through the dataset's BlockCache: block b holds units

@@ -4,6 +4,7 @@
 // line "<file>: <place>: <cause>".
 #pragma once
 #include <string>
+#include <vector>
 
 #include "data_pipeline/dataset.h"
 #include "data_pipeline/hdf5_util.h"
@@ -19,6 +20,28 @@ std::string detect_shard_format(const std::string& path);
 /// Checks an own shard's header against `options` (expected vocabulary hash and size) and
 /// the format's limits; throws "<path>: vocabulary SHA-256 ... differs from the expected ...".
 void check_own_header(const std::string& path, const ShardHeader& header, const DatasetOptions& options);
+
+/// The preprocess run a shard belongs to: its split, shard count and recorded run_id, or
+/// (shards written before run ids) what the run was made of.
+std::string shard_run_key(const ShardHeader& header);
+
+/// Every preprocess run's shards in `files` (headers[i] is files[i]'s) must form its whole
+/// set: indexes 0..N-1 each exactly once; sets of different runs may be combined, each
+/// complete. One line per finding: "<file>: incomplete shard set: K of the N train shards of
+/// its preprocess run are missing (names)[; the listed shards come from R different
+/// preprocess runs]", "<file>: train shard S of N is listed twice (also <file>)", an index
+/// or count out of range. Empty when the sets are whole (open_pretrain_dataset throws the first).
+std::vector<std::string> shard_set_problems(const std::vector<std::string>& files,
+                                            const std::vector<ShardHeader>& headers);
+
+/// "" when shard `path` agrees with `first_path` on vocabulary (hash and size), special
+/// token ids and max_seq_len; else one line naming the first difference.
+std::string shard_header_mismatch(const std::string& path, const ShardHeader& header, const std::string& first_path,
+                                  const ShardHeader& first);
+
+/// Every shard file of `paths` (files as given; folders: every *.h5 / *.hdf5 / *.hdf file,
+/// both splits, sorted by name). Throws for a missing path or a folder without shards.
+std::vector<std::string> list_all_shard_files(const std::vector<std::string>& paths);
 
 /// Reads one own shard (shard_format.h). Checks: format/version, expected vocabulary hash,
 /// vocab size, dtypes, sum(sequence_lengths) == len(token_ids), counts == attributes,

@@ -3,15 +3,19 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <sstream>
 
 #include "common/build_info.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "data_pipeline/shard_verify.h"
 #include "dist/agreement.h"
 #include "dist/consistency.h"
 #include "dist/device.h"
+#include "dist/gather.h"
 #include "trainer/pretrain/cpu_peak.h"
 #include "trainer/pretrain/flops.h"
 #include "trainer/pretrain/pretrain_job.h"
@@ -55,8 +59,47 @@ void setup_device(PretrainJob& job) {
              chosen.str() + ", " + job.comm().backend_name() + " communicator");
 }
 
+namespace {
+
+/// data.verify_at_start: the train and validation shards checked as `tupe verify --shards`
+/// does, each rank its share (file i to rank i mod W), the verdicts gathered through the
+/// watched communicator. Damage: rank 0 prints the verify lines, and every rank ends the job
+/// with the summary (tupe::AgreedError).
+void verify_shards_at_start(PretrainJob& job) {
+  const PretrainConfig& cfg = job.cfg;
+  std::vector<std::string> files = data_pipeline::list_shard_files(split_comma_list(cfg.data.train_shards), "train");
+  if (!cfg.data.validation_shards.empty())
+    for (auto& f : data_pipeline::list_shard_files(split_comma_list(cfg.data.validation_shards), "validation"))
+      files.push_back(std::move(f));
+  const auto gather = [&job](const std::string& mine) {
+    const auto sizes = dist::all_gather_value<int64_t>(job.comm(), static_cast<int64_t>(mine.size()), "verify sizes");
+    const int64_t longest = *std::max_element(sizes.begin(), sizes.end());
+    std::vector<uint8_t> local(static_cast<size_t>(longest), 0), all;
+    std::copy(mine.begin(), mine.end(), local.begin());
+    job.comm().all_gather_host(local, all, "verify verdicts")->wait();
+    std::vector<std::string> out;
+    for (size_t r = 0; r < sizes.size(); ++r)
+      out.emplace_back(reinterpret_cast<const char*>(all.data()) + r * static_cast<size_t>(longest),
+                       static_cast<size_t>(sizes[r]));
+    return out;
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  const data_pipeline::VerifyReport report = data_pipeline::verify_shard_set(files, job.rank, job.world, gather);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (report.damaged()) {
+    for (const std::string& line : report.lines) log::info(line);
+    throw AgreedError("data.verify_at_start: " + report.summary);
+  }
+  std::ostringstream os;
+  os << report.summary << " (data.verify_at_start, " << s << " s)";
+  log::info(os.str());
+}
+
+}  // namespace
+
 void open_data(PretrainJob& job) {
   const PretrainConfig& cfg = job.cfg;
+  if (cfg.data.verify_at_start) verify_shards_at_start(job);
   // Every rank opens the same shards: rank 0 alone says that some are read unverified.
   data_pipeline::DatasetOptions train_options = cfg.data.dataset_options("train", cfg.train.vocab_sha256);
   train_options.warn_unverified = job.rank == 0;
