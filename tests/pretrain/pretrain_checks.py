@@ -352,8 +352,9 @@ def check_damaged_newest_readers(work, ck):
         sys.exit(f"FAILED: export did not warn of the damaged step 20 and take step 10:\n{p.stdout[-1500:]}\n{p.stderr[-1500:]}")
     lines = os.path.join(work, "fill.txt")
     open(lines, "w").write("the [MASK] of the city .\n")
+    vocab = os.path.join(DATA, "vocab", "bert-base-uncased-vocab.txt")  # configs/ name ../../shared: not in every clone
     p = mpirun(1, ["predict", "--checkpoint", ck, "--mode", "fill-mask", "--input", lines, "--output",
-                   os.path.join(work, "fill.jsonl")])
+                   os.path.join(work, "fill.jsonl"), "--vocab", vocab])
     if damaged not in p.stderr:
         sys.exit(f"FAILED: predict did not warn of the damaged step 20:\n{p.stdout[-1500:]}\n{p.stderr[-1500:]}")
     glue = os.path.join(work, "glue_from_damaged")
@@ -361,7 +362,7 @@ def check_damaged_newest_readers(work, ck):
     p = mpirun(2, ["finetune", "--config", os.path.join(SRC, "configs", "glue", "tiny.ini"), "--finetune.checkpoint", ck,
                    "--finetune.data_dir", os.path.join(DATA, "glue"), "--finetune.output_dir", glue,
                    "--finetune.train_rows", "64", "--finetune.epochs", "1", "--finetune.predict_test", "false",
-                   "--finetune.save_model", "false"])
+                   "--finetune.save_model", "false", "--tokenizer.vocab", vocab])
     if damaged not in p.stderr or p.stderr.count("skipping a damaged checkpoint") != 1:
         sys.exit(f"FAILED: finetune on 2 ranks did not warn once of the damaged step 20:\n{p.stdout[-1500:]}\n"
                  f"{p.stderr[-1500:]}")
