@@ -11,6 +11,20 @@ PositionEncoding parse_position_encoding(const std::string& text) {
   return parse_choice("key 'position_encoding'", text, kPositionEncodingWords);
 }
 
+std::string variant_name(const ModelOptions& c) {
+  std::string name;
+  switch (c.position_encoding) {
+    case PositionEncoding::kBertAbsolute: name = "BERT-A"; break;
+    case PositionEncoding::kBertRelative: name = "BERT-R"; break;
+    case PositionEncoding::kTupeAbsolute: name = "TUPE-A"; break;
+    case PositionEncoding::kTupeRelative: name = "TUPE-R"; break;
+    case PositionEncoding::kBertAbsoluteUntied: name = "BERT-A^d"; break;
+  }
+  if (c.has_untied_positions() && !c.untie_cls) name += " (tie-cls)";
+  if (c.position_encoding == PositionEncoding::kBertRelative && c.untie_cls) name += " (untie-cls)";
+  return name;
+}
+
 double ModelOptions::attention_scale() const {
   const double dh = static_cast<double>(head_size());
   if (has_positional_query_key()) return 1.0 / std::sqrt(4.0 * dh);

@@ -107,4 +107,9 @@ struct ModelOptions {
 /// "<where>: saved model.<key>: ...". Used by every reader of checkpoints.
 ModelOptions model_config_from_saved(const KeyValues& saved_config, const std::string& where);
 
+/// The variant's name as Table 1 of Ke, He and Liu (2021) writes it: "BERT-A", "BERT-R",
+/// "TUPE-A", "TUPE-R", "BERT-A^d"; TUPE with untie_cls off gets " (tie-cls)", BERT-R with it on
+/// " (untie-cls)" (its [CLS] buckets). The results table's row and the model card use it.
+std::string variant_name(const ModelOptions& config);
+
 }  // namespace tupe::model

@@ -16,20 +16,6 @@ namespace tupe::data_pipeline {
 
 namespace {
 
-std::string read_whole(const std::string& path) {
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
-  TUPE_CHECK(f != nullptr, path << ": cannot open: " << std::strerror(errno));
-  std::string bytes;
-  char buf[1 << 16];
-  while (true) {
-    const size_t got = std::fread(buf, 1, sizeof(buf), f.get());
-    TUPE_CHECK(!std::ferror(f.get()), path << ": cannot read: " << std::strerror(errno));
-    bytes.append(buf, got);
-    if (got < sizeof(buf)) break;
-  }
-  return bytes;
-}
-
 /// UTF-8 text: valid UTF-8, and no byte below 0x20 but tab, CR and LF (a protobuf has tags
 /// such as 0x08, 0x10, 0x15 and NUL bytes of zero-valued fields and floats).
 bool is_text(std::string_view bytes) {
@@ -54,8 +40,22 @@ bool is_listing(std::string_view bytes) {
 
 }  // namespace
 
+std::string read_vocab_bytes(const std::string& path) {
+  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  TUPE_CHECK(f != nullptr, path << ": cannot open: " << std::strerror(errno));
+  std::string bytes;
+  char buf[1 << 16];
+  while (true) {
+    const size_t got = std::fread(buf, 1, sizeof(buf), f.get());
+    TUPE_CHECK(!std::ferror(f.get()), path << ": cannot read: " << std::strerror(errno));
+    bytes.append(buf, got);
+    if (got < sizeof(buf)) break;
+  }
+  return bytes;
+}
+
 VocabFileContent sniff_vocab_file(const std::string& path) {
-  const std::string bytes = read_whole(path);
+  const std::string bytes = read_vocab_bytes(path);
   if (is_text(bytes)) return is_listing(bytes) ? VocabFileContent::kSentencePieceListing : VocabFileContent::kText;
   sentencepiece::SentencePieceProcessor sp;
   if (sp.LoadFromSerializedProto(absl::string_view(bytes.data(), bytes.size())).ok())

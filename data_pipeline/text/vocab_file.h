@@ -20,6 +20,10 @@ enum class VocabFileContent {
 /// or "<path>: cannot read: <reason>".
 VocabFileContent sniff_vocab_file(const std::string& path);
 
+/// The bytes of a vocabulary file, whole. Throws tupe::Error "<path>: cannot open: <reason>"
+/// or "<path>: cannot read: <reason>". (WordPiece's loader and sniff_vocab_file read through it.)
+std::string read_vocab_bytes(const std::string& path);
+
 /// "<stem>.model" for "<stem>.vocab" (the model a listing was written with), else "".
 std::string model_beside_listing(const std::string& listing_path);
 

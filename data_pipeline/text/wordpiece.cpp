@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "common/error.h"
+#include "data_pipeline/text/vocab_file.h"
 #include "data_pipeline/text/bert_pretokenizer.h"
 #include "common/sha256.h"
 #include "data_pipeline/text/utf8.h"
@@ -16,20 +17,6 @@ namespace tupe::data_pipeline {
 namespace {
 
 constexpr std::string_view kContinuationPrefix = "##";
-
-std::string read_file_bytes(const std::string& path) {
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
-  TUPE_CHECK(f != nullptr, path << ": cannot open: " << std::strerror(errno));
-  std::string bytes;
-  char buf[1 << 16];
-  while (true) {
-    const size_t got = std::fread(buf, 1, sizeof(buf), f.get());
-    TUPE_CHECK(!std::ferror(f.get()), path << ": cannot read: " << std::strerror(errno));
-    bytes.append(buf, got);
-    if (got < sizeof(buf)) break;
-  }
-  return bytes;
-}
 
 /// Feeds the words of the basic tokenizer into WordPiece.
 class IdSink final : public WordSink {
@@ -47,7 +34,7 @@ bool is_utf8_continuation(char c) { return (static_cast<unsigned char>(c) & 0xC0
 }  // namespace
 
 std::vector<std::string> read_wordpiece_vocab(const std::string& path, std::string* sha256) {
-  const std::string bytes = read_file_bytes(path);
+  const std::string bytes = read_vocab_bytes(path);
   if (sha256) *sha256 = sha256_hex(bytes);
   TUPE_CHECK(!bytes.empty(), path << ": empty vocabulary (no tokens)");
   std::vector<std::string> tokens;

@@ -196,25 +196,11 @@ void read_results(FinetuneFacts& f, const checkpoint::ModelCheckpoint& ckpt) {
 
 }  // namespace
 
-std::string card_variant_name(const model::ModelOptions& c) {
-  std::string name;
-  switch (c.position_encoding) {
-    case model::PositionEncoding::kBertAbsolute: name = "BERT-A"; break;
-    case model::PositionEncoding::kBertRelative: name = "BERT-R"; break;
-    case model::PositionEncoding::kTupeAbsolute: name = "TUPE-A"; break;
-    case model::PositionEncoding::kTupeRelative: name = "TUPE-R"; break;
-    case model::PositionEncoding::kBertAbsoluteUntied: name = "BERT-A^d"; break;
-  }
-  if (c.has_untied_positions() && !c.untie_cls) name += " (tie-cls)";
-  if (c.position_encoding == model::PositionEncoding::kBertRelative && c.untie_cls) name += " (untie-cls)";
-  return name;
-}
-
 CardFacts gather_card_facts(const checkpoint::ModelCheckpoint& ckpt, const std::string& vocab,
                             std::optional<bool> lower_case) {
   CardFacts f;
   f.ckpt = &ckpt;
-  f.variant = card_variant_name(ckpt.config);
+  f.variant = model::variant_name(ckpt.config);
   for (const auto& [name, t] : ckpt.contents.model) f.parameters += t.numel();
   f.vocab_file = vocab;
   f.lower_case = lower_case;

@@ -83,10 +83,6 @@ struct CardFacts {
   std::optional<FinetuneFacts> finetune;  ///< set for a model of `tupe finetune`
 };
 
-/// "BERT-A", "BERT-R", "TUPE-A", "TUPE-R", "BERT-A^d"; TUPE with untie_cls off gets
-/// " (tie-cls)", BERT-R with it on " (untie-cls)" (the [CLS] buckets).
-std::string card_variant_name(const model::ModelOptions& config);
-
 /// Gathers the facts of `ckpt` (kept by pointer: it must outlive the result). `vocab`: the
 /// vocabulary exported ("" = none), `lower_case` the lower-casing used (nullopt = unknown).
 CardFacts gather_card_facts(const checkpoint::ModelCheckpoint& ckpt, const std::string& vocab,

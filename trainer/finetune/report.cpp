@@ -54,21 +54,6 @@ bool column_value(const std::vector<TaskResult>& results, const std::string& col
 
 }  // namespace
 
-std::string variant_name(const model::ModelOptions& c) {
-  std::string name;
-  switch (c.position_encoding) {
-    case model::PositionEncoding::kBertAbsolute: name = "BERT-A"; break;
-    case model::PositionEncoding::kBertRelative: name = "BERT-R"; break;
-    case model::PositionEncoding::kTupeAbsolute: name = "TUPE-A"; break;
-    case model::PositionEncoding::kTupeRelative: name = "TUPE-R"; break;
-    case model::PositionEncoding::kBertAbsoluteUntied: name = "BERT-A^d"; break;
-  }
-  // BERT-A^d never unties [CLS] (docs/model.md): the suffix marks TUPE's tie-cls ablation.
-  if (c.has_untied_positions() && !c.untie_cls && c.position_encoding != model::PositionEncoding::kBertAbsoluteUntied)
-    name += " (tie-cls)";
-  return name;
-}
-
 namespace {
 
 /// One run of a task: its settings, steps, every epoch's dev metrics and the selected one.

@@ -33,10 +33,6 @@ struct ReportHeader {
   KeyValues config;            ///< the effective configuration
 };
 
-/// The table row name of a model config: "TUPE-R", "TUPE-A", "BERT-R", "BERT-A" (+ " (tie-cls)"
-/// for TUPE with untie_cls off).
-std::string variant_name(const model::ModelOptions& config);
-
 /// The JSON document of results.json (format "tupe-glue-results", version 1).
 nlohmann::json results_json(const ReportHeader& header, const std::vector<TaskResult>& results);
 
