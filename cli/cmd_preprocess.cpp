@@ -1,7 +1,7 @@
 // tupe preprocess: raw text -> tokenised, packed HDF5 shards (data_pipeline/preprocess.h), alone
 // or under mpirun (the output is byte-identical for any rank count). This file parses the
 // options; the run and its commit protocol are data_pipeline/preprocess_commit.h, to which it
-// gives the ranks through dist/agreement.h. Usage:
+// gives the ranks through cli/mpi_agreement.h. Usage:
 //   [mpirun -np W] tupe preprocess --input FILE_OR_FOLDER [...] --output DIR
 //       --tokenizer.vocab vocab.txt [--preprocess.max_seq_len 128 ...]
 #include <boost/program_options/value_semantic.hpp>
@@ -9,10 +9,10 @@
 
 #include "cli/commands.h"
 #include "cli/config_cli.h"
+#include "cli/mpi_agreement.h"
 #include "cli/rank_guard.h"
 #include "common/log.h"
 #include "data_pipeline/preprocess_commit.h"
-#include "dist/agreement.h"
 #include "dist/mpi_env.h"
 
 namespace po = boost::program_options;
@@ -20,24 +20,6 @@ namespace po = boost::program_options;
 namespace tupe::cli {
 
 namespace {
-
-/// The protocol's collectives over the job's MPI environment.
-class MpiAgreement final : public data_pipeline::RankAgreement {
- public:
-  explicit MpiAgreement(const dist::MpiEnv& env) : env_(env) {}
-  int rank() const override { return env_.rank(); }
-  int world_size() const override { return env_.world_size(); }
-  std::string first_error(const std::string& e) override { return dist::first_error(env_, e); }
-  std::string first_difference(const std::string& what, const std::vector<dist::AgreementEntry>& entries) override {
-    return dist::first_difference(env_, what, entries);
-  }
-  std::vector<int64_t> sum(const std::vector<int64_t>& values) override { return dist::sum_over_ranks(env_, values); }
-  std::string broadcast(const std::string& text, int root) override { return dist::broadcast_string(env_, text, root); }
-  void barrier() override { dist::barrier(env_); }
-
- private:
-  const dist::MpiEnv& env_;
-};
 
 int preprocess_job(const dist::MpiEnv& env, int argc, char** argv) {
   data_pipeline::PreprocessOptions config;

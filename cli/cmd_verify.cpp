@@ -90,19 +90,20 @@ int verify_job(const dist::MpiEnv& env, int argc, char** argv) {
     } catch (const Error& e) {
       return std::string(e.what());
     }
-  }());
+  }(), "options");
   if (!parse_error.empty()) throw AgreedError(parse_error);
   if (help) return 0;
+  env.end_startup();  // verification is the work: ranks wait for the slowest one
   if (!checkpoint_path.empty()) {
     // One process hashes (under mpirun, rank 0); the others agree on its verdict.
     const int mine = env.rank() == 0 ? verify_checkpoints(checkpoint_path) : 0;
-    return static_cast<int>(dist::sum_over_ranks(env, {mine}).front());
+    return static_cast<int>(dist::sum_over_ranks(env, {mine}, "checkpoint verdict").front());
   }
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<std::string> files = data_pipeline::list_all_shard_files(shards);
   const auto gather = [&env](const std::string& mine) {
     std::vector<std::string> all;  // one broadcast per rank: every rank's verdicts on every rank
-    for (int r = 0; r < env.world_size(); ++r) all.push_back(dist::broadcast_string(env, mine, r));
+    for (int r = 0; r < env.world_size(); ++r) all.push_back(dist::broadcast_string(env, mine, "verdicts", r));
     return all;
   };
   const data_pipeline::VerifyReport report =

@@ -170,6 +170,7 @@ PreprocessSummary write_and_commit(const Plan& p, const PreprocessRequest& reque
   const int rank = ranks.rank(), world = ranks.world_size();
 
   // Phase 2: every rank writes its shards under temporary names.
+  ranks.begin_work();
   const auto t0 = Clock::now();
   auto last_print = t0;
   std::vector<std::unique_ptr<ShardWriter>> writers;

@@ -51,6 +51,9 @@ class RankAgreement {
   virtual std::string broadcast(const std::string& text, int root) = 0;
   /// Returns when every rank has entered it.
   virtual void barrier() = 0;
+  /// The start-up is over (the first piece is next): from now on the ranks may wait for
+  /// the slowest one without a start-up bound (dist/startup.h).
+  virtual void begin_work() = 0;
 };
 
 /// Runs `phase` on this rank and agrees on the outcome: returns when it succeeded on every

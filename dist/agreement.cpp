@@ -9,6 +9,7 @@
 #include "dist/check.h"
 #include "dist/consistency.h"
 #include "dist/mpi_env.h"
+#include "dist/startup.h"
 
 namespace tupe::dist {
 
@@ -40,9 +41,8 @@ std::vector<AgreementEntry> deserialise(const std::string& bytes) {
 
 std::string shorten(const std::string& v) { return v.size() <= 160 ? v : v.substr(0, 157) + "..."; }
 
-}  // namespace
-
-std::string broadcast_string(const MpiEnv& env, const std::string& text, int root) {
+/// broadcast_string's transfer, inside the caller's start-up phase.
+std::string broadcast_in_phase(const MpiEnv& env, const std::string& text, int root) {
   auto lock = env.lock();
   int64_t len = static_cast<int64_t>(text.size());
   TUPE_MPI_CHECK(MPI_Bcast(&len, 1, MPI_INT64_T, root, MPI_COMM_WORLD));
@@ -55,7 +55,15 @@ std::string broadcast_string(const MpiEnv& env, const std::string& text, int roo
   return out;
 }
 
-std::string first_error(const MpiEnv& env, const std::string& my_error) {
+}  // namespace
+
+std::string broadcast_string(const MpiEnv& env, const std::string& text, const std::string& phase, int root) {
+  const StartupPhase bounded(env, phase);
+  return broadcast_in_phase(env, text, root);
+}
+
+std::string first_error(const MpiEnv& env, const std::string& my_error, const std::string& phase) {
+  const StartupPhase bounded(env, phase);
   int first = env.world_size();
   {
     auto lock = env.lock();
@@ -63,10 +71,11 @@ std::string first_error(const MpiEnv& env, const std::string& my_error) {
     TUPE_MPI_CHECK(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
   }
   if (first == env.world_size()) return "";
-  return broadcast_string(env, env.rank() == first ? my_error : std::string(), first);
+  return broadcast_in_phase(env, env.rank() == first ? my_error : std::string(), first);
 }
 
-std::vector<int64_t> sum_over_ranks(const MpiEnv& env, const std::vector<int64_t>& values) {
+std::vector<int64_t> sum_over_ranks(const MpiEnv& env, const std::vector<int64_t>& values, const std::string& phase) {
+  const StartupPhase bounded(env, phase);
   std::vector<int64_t> sums(values.size(), 0);
   auto lock = env.lock();
   TUPE_MPI_CHECK(MPI_Allreduce(values.data(), sums.data(), static_cast<int>(values.size()), MPI_INT64_T, MPI_SUM,
@@ -74,13 +83,15 @@ std::vector<int64_t> sum_over_ranks(const MpiEnv& env, const std::vector<int64_t
   return sums;
 }
 
-void barrier(const MpiEnv& env) {
+void barrier(const MpiEnv& env, const std::string& phase) {
+  const StartupPhase bounded(env, phase);
   auto lock = env.lock();
   TUPE_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
 }
 
 std::string first_difference(const MpiEnv& env, const std::string& what, const std::vector<AgreementEntry>& entries) {
   if (env.world_size() == 1) return "";
+  const StartupPhase bounded(env, what);
   const std::string mine = serialise(entries);
   const uint64_t record[2] = {fnv1a_64(mine), static_cast<uint64_t>(mine.size())};
   std::vector<uint64_t> all(2 * static_cast<size_t>(env.world_size()));
@@ -94,7 +105,7 @@ std::string first_difference(const MpiEnv& env, const std::string& what, const s
   if (differing < 0) return "";
   // Rank 0's entries to every rank; the differing rank names the first difference and
   // broadcasts the text, so every rank reports the same line.
-  const std::vector<AgreementEntry> reference = deserialise(broadcast_string(env, mine, 0));
+  const std::vector<AgreementEntry> reference = deserialise(broadcast_in_phase(env, mine, 0));
   std::string text;
   if (env.rank() == differing) {
     std::ostringstream os;
@@ -115,7 +126,7 @@ std::string first_difference(const MpiEnv& env, const std::string& what, const s
     }
     text = os.str();
   }
-  return broadcast_string(env, text, differing);
+  return broadcast_in_phase(env, text, differing);
 }
 
 void require_agreement(const MpiEnv& env, const std::string& what, const std::vector<AgreementEntry>& entries) {

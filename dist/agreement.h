@@ -4,7 +4,9 @@
 // same one-line text on every rank, so a job whose ranks see different data (relative
 // paths from different working folders, node-local copies that differ) stops before step 1.
 // Uses MPI_COMM_WORLD through the MpiEnv (under its lock); blocking; every rank calls it in
-// the same order.
+// the same order. Each call is one start-up phase (dist/startup.h) named by its `what` or
+// `phase`: until the job's work begins, a rank that does not arrive within
+// dist.startup_timeout_s ends the job with one line naming the phase and the missing ranks.
 #pragma once
 #include <string>
 #include <utility>
@@ -32,16 +34,16 @@ void require_agreement(const MpiEnv& env, const std::string& what, const std::ve
 
 /// Collective: "" when `my_error` is "" on every rank, else the error of the lowest rank
 /// with one, on every rank (ranks agree whether a phase succeeded, and on one message).
-std::string first_error(const MpiEnv& env, const std::string& my_error);
+std::string first_error(const MpiEnv& env, const std::string& my_error, const std::string& phase);
 
 /// Collective: the element-wise sums of `values` (the same length on every rank) over ranks.
-std::vector<int64_t> sum_over_ranks(const MpiEnv& env, const std::vector<int64_t>& values);
+std::vector<int64_t> sum_over_ranks(const MpiEnv& env, const std::vector<int64_t>& values, const std::string& phase);
 
 /// Collective: returns when every rank has entered it.
-void barrier(const MpiEnv& env);
+void barrier(const MpiEnv& env, const std::string& phase);
 
 /// Collective: `text` of rank `root` on every rank.
-std::string broadcast_string(const MpiEnv& env, const std::string& text, int root = 0);
+std::string broadcast_string(const MpiEnv& env, const std::string& text, const std::string& phase, int root = 0);
 
 /// A config's entries ("section.key" -> value), in key order.
 inline std::vector<AgreementEntry> config_entries(const KeyValues& config) {

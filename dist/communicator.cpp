@@ -71,7 +71,7 @@ CollectiveCounts Communicator::counts() const {
 }
 
 void Communicator::maybe_stall(const std::string& name) {
-  if (!stall_.active() || stall_.rank != env_.rank()) return;
+  if (!stall_.active() || !stall_.phase.empty() || stall_.rank != env_.rank()) return;
   if (stall_.step >= 0 && stall_.step != step()) return;
   if (stalled_.exchange(true)) return;
   log::warn(std::string(kStallInjectionEnv) + " stall injection: sleeping " + format_double(stall_.seconds) +

@@ -1,5 +1,7 @@
 #include "dist/context.h"
 
+#include "dist/startup.h"
+
 #include "common/error.h"
 
 namespace tupe::dist {
@@ -21,7 +23,10 @@ DistContext::DistContext(const MpiEnv& env, const DistOptions& options, const c1
         if (lifetime) lifetime->abort();
       });
     }, std::chrono::milliseconds(0), device_);
-  comm_ = make(env, options_, watchdog_.get());
+  {
+    const StartupPhase bounded(env, "communicator");  // MPI_Comm_dup; NCCL's id broadcast and init
+    comm_ = make(env, options_, watchdog_.get());
+  }
   TUPE_CHECK(comm_ != nullptr, "DistContext: the communicator factory returned nothing");
   lifetime_ = comm_->lifetime();
 }

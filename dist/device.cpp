@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "dist/check.h"
 #include "dist/mpi_env.h"
+#include "dist/startup.h"
 
 #ifdef TUPE_HAVE_NCCL
 #include <cuda_runtime_api.h>
@@ -128,6 +129,7 @@ c10::Device resolve_device(const MpiEnv& env, DeviceRequest request, const std::
 
   std::vector<WireRecord> all(static_cast<size_t>(env.world_size()));
   {
+    const StartupPhase bounded(env, "placement");
     auto mpi = env.lock();
     TUPE_MPI_CHECK(MPI_Allgather(&mine, sizeof(WireRecord), MPI_BYTE, all.data(), sizeof(WireRecord), MPI_BYTE,
                                  MPI_COMM_WORLD));

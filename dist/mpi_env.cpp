@@ -2,10 +2,13 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
+#include <sstream>
 #include <thread>
 
 #include "common/log.h"
 #include "dist/check.h"
+#include "dist/stall_injection.h"
 
 namespace tupe::dist {
 
@@ -16,11 +19,39 @@ std::string mpi_error_text(int code) {
   return std::string(text, static_cast<size_t>(length));
 }
 
-MpiEnv::MpiEnv(int* argc, char*** argv, int requested_thread_level) {
+namespace {
+
+/// This process's rank before MPI is up, from the launcher's environment ("?" when none says).
+std::string launcher_rank() {
+  for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"})
+    if (const char* text = std::getenv(v); text != nullptr && *text != '\0') return text;
+  return "?";
+}
+
+}  // namespace
+
+MpiEnv::MpiEnv(int* argc, char*** argv, int requested_thread_level) : watch_(std::make_unique<StartupWatch>()) {
   int initialized = 0;
   TUPE_MPI_CHECK(MPI_Initialized(&initialized));
   TUPE_CHECK(!initialized, "MpiEnv: MPI is already initialised in this process (create one MpiEnv in main())");
+  // MPI start-up waits for every rank of the job (the launcher's fence, the node split, the
+  // host names): bounded, since a frozen node would otherwise keep every rank here forever.
+  const double limit_s = startup_timeout_from_env();
+  startup_timeout_s_.store(limit_s);
+  watch_->arm(limit_s, [this, limit_s] {
+    std::ostringstream line;
+    line << "start-up: rank " << (mpi_up_.load() ? std::to_string(rank_) : launcher_rank())
+         << ": MPI start-up (MPI_Init, the node split and the host names) did not finish within " << limit_s
+         << " s: a rank or node of the job did not join; ending the job (" << kStartupTimeoutEnv << ")";
+    if (mpi_up_.load()) abort(line.str());
+    log::fatal("tupe: " + line.str());
+    std::_Exit(1);  // before MPI is up: the launcher sees the exit and stops the other ranks
+  });
+  if (const StallInjection stall = stall_injection_from_env();  // test hook (dist/stall_injection.h)
+      stall.active() && stall.phase == kMpiStartupPhase && launcher_rank() == std::to_string(stall.rank))
+    sleep_for_stall(stall, "rank " + launcher_rank() + " before MPI_Init");
   TUPE_MPI_CHECK(MPI_Init_thread(argc, argv, requested_thread_level, &thread_level_));
+  mpi_up_.store(true);
   // From here on errors on MPI_COMM_WORLD come back as codes (for TUPE_MPI_CHECK).
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   if (thread_level_ < MPI_THREAD_SERIALIZED) {
@@ -39,13 +70,26 @@ MpiEnv::MpiEnv(int* argc, char*** argv, int requested_thread_level) {
   int length = 0;
   TUPE_MPI_CHECK(MPI_Get_processor_name(name, &length));
   host_name_.assign(name, static_cast<size_t>(length));
+  std::vector<char> all(static_cast<size_t>(world_size_) * MPI_MAX_PROCESSOR_NAME, '\0');
+  TUPE_MPI_CHECK(MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR,
+                               MPI_COMM_WORLD));
+  for (int r = 0; r < world_size_; ++r) {
+    const char* h = all.data() + static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME;
+    hosts_.emplace_back(h, strnlen(h, MPI_MAX_PROCESSOR_NAME));
+  }
+  TUPE_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &arrival_comm_));
+  TUPE_MPI_CHECK(MPI_Comm_set_errhandler(arrival_comm_, MPI_ERRORS_RETURN));
+  watch_->disarm();
   log::set_rank(rank_, world_size_);
 }
 
 MpiEnv::~MpiEnv() {
+  watch_->disarm();
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized) MPI_Finalize();
+  if (finalized) return;
+  if (arrival_comm_ != MPI_COMM_NULL) MPI_Comm_free(&arrival_comm_);
+  MPI_Finalize();
 }
 
 std::unique_lock<std::mutex> MpiEnv::lock() const {

@@ -22,6 +22,11 @@ const FieldTable<DistOptions>& DistOptions::fields() {
         .real("timeout_s", &D::timeout_s, 600.0, "seconds",
               "a collective not finished after this long aborts the job, naming it (the watchdog); 0 = off")
         .at_least(0)
+        .real("startup_timeout_s", &D::startup_timeout_s, 0.0, "seconds",
+              "from a rank's start to the job's work, a rank that has not joined a start-up wait (config, "
+              "placement, data and resume checks) after this long ends the job, naming the phase and the missing "
+              "ranks; 0 = timeout_s (raise it for a slow shared file system)")
+        .at_least(0)
         .removed("grad_reduce",
                  "is no longer read: gradients are always summed over ranks (both jobs divide their losses by the "
                  "global batch's counts); remove the key")

@@ -40,6 +40,11 @@ struct DistOptions {
   int64_t bucket_size_bytes;
   ReduceDtype reduce_dtype;
   double timeout_s;
+  double startup_timeout_s;
+
+  /// The limit of every start-up wait (dist/startup.h): startup_timeout_s, or timeout_s when
+  /// it is 0 (seconds; 0 = unbounded).
+  double startup_limit_s() const { return startup_timeout_s > 0 ? startup_timeout_s : timeout_s; }
 
   /// The field table's ranges. Throws tupe::Error "dist.<key>: <cause>".
   void validate() const;

@@ -1,6 +1,9 @@
 #include "dist/stall_injection.h"
 
+#include <chrono>
 #include <cstdlib>
+#include <fstream>
+#include <thread>
 
 #include "common/config_fields.h"
 #include "common/error.h"
@@ -28,8 +31,13 @@ StallInjection parse_stall_injection(const std::string& text) {
         s.step = parse_int(key, value);
       } else if (key == "seconds") {
         s.seconds = parse_double(key, value);
+      } else if (key == "marker") {
+        s.marker = value;
+      } else if (key == "phase") {
+        TUPE_CHECK(!value.empty(), "phase: empty");
+        s.phase = value;
       } else {
-        TUPE_FAIL("unknown key '" << key << "' (expected rank, step, seconds)");
+        TUPE_FAIL("unknown key '" << key << "' (expected rank, step, seconds, phase, marker)");
       }
     } catch (const Error& e) {
       TUPE_FAIL(kStallInjectionEnv << ": " << e.what());
@@ -44,6 +52,11 @@ StallInjection parse_stall_injection(const std::string& text) {
 StallInjection stall_injection_from_env() {
   const char* text = std::getenv(kStallInjectionEnv);
   return parse_stall_injection(text == nullptr ? "" : text);
+}
+
+void sleep_for_stall(const StallInjection& s, const std::string& where) {
+  if (!s.marker.empty()) std::ofstream(s.marker) << where << "\n";
+  std::this_thread::sleep_for(std::chrono::duration<double>(s.seconds));
 }
 
 }  // namespace tupe::dist

@@ -8,6 +8,10 @@
 // step     the training step (Communicator::set_step) whose first collective it sleeps
 //          before; absent or -1: the first collective of any step
 // seconds  length of the sleep (default 3600)
+// phase    a start-up phase (dist/startup.h): the rank sleeps on entering that phase
+//          instead, e.g. TUPE_TEST_STALL="rank=2,phase=config check,seconds=600"
+// marker   a file the rank creates when its sleep begins (a test waits for it, then
+//          freezes the rank's node)
 // The sleep happens once per communicator. Unset or empty: off.
 #pragma once
 #include <cstdint>
@@ -22,15 +26,20 @@ struct StallInjection {
   int64_t rank = -1;        ///< the rank that sleeps; -1 = off
   int64_t step = -1;        ///< step whose first collective the sleep precedes; -1 = any step
   double seconds = 3600.0;  ///< length of the sleep (seconds)
+  std::string phase;        ///< a start-up phase to sleep in; empty: a training step's collective
+  std::string marker;       ///< file created when the sleep begins; empty: none
 
   bool active() const { return rank >= 0; }
 };
 
-/// Parses "rank=R[,step=S][,seconds=T]" (an empty text is off). Throws tupe::Error
+/// Parses "rank=R[,step=S][,seconds=T][,phase=NAME]" (an empty text is off). Throws tupe::Error
 /// "TUPE_TEST_STALL: <cause>" on an unknown key, a bad number or a missing rank.
 StallInjection parse_stall_injection(const std::string& text);
 
 /// parse_stall_injection($TUPE_TEST_STALL); off when the variable is unset.
 StallInjection stall_injection_from_env();
+
+/// The sleep itself: writes `where` to s.marker (when set), then sleeps s.seconds.
+void sleep_for_stall(const StallInjection& s, const std::string& where);
 
 }  // namespace tupe::dist

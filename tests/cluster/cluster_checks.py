@@ -22,6 +22,11 @@ Usage: cluster_checks.py CHECK WORKDIR
   storage     a checkpoint on node-local scratch of rank 0's node: another rank 0 finds none
               and says so in one line, and ranks of other nodes cannot read it (one line); a
               checkpoint in the shared folder resumes from another node set
+  startup_stop  2 nodes x 2 ranks: node2 frozen (SIGSTOP, its daemon too) while rank 2 is in a
+              start-up phase -- MPI start-up, config check, placement, data check and the
+              resume choice of pretrain, the options agreement of preprocess, the config check
+              of finetune: the job ends within the limit (10 s) + 30 s, naming the phase and
+              the rank that had not arrived, rank 2 on node2 (MPI start-up: the phase only)
   tmp_state   a state folder under /tmp (where a clone under /tmp puts it): the cluster
               starts and stops; the nodes see that folder as this machine's, and each node's
               other /tmp stays its own
@@ -266,6 +271,52 @@ def check_storage(work):
         if "at step 5" not in p.stdout or whole_checkpoints(shared) != [5, 10]:
             fail(f"the shared checkpoint did not resume on node2+node3:\n{p.stdout[-2000:]}")
     print("storage OK")
+
+
+def check_startup_stop(work):
+    require_namespaces()
+    shards = shards_of(work)
+    limit_s = 10
+    vocab = os.path.join(DATA, "vocab", "bert-base-uncased-vocab.txt")
+    preprocess = ["preprocess", "--config", os.path.join(SRC, "configs", "tiny.ini"), "--input",
+                  os.path.join(DATA, "text", "wikitext-2", "wiki.test.raw"), "--tokenizer.vocab", vocab,
+                  "--output", os.path.join(work, "pp-out"), "--quiet"]
+    finetune = ["finetune", "--finetune.checkpoint", os.path.join(work, "none"), "--finetune.tasks", "RTE",
+                "--finetune.data_dir", os.path.join(DATA, "glue"), "--finetune.output_dir",
+                os.path.join(work, "ft-out"), "--tokenizer.vocab", vocab, "--dist.startup_timeout_s", limit_s]
+    cases = [("pretrain", "MPI start-up"), ("pretrain", "config check"), ("pretrain", "placement"),
+             ("pretrain", "data check"), ("pretrain", "resume: the checkpoint choice"),
+             ("preprocess", "options and inputs"), ("finetune", "config check")]
+    with Cluster(work, "sim", 2) as c:
+        for command, phase in cases:
+            ck = os.path.join(work, "ck")
+            shutil.rmtree(ck, ignore_errors=True)
+            args = {"pretrain": pretrain_args(shards, ck, **{"dist.startup_timeout_s": limit_s}) + ["--resume", "auto"],
+                    "preprocess": preprocess, "finetune": finetune}[command]
+            marker = os.path.join(work, "stalled")
+            if os.path.exists(marker):
+                os.remove(marker)
+            host, cmd = c.tupe_mpirun(work, ["node1", "node2"], 2, [str(a) for a in args])
+            job = c.popen(host, ["env", "TUPE_MPIRUN_ABORT_GRACE_S=5", f"TUPE_STARTUP_TIMEOUT_S={limit_s}",
+                                 f"TUPE_TEST_STALL=rank=2,phase={phase},seconds=600,marker={marker}"] + cmd)
+            wait_for(lambda: os.path.exists(marker), 120, f"rank 2 to stall in {phase}", job)
+            c.fault("stop", "node2")
+            took, out, err = ended_within(job, limit_s + 90, f"node2 frozen in {phase}")
+            text = out + err
+            named = (f"start-up: rank 0: MPI start-up" in text or "start-up: rank 1: MPI start-up" in text
+                     if phase == "MPI start-up" else
+                     f"start-up: phase '{phase}' did not finish within {limit_s} s: rank 2 (node2) did not arrive"
+                     in text)
+            line = next((l for l in text.splitlines() if "start-up:" in l), last_line(err))
+            print(f"{command}, {phase}: ended {took:.1f} s after node2 froze (exit {job.returncode}): {line}")
+            if job.returncode == 0 or not named:
+                fail(f"{command}, {phase}: the job did not end naming the phase and rank 2 (node2):\n{text[-3000:]}")
+            if took > limit_s + 30:
+                fail(f"{command}, {phase}: the job took {took:.1f} s to end (target {limit_s + 30} s)")
+            c.fault("kill", "node2")  # the frozen rank and daemon (SIGKILL ends stopped processes)
+    if os.path.exists(os.path.join(work, "pp-out")):
+        fail("the stopped preprocess left its output folder")
+    print("startup_stop OK")
 
 
 def check_tmp_state(work):

@@ -78,6 +78,8 @@ class ThreadAgreement final : public RankAgreement {
     return group_.all_gather(rank_, text).at(static_cast<size_t>(root));
   }
   void barrier() override { group_.barrier(); }
+  void begin_work() override { ++work_begun; }
+  int work_begun = 0;  ///< begin_work() calls (once per run)
 
  private:
   ThreadGroup& group_;
@@ -89,6 +91,7 @@ struct Outcome {
   PreprocessSummary summary;
   std::string error;
   bool agreed = false;
+  int work_begun = 0;  ///< RankAgreement::begin_work() calls of a run that succeeded
 };
 
 /// Runs `world` ranks as threads; `setup(rank, request, config)` may change a rank's inputs.
@@ -108,6 +111,7 @@ std::vector<Outcome> run_ranks(int world, PreprocessRequest request, PreprocessO
       Outcome& o = out[static_cast<size_t>(r)];
       try {
         o.summary = run_preprocess(req, cfg, tok, ranks);
+        o.work_begun = ranks.work_begun;
       } catch (const AgreedError& e) {
         o.error = e.what();
         o.agreed = true;
@@ -200,6 +204,8 @@ TEST(DataPreprocessCommit, ThreeRanksWriteWhatOneRankWrites) {
   }
   EXPECT_GT(one[0].summary.train_sequences, 0);
   EXPECT_GT(one[0].summary.validation_sequences, 0);
+  // The start-up ended once, before the writing (its waits bounded, the commit's not).
+  for (const auto& o : three) EXPECT_EQ(o.work_begun, 1);
 }
 
 TEST(DataPreprocessCommit, ARankFailingToPlanStopsEveryRank) {

@@ -69,19 +69,19 @@ TEST(Agreement, MissingEntryAndDifferentKeysAreNamed) {
                 std::to_string(last) + " has validation shard 0");
   // A long rank-0 text reaches every rank intact.
   const std::string big(100000, 'q');
-  EXPECT_EQ(broadcast_string(e, e.rank() == 0 ? big : std::string("other")), big);
+  EXPECT_EQ(broadcast_string(e, e.rank() == 0 ? big : std::string("other"), "big text"), big);
 }
 
 TEST(Agreement, FirstErrorIsTheLowestFailingRanksAndSumsAddUp) {
   const MpiEnv& e = env();
   const int world = e.world_size();
-  EXPECT_EQ(first_error(e, ""), "");
+  EXPECT_EQ(first_error(e, "", "no error"), "");
   // Every rank but 0 fails with its own message: every rank gets rank 1's (rank 0's on one rank).
   const std::string mine = e.rank() == 0 && world > 1 ? "" : "error of rank " + std::to_string(e.rank());
-  EXPECT_EQ(first_error(e, mine), world > 1 ? "error of rank 1" : "error of rank 0");
-  const std::vector<int64_t> sums = sum_over_ranks(e, {int64_t{1}, int64_t{e.rank()}, int64_t{1} << 40});
+  EXPECT_EQ(first_error(e, mine, "errors"), world > 1 ? "error of rank 1" : "error of rank 0");
+  const std::vector<int64_t> sums = sum_over_ranks(e, {int64_t{1}, int64_t{e.rank()}, int64_t{1} << 40}, "sums");
   EXPECT_EQ(sums, (std::vector<int64_t>{world, int64_t{world} * (world - 1) / 2, int64_t{world} << 40}));
-  barrier(e);
+  barrier(e, "barrier");
 }
 
 TEST(Consistency, ParameterMismatchNamesTheRanksAndCounts) {

@@ -59,6 +59,7 @@ void check_config(const EvaluateJob& job) {
   job.c.precision.validate();
   data_pipeline::TokenizerOptions::fields().check(job.c.tokenizer);  // the vocabulary may come from the model
   job.c.dist.validate();
+  job.env.set_startup_timeout(job.c.dist.startup_limit_s());
   TUPE_CHECK(!job.c.model.empty(), "evaluate: no model given (--model DIR)");
   job.c.task.validate();
   // Every rank evaluates the same model with the same config (the first differing key named).
@@ -186,6 +187,7 @@ void run_evaluate_job(const dist::MpiEnv& env, const EvaluateJobConfig& config) 
   load_model(job);
   choose_output_dir(job);
   setup_inference(job);
+  env.end_startup();  // the start-up's waits were bounded (dist/startup.h)
   evaluate_dev(job);
   predict_test(job);
   write_outputs(job);

@@ -84,6 +84,7 @@ void check_config(FinetuneJob& job) {
   trainer::OptimizerOptions::fields().check(c.optimizer);
   c.precision.validate();
   c.dist.validate();
+  job.env.set_startup_timeout(c.dist.startup_limit_s());
   TUPE_CHECK(!cfg.checkpoint.empty(), "finetune.checkpoint: no pre-training checkpoint given");
   job.tasks = parse_task_list(cfg.tasks, "finetune.tasks", c.task.enabled() ? &job.custom : nullptr);
   const bool glue = std::any_of(job.tasks.begin(), job.tasks.end(), [](const TaskSpec* t) { return !t->custom; });
@@ -105,7 +106,7 @@ void claim_job_output_dir(const FinetuneJob& job) {
       error = e.what();
     }
   }
-  error = dist::first_error(job.env, error);
+  error = dist::first_error(job.env, error, "output folder check");
   if (!error.empty()) throw AgreedError(error);
 }
 
@@ -120,10 +121,11 @@ void load_encoder_once_hashed(FinetuneJob& job) {
       error = e.what();
     }
   }
-  error = dist::first_error(job.env, error);
+  error = dist::first_error(job.env, error, "checkpoint read");
   if (!error.empty()) throw AgreedError(error);  // every rank holds rank 0's message
   // The step_<N> folder rank 0 verified (it may have skipped a damaged newer one).
-  const std::string chosen = dist::broadcast_string(job.env, job.encoder ? job.encoder->dir.string() : "");
+  const std::string chosen =
+      dist::broadcast_string(job.env, job.encoder ? job.encoder->dir.string() : "", "checkpoint read");
   if (!job.encoder) job.encoder = checkpoint::read_model_checkpoint(chosen, checkpoint::CheckpointStore::Hashes::kSkip);
 }
 
@@ -246,6 +248,7 @@ std::vector<TaskResult> run_claimed(FinetuneJob& job, const std::function<void()
   const FinetuneJobConfig& config = job.c;
   const FinetuneOptions& cfg = job.cfg;
   setup_job(job);
+  env.end_startup();  // the start-up's waits were bounded (dist/startup.h); the tasks are the work
   const auto lrs = cfg.learning_rate_list();
   const auto seeds = cfg.seed_list();
   if (env.rank() == 0 && on_start) on_start();

@@ -267,6 +267,8 @@ void announce(PretrainJob& job) {
 PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cfg, const std::string& resume,
                                const std::function<void(const KeyValues& effective)>& on_start) {
   check_config(cfg);
+  // From here to step 1 every wait on the other ranks is bounded (dist/startup.h).
+  env.set_startup_timeout(cfg.dist.startup_limit_s());
   // Every rank runs the same effective config (the first differing key is named).
   dist::require_agreement(env, "config check", dist::config_entries(cfg.effective));
   PretrainJob job(env, cfg);
@@ -278,6 +280,7 @@ PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cf
   start_loader(job);
   if (on_start && job.rank == 0) on_start(resolved_effective(job));
   announce(job);
+  env.end_startup();
   train_loop(job);
   job.result.final_step = job.step->step();
   return job.result;

@@ -101,9 +101,9 @@ void resume_job(PretrainJob& job, const std::string& resume) {
       error = e.what();
     }
   }
-  error = dist::first_error(job.env, error);
+  error = dist::first_error(job.env, error, "resume: the checkpoint choice");
   if (!error.empty()) throw AgreedError(error);  // every rank holds rank 0's message
-  picked = dist::broadcast_string(job.env, picked, 0);
+  picked = dist::broadcast_string(job.env, picked, "resume: the checkpoint choice", 0);
   // A checkpoint.dir on node-local storage: rank 0's node has the checkpoint, others do not.
   std::string unreadable;
   if (job.rank != 0 && !picked.empty()) {
@@ -114,7 +114,7 @@ void resume_job(PretrainJob& job, const std::string& resume) {
       unreadable = "rank " + std::to_string(job.rank) + " on " + job.env.host_name() + ": " + e.what();
     }
   }
-  unreadable = dist::first_error(job.env, unreadable);
+  unreadable = dist::first_error(job.env, unreadable, "resume: the checkpoint read");
   if (!unreadable.empty())
     throw AgreedError("resume: rank 0 picked " + picked + ", which not every rank can read (is checkpoint.dir on a " +
                       "file system every node shares?): " + unreadable);
