@@ -8,9 +8,9 @@ Usage: slurm_checks.py CHECK WORKDIR
               resumes from it and completes; final weights equal an uninterrupted run's
   preempt_mpirun  the same with TUPE_LAUNCHER=mpirun; mpirun and Open MPI's daemons run
               with SIGTERM blocked, the ranks do not
-  time_limit  --time=1 --signal=B:USR1@40: checkpoint, requeue, auto-resume, repeated until
-              training completes; final weights equal an uninterrupted run's
-              (TUPE_TIME_LIMIT_STEPS, default 600; TUPE_TIME_LIMIT_LAUNCHER srun or mpirun)
+  time_limit  --time=1 --signal=B:USR1@40: checkpoint, requeue, auto-resume, twice, then
+              cancelled in the queue; the newest checkpoint equals an uninterrupted run of as
+              many steps (TUPE_TIME_LIMIT_LAUNCHER srun or mpirun)
   node_down   node2 killed (slurmd and ranks): the job ends, with the reason in its output
 A requeued job is held by Slurm for about 2 minutes (its BeginTime); the checks release it
 at once with `scontrol update JobId=J StartTime=now`, as an administrator could.
@@ -88,13 +88,13 @@ def wait_done(c, job, timeout, out_path):
     fail(f"job {job} not done after {timeout} s: {last.get('JobState')} {last.get('Reason')}\n{text[-3000:]}")
 
 
-def reference(work, shards, steps, ranks=1):
+def reference(work, shards, steps, ranks=1, **overrides):
     """An uninterrupted run outside the cluster: 1 rank x the global batch, or `ranks` ranks
     under plain mpirun with the cluster jobs' micro-batch (for long runs: the same sums)."""
-    ref = os.path.join(work, f"uninterrupted_{ranks}x_{steps}")
+    ref = os.path.join(work, f"uninterrupted_{ranks}x_{steps}" + "".join(f"_{k}={v}" for k, v in overrides.items()))
     if not whole_checkpoints(ref) or whole_checkpoints(ref)[-1] != steps:
         shutil.rmtree(ref, ignore_errors=True)
-        opts = {"train.max_steps": steps, "checkpoint.every_steps": 0}
+        opts = {"train.max_steps": steps, "checkpoint.every_steps": 0, **overrides}
         if ranks == 1:
             opts["train.micro_batch_size"] = 8
         args = pretrain_args(shards, ref, **opts) + ["--resume", "none"]
@@ -220,55 +220,56 @@ def check_preempt_mpirun(work):
     check_preempt_launcher(work, "mpirun")
 
 
-def time_limit_steps(work, shards, target_s=75):
-    """The step count of the time-limited job, and its uninterrupted 4-rank reference.
-
-    The job must still be training when Slurm's USR1 arrives: --time=1 --signal=B:USR1@40
-    sends it 20 s after the start at the latest (Slurm may send it up to a minute early), and
-    the job is killed at 60 s. A fixed step count is only long enough on a slow machine (300
-    steps took 18 s on a quiet one), so the count is TUPE_TIME_LIMIT_STEPS (default 600) or
-    more: scaled until the reference itself ran at least `target_s` seconds. The choice is
-    kept in WORKDIR so that a rerun reuses its reference."""
-    chosen = os.path.join(work, "time_limit_steps.txt")
-    if os.path.exists(chosen):
-        steps = int(open(chosen).read())
-        return steps, reference(work, shards, steps, ranks=4)
-    steps = int(os.environ.get("TUPE_TIME_LIMIT_STEPS", "600"))
-    for _ in range(3):
-        t0 = time.time()
-        ref = reference(work, shards, steps, ranks=4)
-        took = time.time() - t0
-        print(f"time limit: the uninterrupted reference of {steps} steps took {took:.1f} s")
-        if took >= target_s:
-            break
-        steps = int(-(-steps * target_s * 1.2 // max(took, 1.0) // 50) * 50)
-    else:
-        fail(f"time limit: could not size a run that lasts {target_s} s (last: {steps} steps)")
-    with open(chosen, "w") as f:
-        f.write(str(steps))
-    return steps, ref
-
-
 def check_time_limit(work):
+    """--time=1 --signal=B:USR1@40: Slurm signals the script before the limit, tupe stops at a
+    checkpoint, the script re-queues the job, the next attempt resumes from it. The run is
+    longer than any number of attempts (train.max_steps 10^6), so nothing here depends on the
+    machine's speed or load: the check waits for two attempts that each stopped by the signal
+    (the second resumed from the first's checkpoint), cancels the job while its third attempt
+    waits in the queue, and compares the newest checkpoint, at whatever step S it holds, with
+    an uninterrupted 4-rank run of S steps (the same schedule: optimizer.total_steps 10^6).
+    (An earlier form sized a run to last 75 s from a timed reference; a load change between
+    the two made it fail.)"""
     require_namespaces()
     shards = shards_of(work)
-    steps, ref = time_limit_steps(work, shards)
     launcher = os.environ.get("TUPE_TIME_LIMIT_LAUNCHER", "srun")
     ck = os.path.join(work, "time_limited")
     shutil.rmtree(ck, ignore_errors=True)
+    long_run = {"train.max_steps": 10 ** 6, "optimizer.total_steps": 10 ** 6, "checkpoint.every_steps": 0,
+                "train.log_every": 50}
     t0 = time.time()
     with Cluster(work, "sim", 2, slurm=True) as c:
-        job, out = submit(c, work, "time_limit", launcher,
-                          pretrain_args(shards, ck, **{"train.max_steps": steps, "checkpoint.every_steps": 0,
-                                                       "train.log_every": 50}),
+        job, out = submit(c, work, "time_limit", launcher, pretrain_args(shards, ck, **long_run),
                           sbatch=["--time=1", "--signal=B:USR1@40"])
-        restarts, text = requeue_cycles(c, job, out, ck, steps, 900)
+        text = ""
+        while True:
+            text = open(out).read() if os.path.exists(out) else ""
+            stops = text.count("pre-training stopped by signal")
+            info = job_info(c, job)
+            if stops >= 2 and (not info or info.get("JobState") == "PENDING"):
+                break
+            if info and info.get("JobState") not in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED"):
+                fail(f"job {job} {info.get('JobState')} ({info.get('Reason')}):\n{text[-4000:]}")
+            if time.time() - t0 > 500:
+                fail(f"job {job}: no two stops by the signal after {time.time() - t0:.0f} s:\n{text[-4000:]}")
+            if stops < 2:
+                release_if_held(c, job)  # the second attempt starts now, not after the 2-minute hold
+            time.sleep(1)
+        c.run("head", ["scancel", job])
+        restarts = int(job_info(c, job).get("Restarts", "0") or 0)
     cycles = [line for line in text.splitlines() if "stopped by signal" in line or "resumed from" in line
               or "re-queueing" in line]
     print("\n".join(cycles))
-    print(f"time limit ({launcher}): {restarts} requeue(s), {time.time() - t0:.0f} s in all")
-    if restarts < 1 or sum("stopped by signal" in line for line in cycles) < restarts:
-        fail(f"the time limit did not cycle through checkpoint and requeue:\n{text[-4000:]}")
+    stopped = [int(m) for m in re.findall(r"pre-training stopped by signal at step (\d+)", text)]
+    resumed = [int(m) for m in re.findall(r"resumed from \S+ at step (\d+)", text)]
+    print(f"time limit ({launcher}): stops at steps {stopped}, resumed at {resumed}, {restarts} requeue(s), "
+          f"{time.time() - t0:.0f} s")
+    if len(stopped) < 2 or resumed[:1] != stopped[:1] or stopped[1] < stopped[0]:
+        fail(f"the time limit did not cycle through checkpoint, requeue and resume:\n{text[-4000:]}")
+    steps = whole_checkpoints(ck)[-1]
+    if steps != stopped[-1] or steps < 1:
+        fail(f"the newest checkpoint is step {steps}, the last stop was at step {stopped[-1]}")
+    ref = reference(work, shards, steps, ranks=4, **{"optimizer.total_steps": 10 ** 6})
     compare(ck, ref, steps, "time-limited cycles")
     print("time_limit OK")
 
