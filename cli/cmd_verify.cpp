@@ -18,7 +18,7 @@
 #include "common/log.h"
 #include "data_pipeline/shard_readers.h"
 #include "data_pipeline/shard_verify.h"
-#include "dist/agreement.h"
+#include "dist/small_collectives.h"
 #include "dist/mpi_env.h"
 
 namespace po = boost::program_options;

@@ -1,5 +1,5 @@
 // data_pipeline's RankAgreement (the preprocess commit protocol's collectives) over the job's
-// MPI environment: dist/agreement.h's small collectives, each a named start-up phase until
+// MPI environment: dist/small_collectives.h's small collectives, each a named start-up phase until
 // begin_work() (dist/startup.h).
 #pragma once
 #include <string>
@@ -7,12 +7,12 @@
 #include <vector>
 
 #include "data_pipeline/preprocess_commit.h"
-#include "dist/agreement.h"
+#include "dist/small_collectives.h"
 #include "dist/mpi_env.h"
 
 namespace tupe::cli {
 
-/// The protocol's collectives on MPI_COMM_WORLD. Throws like dist/agreement.h.
+/// The protocol's collectives on MPI_COMM_WORLD. Throws like dist/small_collectives.h.
 class MpiAgreement final : public data_pipeline::RankAgreement {
  public:
   explicit MpiAgreement(const dist::MpiEnv& env) : env_(env) {}

@@ -24,7 +24,7 @@ struct Sample {
 };
 
 /// What the data set holds, common to all its samples.
-/// What one shard file holds, for the ranks' agreement on their data (dist/agreement.h).
+/// What one shard file holds, for the ranks' agreement on their data (dist/small_collectives.h).
 struct ShardSummary {
   std::string path;         ///< as listed
   int64_t file_bytes = 0;   ///< size of the file
@@ -126,7 +126,7 @@ std::shared_ptr<const PretrainDataset> open_pretrain_dataset(const std::vector<s
                                                              const DatasetOptions& options);
 
 /// The dataset's files as (key, value) entries for the ranks' agreement on what they read
-/// (dist/agreement.h): "<split> shard <i>" -> "<file name>, <B> bytes, <N> sequences, <T>
+/// (dist/small_collectives.h): "<split> shard <i>" -> "<file name>, <B> bytes, <N> sequences, <T>
 /// tokens, lengths hash <hex>[, checksums hash <hex>]". File names without folders, so ranks reading node-local
 /// copies at different paths agree; the format and vocabulary come first.
 std::vector<std::pair<std::string, std::string>> describe_shards(const DatasetInfo& info, const std::string& split);

@@ -119,7 +119,7 @@ using ProgressFn = std::function<void(const PreprocessProgress&)>;
 /// What a preprocess run is made of, as ordered (key, value) entries: every preprocess
 /// setting, the tokenizer (kind, vocabulary SHA-256, case), the output folder, and each input
 /// file (path as given or found, size in bytes). All ranks of one run must agree on it
-/// (dist/agreement.h); a mixed set of shards is never written.
+/// (dist/small_collectives.h); a mixed set of shards is never written.
 std::vector<std::pair<std::string, std::string>> describe_preprocess_run(const PreprocessPlan& plan,
                                                                          const PreprocessOptions& config,
                                                                          const Tokenizer& tokenizer,

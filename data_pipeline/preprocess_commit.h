@@ -20,7 +20,7 @@
 // the earlier run that overwrite was replacing (the folder then holds no shard set at all,
 // never a mixed one).
 // No MPI here: the ranks talk through RankAgreement (cli/cmd_preprocess.cpp implements it
-// with dist/agreement.h; the tests with threads of one process).
+// with dist/small_collectives.h; the tests with threads of one process).
 #pragma once
 #include <cstdint>
 #include <functional>

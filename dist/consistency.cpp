@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "common/error.h"
-#include "dist/gather.h"
+#include "dist/small_collectives.h"
 
 namespace tupe::dist {
 

@@ -1,7 +1,7 @@
 // Start-of-training agreement between ranks (before step 1): rank 0's initial parameters
 // are copied to every rank, and every rank must hold the same
 // parameters (count, names, dtypes, shapes) -- c10d's verify_params_across_processes.
-// (The config and the data are compared key by key through dist/agreement.h.)
+// (The config and the data are compared key by key through dist/small_collectives.h.)
 // All functions are collective (every rank calls them, in the same order) and blocking;
 // a mismatch throws the same tupe::Error on every rank, naming the ranks that differ.
 #pragma once

@@ -10,7 +10,7 @@
 //   every phase    after the config is read, bounded by dist.startup_timeout_s (0: the same
 //   after it       as dist.timeout_s): "config check", "placement", "communicator", "data
 //                  check", "resume checks", "input check", ... (the small collectives of
-//                  dist/agreement.h open one each; a job may open one around any other wait).
+//                  dist/small_collectives.h open one each; a job may open one around any other wait).
 //
 // Who is missing. On entering a phase every rank but 0 sends rank 0 a one-number arrival
 // message (its own communicator, tag = the phase's sequence number). At the deadline rank 0

@@ -43,7 +43,7 @@ class ThreadGroup {
   std::vector<std::string> slots_;
 };
 
-/// RankAgreement over a ThreadGroup, with dist/agreement.h's semantics.
+/// RankAgreement over a ThreadGroup, with dist/small_collectives.h's semantics.
 class ThreadAgreement final : public RankAgreement {
  public:
   ThreadAgreement(ThreadGroup& group, int rank) : group_(group), rank_(rank) {}

@@ -1,11 +1,11 @@
 // Multi-rank tests of the start-of-training agreement: rank 0's parameters reach every
 // rank; differing parameter lists are reported naming the ranks; differing config or data
-// descriptions are reported with the first differing key and both values (agreement.h).
+// descriptions are reported with the first differing key and both values (small_collectives.h).
 #include <gtest/gtest.h>
 
 #include <sstream>
 
-#include "dist/agreement.h"
+#include "dist/small_collectives.h"
 #include "dist/consistency.h"
 #include "dist/mpi_env.h"
 #include "tests/dist/ddp_test_model.h"

@@ -14,7 +14,7 @@
 #include "checkpoint/model_checkpoint.h"
 #include "common/error.h"
 #include "common/log.h"
-#include "dist/agreement.h"
+#include "dist/small_collectives.h"
 #include "dist/context.h"
 #include "dist/device.h"
 #include "trainer/autocast.h"

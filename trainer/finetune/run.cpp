@@ -13,7 +13,7 @@
 #include "common/log.h"
 #include "common/mix64.h"
 #include "dist/consistency.h"
-#include "dist/gather.h"
+#include "dist/small_collectives.h"
 #include "metrics/event_file.h"
 #include "trainer/autocast.h"
 #include "trainer/finetune/saved_model.h"

@@ -35,7 +35,7 @@ std::vector<int64_t> permutation(int64_t n, uint64_t seed);
 /// does not exist.
 void check_task_files(const std::vector<const TaskSpec*>& tasks, const std::string& data_dir, bool with_test);
 
-/// The same files as (key, value) entries for the ranks' agreement (dist/agreement.h):
+/// The same files as (key, value) entries for the ranks' agreement (dist/small_collectives.h):
 /// "<task> <split>" -> "<file>, <B> bytes" ("unreadable" when its size cannot be read).
 std::vector<std::pair<std::string, std::string>> describe_task_files(const std::vector<const TaskSpec*>& tasks,
                                                                      const std::string& data_dir, bool with_test);

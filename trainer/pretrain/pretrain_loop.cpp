@@ -10,7 +10,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
-#include "dist/gather.h"
+#include "dist/small_collectives.h"
 #include "trainer/autocast.h"
 #include "trainer/pretrain/flops.h"
 #include "trainer/pretrain/pretrain_job.h"

@@ -12,8 +12,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
-#include "dist/agreement.h"
-#include "dist/gather.h"
+#include "dist/small_collectives.h"
 #include "trainer/pretrain/pretrain_job.h"
 
 namespace tupe::pretrain {
