@@ -360,6 +360,7 @@ def main():
         finally:
             st["wall_s"] += time.time() - t0
             save_state(st, state_path)
+            report(st, a.report or os.path.join(work, "chaos-report.md"))  # also of a soak that failed
             if lock:
                 lock.close()  # releases the flock
         if not done:
