@@ -5,7 +5,9 @@ save, Open MPI's orted killed). After each fault that ends the job it starts it 
 `--resume auto` on the nodes still up (a node hit sits out one attempt, is cleaned and
 rejoins), the global batch constant. At the end it checks:
   - the final weights and optimizer state equal an uninterrupted 6-rank run's: bitwise when
-    every attempt had 6 ranks, else within 1e-6 relative (cluster_lib.max_rel_diff);
+    every attempt had 6 ranks, else within 1e-6 relative (cluster_lib.max_rel_diff); with
+    --replay, bitwise those of a replay of the attempts' world sizes without the faults
+    (chaos_runs.replay: each piece from the step one attempt resumed at to the next one's);
   - step, consumed samples (= steps x global batch) and data position equal;
   - no checkpoint seen whole was lost (only retention removes one), at most one not whole
     after a fault, every one left re-hashed against its manifest (chaos_report.check_ledger);
@@ -14,7 +16,7 @@ rejoins), the global batch constant. At the end it checks:
     tupe-mpirun temporary on a node.
 It reports each fault's kind, detection time (fault -> job ended) and steps lost, and totals.
 
-Usage: chaos.py WORK [--seed S] [--faults N] [--shards DIR] [--lock FILE] [--segment-minutes M]
+Usage: chaos.py WORK [--seed S] [--faults N] [--shards DIR] [--lock FILE] [--segment-minutes M] [--replay] [--fresh]
   WORK holds the state (chaos-state.json): run again with the same arguments to continue.
   --lock FILE: the cluster is started and stopped per segment of M minutes, each under an
   exclusive flock of FILE, released in between (other users of the one simulated cluster).
@@ -26,31 +28,19 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import time
 
-import numpy as np
-from safetensors.numpy import load_file
-
 from chaos_faults import DOWN_KINDS, NODE_KINDS, CheckpointDisk, Procs, clean_node_files, draw_schedule, inject, recover
 from chaos_report import check_ledger, report, save_state, temp_entries
-from cluster_lib import (DATA, ENV, SRC, TUPE, Cluster, fail, last_line, max_rel_diff, pretrain_args,
-                         require_namespaces, single_rank, state, step_dir, weights, whole_checkpoints)
+from chaos_runs import (GRACE_S, KEEP_LAST, NODES, PER_NODE, TIMEOUT_S, compare, finished, job_args, keep_final,
+                        reference, replay)
+from cluster_lib import (DATA, SRC, Cluster, fail, last_line, require_namespaces, single_rank, step_dir,
+                         whole_checkpoints)
 
-NODES, PER_NODE, BATCH, KEEP_LAST, TIMEOUT_S, GRACE_S = 3, 2, 12, 2, 10, 5
 END_LIMIT = TIMEOUT_S + GRACE_S + 30  # a fault must end the job (or be survived) within this
 STEP_RE = re.compile(r"step (\d+)/(\d+) \|")
 RESUME_RE = re.compile(r"resumed from \S+ at step (\d+)")
-
-
-def job_args(st, ckpt, world):
-    opts = {"data.global_batch_size": BATCH, "train.micro_batch_size": BATCH // world,
-            "train.max_steps": st["max_steps"], "checkpoint.every_steps": st["every"],
-            "checkpoint.keep_last": KEEP_LAST, "dist.timeout_s": TIMEOUT_S, "train.progress": "true",
-            "train.metrics_dir": os.path.join(st["work"], "metrics"),
-            "tokenizer.vocab": os.path.join(DATA, "vocab", "bert-base-uncased-vocab.txt")}
-    return pretrain_args(st["shards"], ckpt, **opts)
 
 
 def last_step(job):
@@ -71,12 +61,15 @@ def wait_step(job, target, limit, what):
     fail(f"{what}: step {target} not reached within {limit} s (a hang?)\n{open(job.err_path).read()[-2000:]}")
 
 
-def wait_end(job, limit):
-    """Seconds until the job ended, or None when it still runs after `limit`."""
+def wait_end(job, limit, during=None):
+    """Seconds until the job ended, or None when it still runs after `limit`; `during()` is
+    called meanwhile (a full disk kept full)."""
     t0 = time.time()
     while time.time() - t0 < limit:
         if job.poll() is not None:
             return time.time() - t0
+        if during:
+            during()
         time.sleep(0.05)
     return None
 
@@ -152,8 +145,11 @@ def run_fault(c, procs, st, disk, job, attempt, fault):
         check_resume(job, attempt, st)
     time.sleep(fault["delay_s"])
     rec = {"i": i, "kind": kind, "attempt": attempt["n"], "world": attempt["world"], "step_at_fault": last_step(job)}
-    if kind == "disk_full":  # half a checkpoint left free: the next save fails part-way
-        rec["filler_mb"] = round(disk.fill(checkpoint_bytes(disk.ckpt) // 2) / 2**20, 1)
+    keep_full = None
+    if kind == "disk_full":  # half a checkpoint left free (and kept so): the next save fails part-way
+        keep = checkpoint_bytes(disk.ckpt) // 2
+        rec["filler_mb"] = round(disk.fill(keep) / 2**20, 1)
+        keep_full = lambda: disk.fill(keep)  # noqa: E731
     t_fault = time.time()
     rec["target"] = inject(c, procs, fault, attempt["hosts"])
     if rec["target"] is None:
@@ -164,7 +160,7 @@ def run_fault(c, procs, st, disk, job, attempt, fault):
         rec["survived"] = s is not None
         if rec["survived"]:
             rec["steps_lost"] = 0
-    took = None if rec.get("survived") else wait_end(job, END_LIMIT)
+    took = None if rec.get("survived") else wait_end(job, END_LIMIT, keep_full)
     if not rec.get("survived") and took is None:
         job.kill()
         fail(f"fault {i} ({kind} {rec['target']}): the job still runs {END_LIMIT} s later (a hang)\n"
@@ -254,47 +250,6 @@ def segment(st, disk, deadline):
             save_state(st, st["state_path"])
 
 
-def compare(st, ckpt, ref):
-    """The soak's final checkpoint against the uninterrupted run's; a line of figures."""
-    n = st["max_steps"]
-    a, b = weights(ckpt, n), weights(ref, n)
-    oa = load_file(os.path.join(step_dir(ckpt, n), "optimizer.safetensors"))
-    ob = load_file(os.path.join(step_dir(ref, n), "optimizer.safetensors"))
-    counts = [k for k in ob if ob[k].dtype.kind in "iu"]
-    if oa.keys() != ob.keys() or any(not np.array_equal(oa[k], ob[k]) for k in counts):
-        fail("the optimizer state's names or step counts differ from the uninterrupted run's")
-    moments = {k: v for k, v in oa.items() if k not in counts}
-    d_w, d_o = max_rel_diff(a, b), max_rel_diff(moments, {k: ob[k] for k in moments})
-    sa, sb = state(ckpt, n), state(ref, n)
-    same_world = {at["world"] for at in st["attempts"]} == {NODES * PER_NODE}
-    bitwise = all(np.array_equal(a[k], b[k]) for k in a) and all(np.array_equal(oa[k], ob[k]) for k in oa)
-    line = (f"step {sa['step']}, data position {sa['data_position']} (uninterrupted {sb['data_position']}); "
-            f"weights max relative difference {d_w:.3e}, optimizer moments {d_o:.3e}, bitwise {bitwise}; "
-            f"world sizes {sorted({at['world'] for at in st['attempts']})}")
-    print(line, flush=True)
-    if sa["step"] != n or sa["data_position"] != sb["data_position"] or sa["data_position"]["consumed_samples"] != n * BATCH:
-        fail(f"step or data position differ: {sa['step']} {sa['data_position']} vs {sb['data_position']}, "
-             f"{n * BATCH} samples expected")
-    if same_world and not bitwise:
-        fail(f"every attempt had {NODES * PER_NODE} ranks, yet the result is not bitwise equal: {line}")
-    if max(d_w, d_o) > 1e-6:
-        fail(f"the soak's result differs from the uninterrupted run's by more than 1e-6: {line}")
-    return line
-
-
-def reference(st):
-    """An uninterrupted run of 6 ranks outside the cluster (its checkpoints on the disk)."""
-    ref = os.path.join(st["work"], "uninterrupted")
-    if not os.path.exists(os.path.join(step_dir(ref, st["max_steps"]), "manifest.json")):
-        shutil.rmtree(ref, ignore_errors=True)
-        args = job_args(dict(st, work=os.path.join(st["work"], "ref")), ref, NODES * PER_NODE)
-        mpi = ["mpirun", "-np", str(NODES * PER_NODE), "--oversubscribe", "--bind-to", "none", TUPE]
-        p = subprocess.run(mpi + args + ["--resume", "none"], capture_output=True, text=True, env=ENV, timeout=900)
-        if p.returncode != 0:
-            fail(f"the uninterrupted run failed:\n{p.stderr[-2000:]}")
-    return ref
-
-
 def make_shards(work):
     out = os.path.join(work, "shards")
     if not os.path.exists(os.path.join(out, "train-00000-of-00004.h5")):
@@ -315,6 +270,8 @@ def main():
     ap.add_argument("--lock", default="", help="flock this file per segment")
     ap.add_argument("--segment-minutes", type=float, default=0, help="0: one segment")
     ap.add_argument("--report", default="", help="Markdown report (default WORK/chaos-report.md)")
+    ap.add_argument("--replay", action="store_true",
+                    help="also replay the attempts' world sizes without faults; the result must be bitwise equal")
     ap.add_argument("--fresh", action="store_true", help="discard a soak in WORK and start again")
     a = ap.parse_args()
     require_namespaces()
@@ -325,7 +282,7 @@ def main():
     state_path = os.path.join(work, "chaos-state.json")
     if a.fresh:
         CheckpointDisk.unmount_at(os.path.join(work, "ckpt-fs"))
-        for name in ("chaos-state.json", "ckpt-fs", "metrics", "uninterrupted", "ref"):
+        for name in ("chaos-state.json", "ckpt-fs", "metrics", "uninterrupted", "ref", "replay", "final"):
             path = os.path.join(work, name)
             if os.path.isdir(path):
                 shutil.rmtree(path)
@@ -345,7 +302,8 @@ def main():
               "known": [], "out": {}, "wall_s": 0.0, "segments": 1}
     st.update(work=work, state_path=state_path, shards=os.path.abspath(a.shards) if a.shards else make_shards(work))
     disk = CheckpointDisk(os.path.join(work, "ckpt-fs"), 128)
-    done = False
+    disk.release()  # a filler left by a soak stopped during a full-disk fault
+    done = finished(st)
     while not done:
         t0 = time.time()
         deadline = t0 + a.segment_minutes * 60 if a.segment_minutes > 0 else float("inf")
@@ -366,8 +324,10 @@ def main():
         if not done:
             time.sleep(5)  # others waiting for the lock get it
             st["segments"] += 1
-    ref = reference(st)
-    st["final"] = compare(st, disk.ckpt, ref)
+    final = keep_final(st, disk.ckpt)
+    st["final"] = compare(st, final, reference(st), "the uninterrupted 6-rank run")
+    if a.replay:
+        st["final_replay"] = compare(st, final, replay(st), "the replay of its world sizes", bitwise=True)
     unnamed = [f"{r['i']} {r['kind']}: {r.get('line')}" for r in st["records"] if r.get("ended") and not r.get("named")]
     if unnamed:
         fail("faults whose cause the job's last line does not name:\n" + "\n".join(unnamed))

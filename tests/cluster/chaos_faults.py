@@ -134,11 +134,15 @@ class CheckpointDisk:
         return s.f_bavail * s.f_frsize
 
     def fill(self, keep):
-        """A filler file that leaves `keep` bytes free; its size."""
-        size = max(self.free() - keep, 0)
+        """Grows the filler file until at most `keep` bytes are free; its size. Called again
+        while the fault lasts: a save in progress when it was filled may still complete, and
+        retention then frees an older checkpoint's space."""
+        have = os.path.getsize(self.filler) if os.path.exists(self.filler) else 0
+        size = have + max(self.free() - keep, 0)
         fd = os.open(self.filler, os.O_CREAT | os.O_WRONLY, 0o644)
         try:
-            os.posix_fallocate(fd, 0, size)
+            if size > have:
+                os.posix_fallocate(fd, 0, size)
         finally:
             os.close(fd)
         return size
