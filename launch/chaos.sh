@@ -8,17 +8,20 @@
 # temporary left. Prints (and writes to WORK/chaos-report.md) each fault's kind, detection
 # time and steps lost, and the totals. The driver is tests/cluster/chaos.py.
 #
-# Usage: launch/chaos.sh WORK [--seed S] [--faults N] [--every K] [--shards DIR]
-#                             [--lock FILE] [--segment-minutes M] [--report FILE]
+# Usage: launch/chaos.sh WORK [--seed S] [--faults N] [--every K] [--shards DIR] [--replay]
+#                             [--lock FILE] [--segment-minutes M] [--report FILE] [--fresh]
 #   WORK      the soak's folder (not under /tmp): state, shards, checkpoint tmpfs, report.
 #             Run the same command again to continue a soak that was stopped.
 #   --seed    the schedule's seed (default 1); --faults N (default 8: every kind once)
+#   --replay  also replay the attempts' world sizes without the faults: the end state must
+#             be bitwise equal to it (the uninterrupted run's is compared within 1e-6)
+#   --fresh   discard a soak in WORK and start again
 #   --lock    take an exclusive flock of FILE for each segment of M minutes (the cluster is
 #             started and stopped per segment), so that other users of the one simulated
 #             cluster get it in between; without --lock, run the whole under flock yourself.
 # Examples:
-#   flock /var/lock/tupe-cluster launch/chaos.sh /var/tmp/chaos --seed 3
-#   nohup launch/chaos.sh /var/tmp/soak --seed 33 --faults 80 --lock /var/lock/tupe-cluster \
+#   flock /var/lock/tupe-cluster launch/chaos.sh /var/tmp/chaos --seed 3 --replay
+#   nohup launch/chaos.sh /var/tmp/soak --seed 33 --faults 160 --lock /var/lock/tupe-cluster \
 #       --segment-minutes 8 > soak.log 2>&1 &
 # Environment: TUPE_BIN (default build/cli/tupe), TUPE_SHARED_DATA (default ../shared/data
 # beside the checkout), TUPE_PYTHON (default: the venv of launch/setup.sh, else python3).

@@ -325,17 +325,26 @@ def main():
             time.sleep(5)  # others waiting for the lock get it
             st["segments"] += 1
     final = keep_final(st, disk.ckpt)
-    st["final"] = compare(st, final, reference(st), "the uninterrupted 6-rank run")
+    problems = []
+    runs = [("final", "the uninterrupted 6-rank run", reference, False)]
     if a.replay:
-        st["final_replay"] = compare(st, final, replay(st), "the replay of its world sizes", bitwise=True)
+        runs.append(("final_replay", "the replay of its world sizes", replay, True))
+    for key, what, make, bitwise in runs:  # every comparison made, also when one failed
+        try:
+            st[key] = compare(st, final, make(st), what, bitwise=bitwise)
+        except SystemExit as e:
+            st[key] = str(e)
+            problems.append(str(e))
     unnamed = [f"{r['i']} {r['kind']}: {r.get('line')}" for r in st["records"] if r.get("ended") and not r.get("named")]
     if unnamed:
-        fail("faults whose cause the job's last line does not name:\n" + "\n".join(unnamed))
+        problems.append("FAILED: faults whose cause the job's last line does not name:\n" + "\n".join(unnamed))
     temps = temp_entries(disk.root) + temp_entries(os.path.join(work, "metrics"))
     if temps:
-        fail(f"temporaries left: {temps}")
+        problems.append(f"FAILED: temporaries left: {temps}")
     print(report(st, a.report or os.path.join(work, "chaos-report.md")), flush=True)
     save_state(st, state_path)
+    if problems:
+        raise SystemExit("\n".join(problems))
     disk.unmount()
     print(f"chaos OK: {len(st['records'])} faults, seed {a.seed}")
 

@@ -77,8 +77,9 @@ def report(st, path):
     files = [f"{r['i']} {r['kind']}: {', '.join(r['node_files'])}" for r in rows if r.get("node_files")]
     if files:
         lines += ["", "Files a failed job left on a node's /tmp or /dev/shm (removed as a reboot would): " + "; ".join(files)]
-    if st.get("final"):
-        lines += ["", "Final: " + st["final"]]
+    for key in ("final", "final_replay"):
+        if st.get(key):
+            lines += ["", "End state " + st[key]]
     text = "\n".join(lines) + "\n"
     with open(path, "w") as f:
         f.write(text)
