@@ -177,8 +177,8 @@ def cause_named(kind, target, exit_code, line, out):
     """Whether the job's last line (or, for a pre-emption, its output) says what happened."""
     if kind == "preempt":
         return exit_code == 0 and "pre-training stopped by signal" in out
-    if kind == "rank_kill":
-        return f"{target} on " in line and "ended by signal 9" in line
+    if kind == "rank_kill":  # (tupe-mpirun may also call the killed rank's node lost: README)
+        return f"{target} ended by signal 9" in line or f"lost node {target.split()[-1]} " in line
     if kind == "disk_full":
         return "No space left on device" in line
     if kind == "link_flap":

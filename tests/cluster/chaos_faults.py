@@ -88,7 +88,7 @@ class Procs:
         return [f"{p} {(_read(f'/proc/{p}/comm') or '?').strip()}" for p in pids]
 
     def ranks(self):
-        """{world rank: outer pid} of the tupe ranks now running on any node."""
+        """{world rank: (outer pid, node)} of the tupe ranks now running on any node."""
         out = {}
         for node in self.netns:
             for p in self.on_node(node):
@@ -97,7 +97,7 @@ class Procs:
                 env = (_read(f"/proc/{p}/environ", "rb") or b"").split(b"\0")
                 rank = next((e.split(b"=", 1)[1] for e in env if e.startswith(b"OMPI_COMM_WORLD_RANK=")), None)
                 if rank is not None:
-                    out[int(rank)] = p
+                    out[int(rank)] = (p, node)
         return out
 
     def named(self, node, comm):
@@ -178,8 +178,8 @@ def inject(c, procs, fault, hosts):
         if not ranks:
             return None
         rank = _pick(sorted(ranks), fault["pick"])
-        signal_all([ranks[rank]], signal.SIGKILL)
-        return f"rank {rank}"
+        signal_all([ranks[rank][0]], signal.SIGKILL)
+        return f"rank {rank} on {ranks[rank][1]}"
     if kind == "node_kill":
         c.fault("kill", node)
     elif kind == "power_cut":
