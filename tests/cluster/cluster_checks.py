@@ -25,7 +25,7 @@ Usage: cluster_checks.py CHECK WORKDIR
   startup_stop  2 nodes x 2 ranks: node2 frozen (SIGSTOP, its daemon too) while rank 2 is in a
               start-up phase -- MPI start-up, config check, placement, data check and the
               resume choice of pretrain, the options agreement of preprocess, the config check
-              of finetune: the job ends within the limit (10 s) + 30 s, naming the phase and
+              of finetune: the job ends within the limit (6 s) + 30 s, naming the phase and
               the rank that had not arrived, rank 2 on node2 (MPI start-up: the phase only)
   tmp_state   a state folder under /tmp (where a clone under /tmp puts it): the cluster
               starts and stops; the nodes see that folder as this machine's, and each node's
@@ -276,7 +276,7 @@ def check_storage(work):
 def check_startup_stop(work):
     require_namespaces()
     shards = shards_of(work)
-    limit_s = 10
+    limit_s = 6
     vocab = os.path.join(DATA, "vocab", "bert-base-uncased-vocab.txt")
     preprocess = ["preprocess", "--config", os.path.join(SRC, "configs", "tiny.ini"), "--input",
                   os.path.join(DATA, "text", "wikitext-2", "wiki.test.raw"), "--tokenizer.vocab", vocab,
