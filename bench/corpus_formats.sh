@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # `tupe preprocess` throughput per input format, side by side: the same documents (mixed-english
 # train.txt three times over, 106 MB, blank-line documents) as plain text, gzip, zstd, JSON lines, JSON lines gzip
-# and JSON lines zstd (tests/data/make_format_inputs.py), each run ROUNDS times in turn
+# and JSON lines zstd, Parquet (row groups of 1000 documents) and a datasets save_to_disk folder
+# of Arrow files (tests/data/make_format_inputs.py --columnar), each run ROUNDS times in turn
 # (interleaved, so a load change hits every format alike); the best CPU time (user + system,
 # steadier than wall time on a shared machine; of the whole process) of each, and its
 # throughput (tokens per CPU second) as a share of plain text's, from the CPU time less that
 # of the same command on a one-line file ("start": loading LibTorch and the vocabulary). The compressed files must write the same
 # tokens as their uncompressed file (text and JSON lines differ by a few [CLS]/[SEP]: pieces
-# are cut at byte offsets, and a piece ends its last sequence).
+# are cut at byte offsets, and a piece ends its last sequence; Parquet and Arrow pieces are
+# row groups and record batches, so their tokens differ from the JSON lines' a little too).
 # Usage: bench/corpus_formats.sh [BUILD_DIR] [ROUNDS]   (default build, 3)
-# Environment: TUPE_SHARED_DATA (default ../shared/data), TUPE_PYTHON (default python3).
+# Environment: TUPE_SHARED_DATA (default ../shared/data), TUPE_PYTHON (default python3; with
+# pyarrow and datasets), TUPE_BENCH_FORMATS (the formats to run, default all: txt txt.gz
+# txt.zst jsonl jsonl.gz jsonl.zst parquet arrow), TUPE_BENCH_COPIES (train.txt copies, 3).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${1:-$here/build}"
@@ -19,11 +23,13 @@ py="${TUPE_PYTHON:-python3}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 src="$data/text/mixed-english/train.txt"
-cat "$src" "$src" "$src" > "$work/source.txt"
-"$py" "$here/tests/data/make_format_inputs.py" "$work/source.txt" "$work" me blank_line
+copies="${TUPE_BENCH_COPIES:-3}"
+for ((c = 0; c < copies; ++c)); do cat "$src"; done > "$work/source.txt"
+"$py" "$here/tests/data/make_format_inputs.py" "$work/source.txt" "$work" me blank_line --columnar
 rm "$work/source.txt"
+mv "$work/me-ds" "$work/me.arrow"  # the save_to_disk folder, named as its format
 printf 'a short line of text to measure the start-up\n' > "$work/me.start"
-formats=(start txt txt.gz txt.zst jsonl jsonl.gz jsonl.zst)
+read -r -a formats <<< "start ${TUPE_BENCH_FORMATS:-txt txt.gz txt.zst jsonl jsonl.gz jsonl.zst parquet arrow}"
 declare -A best tokens
 for ((r = 1; r <= rounds; ++r)); do
   for f in "${formats[@]}"; do
@@ -41,16 +47,20 @@ for ((r = 1; r <= rounds; ++r)); do
   done
 done
 echo
-echo "one process: mixed-english train.txt x 3"
+echo "one process: mixed-english train.txt x $copies"
 echo "start-up (one line of input): best ${best[start]} CPU s"
-echo "| input | size (MB) | best of $rounds (CPU s) | less start-up (CPU s) | M tokens per CPU s | throughput / plain text |"
-echo "|---|---|---|---|---|---|"
+has() { [[ " ${formats[*]} " == *" $1 "* ]]; }
+echo "| input | size (MB) | best of $rounds (CPU s) | less start-up (CPU s) | M tokens per CPU s | throughput / plain text | / .jsonl.zst |"
+echo "|---|---|---|---|---|---|---|"
 work_s() { echo "${best[$1]} - ${best[start]}" | bc -l; }
 for f in "${formats[@]:1}"; do
   same=txt; [[ $f == jsonl* ]] && same=jsonl  # pieces are cut at byte offsets, which differ between the two
-  [ "${tokens[$f]}" = "${tokens[$same]}" ] || { echo "FAIL: $f wrote ${tokens[$f]} tokens, .$same ${tokens[$same]}"; exit 1; }
-  size=$(stat -c %s "$work/me.$f")
-  printf '| .%s | %.1f | %.2f | %.2f | %.2f | %.0f%% |\n' "$f" "$(echo "$size / 1000000" | bc -l)" "${best[$f]}" \
-    "$(work_s "$f")" "$(echo "${tokens[$f]} / $(work_s "$f") / 1000000" | bc -l)" \
-    "$(echo "100 * $(work_s txt) / $(work_s "$f")" | bc -l)"
+  [[ $f == parquet || $f == arrow ]] && same=parquet  # row groups / record batches of 1000 documents alike
+  if has "$same" && [ "${tokens[$f]}" != "${tokens[$same]}" ]; then
+    echo "FAIL: $f wrote ${tokens[$f]} tokens, .$same ${tokens[$same]}"; exit 1
+  fi
+  size=$(du -s -B1 "$work/me.$f" | cut -f1)
+  ratio() { if has "$1"; then printf '%.0f%%' "$(echo "100 * $(work_s "$1") / $(work_s "$f")" | bc -l)"; else echo -; fi; }
+  printf '| .%s | %.1f | %.2f | %.2f | %.2f | %s | %s |\n' "$f" "$(echo "$size / 1000000" | bc -l)" "${best[$f]}" \
+    "$(work_s "$f")" "$(echo "${tokens[$f]} / $(work_s "$f") / 1000000" | bc -l)" "$(ratio txt)" "$(ratio jsonl.zst)"
 done

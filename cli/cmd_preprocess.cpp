@@ -26,13 +26,15 @@ int preprocess_job(const dist::MpiEnv& env, int argc, char** argv) {
   data_pipeline::TokenizerOptions tokenizer;
   data_pipeline::PreprocessRequest request;
   ConfigCli cli("preprocess",
-                "Tokenises text or JSON-lines files (plain, gzip or zstd; or folders of them) and packs them into HDF5 shards.\n"
+                "Tokenises text or JSON-lines files (plain, gzip or zstd), Parquet or Arrow IPC files (a datasets "
+                "save_to_disk folder too), or folders of them, and packs them into HDF5 shards.\n"
                 "Under mpirun the shard files are dealt to ranks; the result does not depend on the rank count.");
   cli.section("preprocess", data_pipeline::PreprocessOptions::fields(), config);
   cli.section("tokenizer", data_pipeline::TokenizerOptions::fields(), tokenizer);
   cli.options().add_options()(
       "input", po::value<std::vector<std::string>>(&request.inputs)->multitoken()->composing(),
-      "text or JSON-lines files, plain, gzip or zstd, or folders of them (searched recursively), one or more")(
+      "text or JSON-lines files (plain, gzip or zstd), Parquet or Arrow files, or folders of them (searched "
+      "recursively), one or more")(
       "output", po::value<std::string>(&request.output), "folder for the shards (created if missing)")(
       "overwrite", "replace shards already in the output folder (stale ones are removed after success)")(
       "quiet", "no progress lines");

@@ -56,12 +56,43 @@ bool hidden(const fs::path& p) {
   return !name.empty() && name[0] == '.';
 }
 
+/// The first (up to) 8 bytes of a file.
+std::string file_head(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  TUPE_CHECK(in.good(), path << ": cannot open for reading");
+  std::string head(8, '\0');
+  in.read(head.data(), 8);
+  head.resize(static_cast<size_t>(in.gcount()));
+  return head;
+}
+
 InputFile checked_file(const fs::path& p) {
   std::error_code ec;
   const auto size = fs::file_size(p, ec);
   TUPE_CHECK(!ec, p.string() << ": cannot read size (" << ec.message() << ")");
   TUPE_CHECK(size > 0, p.string() << ": empty file");
-  return {p.string(), static_cast<int64_t>(size), detect_compression(p.string())};
+  InputFile file{p.string(), static_cast<int64_t>(size), detect_compression(p.string())};
+  if (file.compression == Compression::kNone) file.columnar = detect_columnar(file.path, file_head(file.path));
+  return file;
+}
+
+/// Regular files under `dir`, recursively, hidden ones skipped; a save_to_disk folder gives
+/// its data files only.
+void find_files(const fs::path& dir, const std::string& given, std::vector<fs::path>& found) {
+  const auto data_files = datasets_folder_files(dir);
+  if (!data_files.empty()) {
+    found.insert(found.end(), data_files.begin(), data_files.end());
+    return;
+  }
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    if (hidden(it->path())) continue;
+    if (it->is_directory()) {
+      if (!it->is_symlink()) find_files(it->path(), given, found);  // as recursive_directory_iterator: no linked folders
+    } else if (it->is_regular_file())
+      found.push_back(it->path());
+  }
+  TUPE_CHECK(!ec, given << ": cannot list folder " << dir.string() << " (" << ec.message() << ")");
 }
 
 }  // namespace
@@ -77,15 +108,7 @@ std::vector<InputFile> list_input_files(const std::vector<std::string>& inputs) 
     TUPE_CHECK(!ec && fs::exists(st), in << ": no such file or directory");
     std::vector<fs::path> found;
     if (fs::is_directory(st)) {
-      for (auto it = fs::recursive_directory_iterator(p, ec); !ec && it != fs::recursive_directory_iterator();
-           it.increment(ec)) {
-        if (hidden(it->path())) {
-          if (it->is_directory()) it.disable_recursion_pending();
-          continue;
-        }
-        if (it->is_regular_file()) found.push_back(it->path());
-      }
-      TUPE_CHECK(!ec, in << ": cannot list folder (" << ec.message() << ")");
+      find_files(p, in, found);
       TUPE_CHECK(!found.empty(), in << ": folder holds no input files");
       std::sort(found.begin(), found.end());
     } else {

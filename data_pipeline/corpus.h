@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/config_fields.h"
+#include "data_pipeline/columnar_source.h"
 
 namespace tupe::data_pipeline {
 
@@ -45,11 +46,14 @@ struct InputFile {
   int64_t size_bytes;  ///< file size (compressed size for a compressed file)
   Compression compression = Compression::kNone;  ///< by the file's magic bytes
   bool json_lines = false;  ///< JSON lines (one record per line) rather than plain text (set by the plan)
+  Columnar columnar = Columnar::kNone;  ///< Parquet or Arrow IPC, by the file's first bytes (columnar_source.h)
 };
 
 /// Expands `inputs` (files, or folders searched recursively for regular files, hidden ones
 /// skipped) into files sorted by path (each folder's files sorted among themselves, the
-/// folders in the order given), each with its compression read from its first bytes.
+/// folders in the order given), each with its compression, or its columnar format, read from
+/// its first bytes. A folder of `datasets`' save_to_disk gives the data files its state.json
+/// lists, not its JSON files (datasets_folder_files).
 /// Throws tupe::Error "<path>: <cause>" for a missing path, an empty file ("empty file"), a
 /// folder without files, a file named twice, or a file that cannot be opened.
 std::vector<InputFile> list_input_files(const std::vector<std::string>& inputs);

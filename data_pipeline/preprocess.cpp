@@ -5,6 +5,7 @@
 #include <regex>
 
 #include "common/error.h"
+#include "common/log.h"
 #include "common/sha256.h"
 #include "data_pipeline/counter_rng.h"
 
@@ -53,8 +54,10 @@ const FieldTable<PreprocessOptions>& PreprocessOptions::fields() {
         .at_most(9)
         .choice("input_format", &P::input_format, kInputFormatWords, InputFormat::kAuto,
                 "auto (JSON lines when a name, less .gz/.zst, ends in .jsonl, .json or .ndjson; else text), text, or "
-                "jsonl (one JSON object per line, one document per record); gzip and zstd are found by magic bytes")
-        .text("text_field", &P::text_field, "text", "JSON lines: the key of each record's text (a string)")
+                "jsonl (one JSON object per line, one document per record); gzip and zstd, Parquet and Arrow files are found by "
+                "their first bytes")
+        .text("text_field", &P::text_field, "text",
+              "JSON lines: the key of each record's text (a string); Parquet and Arrow: the text column")
         .not_empty();
     return t;
   }();
@@ -82,6 +85,14 @@ PreprocessPlan plan_preprocess(const std::vector<std::string>& inputs, const std
   plan.piece_bytes = resolve_piece_bytes(config, input_bytes);
   for (size_t f = 0; f < plan.files.size(); ++f) {
     InputFile& file = plan.files[f];
+    if (file.columnar != Columnar::kNone) {  // one piece per row group / record batch
+      for (const ColumnarGroup& group : columnar_groups(file.path, file.columnar, config.text_field)) {
+        plan.pieces.push_back({static_cast<int64_t>(f), group.offset, group.offset + group.bytes,
+                               static_cast<int64_t>(plan.groups.size())});
+        plan.groups.push_back(group);
+      }
+      continue;
+    }
     file.json_lines = is_json_lines(file.path, config.input_format);
     if (file.compression != Compression::kNone) {
       plan.streamed.push_back(static_cast<int64_t>(f));
@@ -142,6 +153,62 @@ ShardHeader make_header(const ShardJob& job, const PreprocessOptions& config, in
   return h;
 }
 
+/// The warnings about null values one rank prints; the rest are counted only.
+constexpr int64_t kNullWarnings = 10;
+
+/// This rank's streams (piece, index into `mine`) of columnar file f, in piece order: each
+/// piece (row group / record batch) read once, its non-null rows one document each.
+void pack_columnar_file(const PreprocessPlan& plan, const PreprocessOptions& config, const Tokenizer& tokenizer,
+                        int64_t f, const std::vector<std::pair<int64_t, size_t>>& streams,
+                        const std::vector<const ShardJob*>& mine, std::vector<std::unique_ptr<ShardWriter>>& writers,
+                        PreprocessProgress& prog, const ProgressFn& progress, int64_t& nulls, int64_t& null_warnings) {
+  const InputFile& input = plan.files[static_cast<size_t>(f)];
+  ColumnarReader reader(input.path, input.columnar, config.text_field);
+  ColumnarRows rows;
+  int64_t rows_piece = -1;
+  for (size_t si = 0; si < streams.size(); ++si) {
+    const auto [p, k] = streams[si];
+    const Piece& piece = plan.pieces[static_cast<size_t>(p)];
+    const ColumnarGroup& group = plan.groups[static_cast<size_t>(piece.group)];
+    if (p != rows_piece) {
+      rows = ColumnarRows{};  // the previous group's buffers go first
+      rows = reader.read(group);
+      rows_piece = p;
+    }
+    if (rows.null_count > 0 && mine[k] == &plan.jobs[static_cast<size_t>(plan.first_job(p))]) {
+      nulls += rows.null_count;
+      if (null_warnings < kNullWarnings)
+        log::warn(row_place(input.path, input.columnar, group, rows.first_null) + ": null in column \"" +
+                  config.text_field + "\" (" + std::to_string(rows.null_count) +
+                  (input.columnar == Columnar::kParquet ? " in this row group" : " in this record batch") +
+                  "), skipped; the summary counts them all");
+      else if (null_warnings == kNullWarnings)
+        log::warn("preprocess: further null values are counted in the summary only");
+      ++null_warnings;
+    }
+    const bool want_validation = mine[k]->split == "validation";
+    ShardWriter& writer = *writers[k];
+    SequencePacker packer(config.packing, config.max_seq_len, tokenizer.special_tokens(),
+                          [&](const int32_t* ids, int64_t n) {
+                            writer.append(ids, n);
+                            ++prog.sequences;
+                            prog.tokens += n;
+                          });
+    const auto add = [&](std::string_view line) { packer.add_tokens(tokenizer.encode(line)); };
+    for (size_t i = 0; i < rows.texts.size(); ++i) {
+      if (rows.null[i]) continue;
+      if (goes_to_validation(config, f, columnar_document_key(group, static_cast<int64_t>(i))) != want_validation)
+        continue;
+      packer.begin_document();
+      for_each_text_line(rows.texts[i], add);
+    }
+    packer.finish();
+    ++prog.pieces_done;
+    if (si + 1 == streams.size() || streams[si + 1].first != p) prog.bytes_done += piece.end - piece.begin;
+    if (progress) progress(prog);
+  }
+}
+
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> describe_preprocess_run(const PreprocessPlan& plan,
@@ -156,7 +223,10 @@ std::vector<std::pair<std::string, std::string>> describe_preprocess_run(const P
   for (size_t i = 0; i < plan.files.size(); ++i)
     out.emplace_back("input " + std::to_string(i),
                      plan.files[i].path + ", " + std::to_string(plan.files[i].size_bytes) + " bytes, " +
-                         (plan.files[i].json_lines ? "jsonl" : "text") + ", " + to_string(plan.files[i].compression));
+                         (plan.files[i].columnar != Columnar::kNone ? to_string(plan.files[i].columnar)
+                          : plan.files[i].json_lines                 ? "jsonl"
+                                                                     : "text") +
+                         ", " + to_string(plan.files[i].compression));
   return out;
 }
 
@@ -176,7 +246,8 @@ std::vector<std::unique_ptr<ShardWriter>> run_preprocess_jobs(const PreprocessPl
                                                               const PreprocessOptions& config,
                                                               const Tokenizer& tokenizer, int64_t rank,
                                                               int64_t world_size, const std::string& command_line,
-                                                              const std::string& run_id, const ProgressFn& progress) {
+                                                              const std::string& run_id, const ProgressFn& progress,
+                                                              int64_t* null_values) {
   config.validate();
   TUPE_CHECK(world_size >= 1 && rank >= 0 && rank < world_size,
              "preprocess: rank " << rank << " outside world size " << world_size);
@@ -212,6 +283,7 @@ std::vector<std::unique_ptr<ShardWriter>> run_preprocess_jobs(const PreprocessPl
   if (progress) progress(prog);
 
   const SpecialTokens special = tokenizer.special_tokens();
+  int64_t nulls = 0, null_warnings = 0;
   for (int64_t f = 0; f < static_cast<int64_t>(plan.files.size()); ++f) {
     // This rank's (piece, job) streams in this file, in piece order.
     std::vector<std::pair<int64_t, size_t>> streams;
@@ -221,6 +293,10 @@ std::vector<std::unique_ptr<ShardWriter>> run_preprocess_jobs(const PreprocessPl
           if (plan.feeds(p, *mine[k])) streams.emplace_back(p, k);
     if (streams.empty()) continue;
     const InputFile& input = plan.files[static_cast<size_t>(f)];
+    if (input.columnar != Columnar::kNone) {
+      pack_columnar_file(plan, config, tokenizer, f, streams, mine, writers, prog, progress, nulls, null_warnings);
+      continue;
+    }
     // One piece is read at a time (memory bounded whatever the file size); a piece feeding
     // a train and a validation shard of this rank is read once.
     PieceText text;
@@ -319,6 +395,7 @@ std::vector<std::unique_ptr<ShardWriter>> run_preprocess_jobs(const PreprocessPl
     if (progress) progress(prog);
   }
   for (auto& w : writers) w->close();
+  if (null_values) *null_values = nulls;
   return writers;
 }
 

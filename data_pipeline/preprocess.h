@@ -3,16 +3,18 @@
 // size as plain ints and does the commit handshake.
 //
 // Inputs (corpus.h, corpus_stream.h): plain text or JSON lines, each uncompressed, gzip or
-// zstd (by magic bytes).
+// zstd (by magic bytes); Parquet and Arrow IPC files (columnar_source.h, by magic bytes).
 //
 // Determinism, and why the rank count does not matter: the input is cut into pieces, piece
 // k of a file being the documents that start in bytes [k*P, (k+1)*P) (P = piece_bytes as
-// resolved by resolve_piece_bytes) of its text (decompressed text for a compressed file).
+// resolved by resolve_piece_bytes) of its text (decompressed text for a compressed file);
+// piece k of a Parquet or Arrow file is its row group or record batch k, whatever its size.
 // Pieces are numbered over all uncompressed files in order, then over the compressed files in order (those cannot be read
 // at an offset: each rank reads them whole from the start and keeps the documents of its
 // pieces, so their piece counts are learnt while reading); piece p goes to train shard
 // p mod N and to validation shard p mod Nv. A document goes to validation when
-// uniform(seed, file index, document's first byte) < validation_ratio. Each (split, piece)
+// uniform(seed, file index, document's first byte) < validation_ratio (a columnar row's
+// key is its group and row: columnar_document_key). Each (split, piece)
 // is packed as one stream (packing.h), so the sequences of shard s are a pure function of the
 // input bytes, the config and the seed. Shards (train 0..N-1, then validation 0..Nv-1) are
 // dealt to ranks round-robin (job j to rank j mod W): every rank count writes byte-identical
@@ -65,11 +67,13 @@ struct PreprocessOptions {
   static const FieldTable<PreprocessOptions>& fields();
 };
 
-/// A unit of input: the documents starting in bytes [begin, end) of one file.
+/// A unit of input: the documents starting in bytes [begin, end) of one file, or one row
+/// group / record batch of a columnar file.
 struct Piece {
-  int64_t file;   ///< index into PreprocessPlan::files
-  int64_t begin;  ///< first byte (nominal)
-  int64_t end;    ///< one past the last byte (nominal)
+  int64_t file;        ///< index into PreprocessPlan::files
+  int64_t begin;       ///< first byte (nominal)
+  int64_t end;         ///< one past the last byte (nominal)
+  int64_t group = -1;  ///< columnar file: index into PreprocessPlan::groups
 };
 
 /// One output shard.
@@ -83,7 +87,8 @@ struct ShardJob {
 struct PreprocessPlan {
   int64_t piece_bytes = 0;       ///< resolved (resolve_piece_bytes); recorded in every shard's header
   std::vector<InputFile> files;  ///< sorted inputs (json_lines set from preprocess.input_format)
-  std::vector<Piece> pieces;     ///< the pieces of the uncompressed files, in file then byte order
+  std::vector<Piece> pieces;     ///< the pieces of the uncompressed files, in file then byte (or group) order
+  std::vector<ColumnarGroup> groups;  ///< the row groups / record batches of the columnar files, in piece order
   std::vector<int64_t> streamed;  ///< compressed files (indexes into files), in order: their
                                   ///< pieces are numbered from pieces.size() on, as they are read
   std::vector<ShardJob> jobs;    ///< train shards, then validation shards; job j belongs to rank j mod W
@@ -91,6 +96,9 @@ struct PreprocessPlan {
   bool feeds(int64_t piece, const ShardJob& job) const {
     return piece % job.num_shards == job.shard_index;
   }
+  /// The first job (in `jobs` order) that piece p feeds: the one whose rank counts what the
+  /// piece holds once (its null values), however many jobs read it.
+  int64_t first_job(int64_t piece) const { return piece % jobs.front().num_shards; }
 };
 
 /// preprocess.piece_bytes, or for 0 (auto) the input's bytes on disk / (16 x the most shards
@@ -100,8 +108,9 @@ struct PreprocessPlan {
 /// shards only with the same explicit piece_bytes.
 int64_t resolve_piece_bytes(const PreprocessOptions& config, int64_t input_bytes);
 
-/// Lists the inputs (list_input_files) and lays out pieces and shards. Throws tupe::Error
-/// for bad inputs (missing, empty) or config.
+/// Lists the inputs (list_input_files) and lays out pieces and shards; a columnar file's
+/// schema is checked and its groups listed (columnar_groups). Throws tupe::Error for bad
+/// inputs (missing, empty, a columnar file without its text column) or config.
 PreprocessPlan plan_preprocess(const std::vector<std::string>& inputs, const std::string& output_dir,
                                const PreprocessOptions& config);
 
@@ -133,12 +142,16 @@ std::string preprocess_run_id(const std::vector<std::pair<std::string, std::stri
 
 /// Tokenises and packs the jobs of `rank` (of `world_size`) and writes their shards under
 /// temporary names (each header records `command_line` and `run_id`); returns the closed, uncommitted writers (commit() renames; destroying
-/// one removes its file). Throws tupe::Error "<file>: invalid UTF-8 at byte N", "<file>: no
-/// text (only blank lines)", tokenizer or HDF5 errors.
+/// one removes its file). `null_values`, when given, receives the null values of the text
+/// column that this rank counted (each columnar piece's counted by one rank only:
+/// PreprocessPlan::first_job), skipped; the first ones are logged as warnings with their row.
+/// Throws tupe::Error "<file>: invalid UTF-8 at byte N", "<file>: no text (only blank lines)",
+/// ColumnarReader's errors, tokenizer or HDF5 errors.
 std::vector<std::unique_ptr<ShardWriter>> run_preprocess_jobs(const PreprocessPlan& plan,
                                                               const PreprocessOptions& config,
                                                               const Tokenizer& tokenizer, int64_t rank,
                                                               int64_t world_size, const std::string& command_line,
-                                                              const std::string& run_id, const ProgressFn& progress);
+                                                              const std::string& run_id, const ProgressFn& progress,
+                                                              int64_t* null_values = nullptr);
 
 }  // namespace tupe::data_pipeline

@@ -174,6 +174,7 @@ PreprocessSummary write_and_commit(const Plan& p, const PreprocessRequest& reque
   const auto t0 = Clock::now();
   auto last_print = t0;
   std::vector<std::unique_ptr<ShardWriter>> writers;
+  int64_t null_values = 0;
   try {
     run_agreed(ranks, [&] {
       writers = run_preprocess_jobs(
@@ -184,7 +185,8 @@ PreprocessSummary write_and_commit(const Plan& p, const PreprocessRequest& reque
             if (rank != 0 || request.quiet || (!done && now - last_print < std::chrono::seconds(1))) return;
             last_print = now;
             log::info(progress_line(progress, std::chrono::duration<double>(now - t0).count(), world));
-          });
+          },
+          &null_values);
     });
   } catch (const AgreedError&) {
     writers.clear();  // removes the temporary files
@@ -194,7 +196,8 @@ PreprocessSummary write_and_commit(const Plan& p, const PreprocessRequest& reque
   // Phase 3: rename into place, then drop the shards of an earlier run this one did not rewrite.
   commit_all(writers, p, request, config, ranks);
   ranks.barrier();
-  std::vector<int64_t> totals(4, 0);
+  std::vector<int64_t> totals(5, 0);
+  totals[4] = null_values;
   for (const auto& w : writers) {
     const size_t k = w->split() == "validation" ? 2 : 0;
     totals[k] += w->num_sequences();
@@ -212,6 +215,7 @@ PreprocessSummary write_and_commit(const Plan& p, const PreprocessRequest& reque
   s.train_tokens = sums[1];
   s.validation_sequences = sums[2];
   s.validation_tokens = sums[3];
+  s.null_values = sums[4];
   s.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return s;
 }
@@ -247,6 +251,9 @@ std::string summary_line(const PreprocessSummary& s, const PreprocessOptions& co
   char secs[32];
   std::snprintf(secs, sizeof secs, "%.1f", s.seconds);
   line << " to " << output << " in " << secs << " s";
+  if (s.null_values > 0)
+    line << "; skipped " << s.null_values << " null value" << (s.null_values == 1 ? "" : "s") << " of column \""
+         << config.text_field << "\"";
   return line.str();
 }
 

@@ -74,6 +74,7 @@ struct PreprocessRequest {
 struct PreprocessSummary {
   int64_t train_sequences = 0, train_tokens = 0;
   int64_t validation_sequences = 0, validation_tokens = 0;
+  int64_t null_values = 0;  ///< null values of a Parquet/Arrow text column, skipped
   double seconds = 0;  ///< wall time of the write and commit phases
 };
 
@@ -85,7 +86,8 @@ struct PreprocessSummary {
 PreprocessSummary run_preprocess(const PreprocessRequest& request, const PreprocessOptions& config,
                                  const TokenizerOptions& tokenizer, RankAgreement& ranks);
 
-/// "wrote N train sequences (T tokens) in S shards, ... to <output> in X s": the run's line.
+/// "wrote N train sequences (T tokens) in S shards, ... to <output> in X s[; skipped K null
+/// values of column "text"]": the run's line.
 std::string summary_line(const PreprocessSummary& summary, const PreprocessOptions& config, const std::string& output);
 
 }  // namespace tupe::data_pipeline

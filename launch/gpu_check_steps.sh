@@ -68,14 +68,15 @@ unpack() {
   echo "unpacked $(ls "$carry"/debs/*.deb | wc -l) packages into $prefix"
 }
 
-configure() {  # in place: a rerun rebuilds only what changed; no protobuf there: no TensorBoard
+configure() {  # in place: a rerun rebuilds only what changed; no protobuf there: no TensorBoard; the host's
+  # Python has no pyarrow (55 MB, over the carry's limit): no Parquet/Arrow input
   # A cache written for a checkout at another path (a tree laid anew elsewhere) is dropped.
   if [ -f "$build/CMakeCache.txt" ] && ! grep -qx "CMAKE_HOME_DIRECTORY:INTERNAL=$here" "$build/CMakeCache.txt"; then
     rm -rf "$build/CMakeCache.txt" "$build/CMakeFiles"
   fi
   cmake -G Ninja -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$torch_prefix" \
     -DTUPE_DEPS_PREFIX="$prefix/usr" -DTUPE_PYTHON="$(command -v python3)" -DTUPE_SHARED_DATA="$carry/data" \
-    -DTUPE_TENSORBOARD=OFF 2>&1 | tee "$build/cmake-configure.txt"
+    -DTUPE_TENSORBOARD=OFF -DTUPE_WITH_ARROW=OFF 2>&1 | tee "$build/cmake-configure.txt"
   [ "${PIPESTATUS[0]}" = 0 ] || return 1
   grep -q "tupe: CUDA .* compiling the GPU path" "$build/cmake-configure.txt" || {
     echo "gpu_check: CMake did not enable the CUDA/NCCL path (see the 'tupe:' lines); stopping"

@@ -1,13 +1,15 @@
 """The same documents of a real text file in every input format `tupe preprocess` reads.
 
-Usage: make_format_inputs.py SOURCE OUTDIR NAME line|blank_line
+Usage: make_format_inputs.py SOURCE OUTDIR NAME line|blank_line [--columnar]
 Writes OUTDIR/NAME.txt (SOURCE's bytes), NAME.txt.gz (two gzip members, cut mid-file),
 NAME.txt.zst (the zstd command), NAME.jsonl (one record per document: its lines joined by
 \n in "text", an "id" before it and a nested decoy "text" in "meta"), NAME.jsonl.gz and
 NAME.jsonl.zst, NAME.gzdata (gzip under a name that says nothing), and NAME-bad.jsonl.gz:
 the JSON lines with record 2001 (or the last) holding a number as its text. Documents as
 `preprocess.documents` cuts them: one per non-blank line, or runs of non-blank lines.
-Fails when the zstd command is missing.
+With --columnar also NAME.parquet (the documents as rows of a "text" column beside an "id",
+row groups of 1000 rows) and NAME-ds/ (datasets' save_to_disk of the same columns), with
+pyarrow and datasets. Fails when the zstd command is missing.
 """
 import gzip
 import json
@@ -56,6 +58,15 @@ def main():
     open(base + "-bad.jsonl.gz", "wb").write(gzip.compress("".join(lines).encode("utf-8")))
     for ext in (".txt", ".jsonl"):
         subprocess.run(["zstd", "-q", "-f", base + ext, "-o", base + ext + ".zst"], check=True)
+    if "--columnar" in sys.argv[5:]:
+        import datasets
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        texts = ["\n".join(d) for d in documents(raw.decode("utf-8"), mode)]
+        cols = {"id": list(range(len(texts))), "text": texts}
+        pq.write_table(pa.table(cols), base + ".parquet", row_group_size=1000)
+        datasets.disable_progress_bars()
+        datasets.Dataset.from_dict(cols).save_to_disk(base + "-ds")
     print(f"{base}.*: {len(raw)} bytes of text, {records.count(chr(10))} records")
 
 
