@@ -136,6 +136,9 @@ void commit_all(std::vector<std::unique_ptr<ShardWriter>>& writers, const Plan& 
           << " sent no document to validation (too few documents), and pre-training refuses an empty validation "
              "split; set validation_ratio = 0, raise it, or preprocess a validation file with --preprocess.split "
              "validation";
+      if (config.documents == DocumentBoundary::kBlankLine)
+        msg << " (with preprocess.documents = blank_line, text without blank lines is one document; "
+               "--preprocess.documents line makes every line one)";
       throw AgreedError(msg.str());
     }
   }

@@ -80,6 +80,18 @@ TEST(DataCliPreprocess, BlankOrOneDocumentInputsFailInOneLineAndLeaveNoFolder) {
       << r.output;
   EXPECT_EQ(error_lines(r.output), 1u) << r.output;
   EXPECT_FALSE(fs::exists(dir / "out-one"));
+  EXPECT_EQ(r.output.find("--preprocess.documents line makes every line one"), std::string::npos) << r.output;
+  // Lines without a blank line between them (the shared WikiText-2 raw files) are one document
+  // under the default documents = blank_line: the line says how to make each line one.
+  test::write_file(dir / "lines.txt", "The first line of text .\nThe second line of text .\nThe third line .\n");
+  r = preprocess("--input " + (dir / "lines.txt") + " --output " + (dir / "out-lines") +
+                 " --preprocess.validation_ratio 0.05");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("(with preprocess.documents = blank_line, text without blank lines is one document; "
+                          "--preprocess.documents line makes every line one)"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(error_lines(r.output), 1u) << r.output;
   // An existing folder is kept (only what the run created is removed).
   fs::create_directories(dir / "mine");
   r = preprocess("--input " + (dir / "one.txt") + " --output " + (dir / "mine") + " --preprocess.validation_ratio 0.05");
