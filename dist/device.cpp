@@ -75,10 +75,9 @@ std::string check_device_plan(const std::vector<RankDevice>& ranks, DeviceReques
 
 namespace {
 
-/// One rank's record as fixed-size bytes for MPI_Allgather.
+/// One rank's record as fixed-size bytes for MPI_Allgather (its host: MpiEnv::hosts(), gathered at start-up).
 struct WireRecord {
   int32_t local_rank, local_world_size, visible_devices, use_cuda, device_index;
-  char host[MPI_MAX_PROCESSOR_NAME + 1];
   char gpu_uuid[64];
 };
 
@@ -124,7 +123,6 @@ c10::Device resolve_device(const MpiEnv& env, DeviceRequest request, const std::
   mine.visible_devices = visible;
   mine.use_cuda = use_cuda ? 1 : 0;
   mine.device_index = use_cuda && visible > 0 ? cuda_device_for_local_rank(env.local_rank(), visible) : -1;
-  copy_text(mine.host, sizeof(mine.host), env.host_name());
   copy_text(mine.gpu_uuid, sizeof(mine.gpu_uuid), mine.device_index >= 0 ? cuda_device_uuid(mine.device_index) : "");
 
   std::vector<WireRecord> all(static_cast<size_t>(env.world_size()));
@@ -139,7 +137,7 @@ c10::Device resolve_device(const MpiEnv& env, DeviceRequest request, const std::
     const WireRecord& w = all[r];
     RankDevice d;
     d.rank = static_cast<int>(r);
-    d.host = std::string(w.host, strnlen(w.host, sizeof(w.host)));
+    d.host = env.hosts()[r];
     d.local_rank = w.local_rank;
     d.local_world_size = w.local_world_size;
     d.visible_devices = w.visible_devices;

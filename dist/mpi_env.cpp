@@ -69,7 +69,6 @@ MpiEnv::MpiEnv(int* argc, char*** argv, int requested_thread_level) : watch_(std
   char name[MPI_MAX_PROCESSOR_NAME] = {0};
   int length = 0;
   TUPE_MPI_CHECK(MPI_Get_processor_name(name, &length));
-  host_name_.assign(name, static_cast<size_t>(length));
   std::vector<char> all(static_cast<size_t>(world_size_) * MPI_MAX_PROCESSOR_NAME, '\0');
   TUPE_MPI_CHECK(MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR,
                                MPI_COMM_WORLD));

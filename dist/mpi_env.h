@@ -39,7 +39,7 @@ class MpiEnv {
   /// launcher variables.
   int local_rank() const { return local_rank_; }
   int local_world_size() const { return local_world_size_; }  ///< ranks on this node
-  const std::string& host_name() const { return host_name_; }
+  const std::string& host_name() const { return hosts_[static_cast<size_t>(rank_)]; }
   /// Every rank's host name, by rank (gathered at start-up).
   const std::vector<std::string>& hosts() const { return hosts_; }
   /// MPI_THREAD_SERIALIZED or MPI_THREAD_MULTIPLE.
@@ -76,7 +76,6 @@ class MpiEnv {
  private:
   int rank_ = 0, world_size_ = 1, local_rank_ = 0, local_world_size_ = 1;
   int thread_level_ = MPI_THREAD_SINGLE;
-  std::string host_name_;
   std::vector<std::string> hosts_;
   MPI_Comm arrival_comm_ = MPI_COMM_NULL;
   // Start-up state: set by the job through the const interface the job layers hold.

@@ -88,6 +88,25 @@ inline CommandResult run_command(const std::string& command) {
   return r;
 }
 
+/// `tupe preprocess --quiet --tokenizer.vocab <BERT's vocab> ARGS`.
+inline CommandResult run_preprocess_quietly(const std::string& args) {
+  return run_command(tupe_bin() + " preprocess --quiet --tokenizer.vocab " + vocab_path() + " " + args);
+}
+
+/// The failed run's one error line (the line holding "error:"): fails the test when `output`
+/// holds none or several.
+inline std::string one_error_line(const std::string& output) {
+  size_t lines = 0;
+  std::string last;
+  for (size_t pos = 0; (pos = output.find("error:", pos)) != std::string::npos; ++pos) {
+    ++lines;
+    const size_t b = output.rfind('\n', pos), e = output.find('\n', pos);
+    last = output.substr(b == std::string::npos ? 0 : b + 1, e - (b == std::string::npos ? 0 : b + 1));
+  }
+  EXPECT_EQ(lines, 1u) << output;
+  return last;
+}
+
 /// Runs `f`, which must throw tupe::Error whose one-line message contains every fragment.
 inline void expect_error(const std::function<void()>& f, std::initializer_list<std::string> fragments) {
   try {

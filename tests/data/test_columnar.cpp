@@ -19,16 +19,11 @@ namespace fs = std::filesystem;
 namespace tupe::data_pipeline {
 namespace {
 
-test::CommandResult preprocess(const std::string& args) {
-  return test::run_command(test::tupe_bin() + " preprocess --quiet --tokenizer.vocab " + test::vocab_path() + " " + args);
-}
-
 /// make_columnar_inputs.py into `dir`; returns its facts (corpus.json).
 nlohmann::json make_inputs(const test::TempDir& dir, int rows_per_group = 40) {
-  const auto r = test::run_command(test::python() + " " + test::test_source_dir() + "/make_columnar_inputs.py " +
-                                   test::wikitext_test_path() + " " + test::shared_data() +
-                                   "/text/mixed-english/validation.txt " + dir.str() + " " +
-                                   std::to_string(rows_per_group));
+  const auto r = test::run_command(
+      test::python() + " " + test::test_source_dir() + "/make_columnar_inputs.py " + test::wikitext_test_path() + " " +
+      test::shared_data() + "/text/mixed-english/validation.txt " + dir.str() + " " + std::to_string(rows_per_group));
   EXPECT_EQ(r.status, 0) << r.output;
   std::ifstream in(dir / "corpus.json");
   return nlohmann::json::parse(in);
@@ -55,7 +50,7 @@ struct Output {
 
 Output run(const std::string& input, const std::string& out, const std::string& args, bool validation = false) {
   Output r;
-  r.result = preprocess("--overwrite --input " + input + " --output " + out + " " + args);
+  r.result = test::run_preprocess_quietly("--overwrite --input " + input + " --output " + out + " " + args);
   EXPECT_EQ(r.result.status, 0) << input << ":\n" << r.result.output;
   if (r.result.status != 0) return r;
   r.train = sequences(out, "train");
@@ -69,10 +64,12 @@ TEST(DataColumnar, ParquetArrowAndDatasetsGiveTheSequencesOfTheJsonLinesExport) 
   ASSERT_GE(facts["row_groups"].get<int>(), 9);
   // One document per row, packed alone (packing = document): the sequences do not depend on
   // where the pieces of the JSON lines are cut, nor on the row groups.
-  const std::string args = "--preprocess.packing document --preprocess.validation_ratio 0 --preprocess.piece_bytes 65536";
+  const std::string args =
+      "--preprocess.packing document --preprocess.validation_ratio 0 --preprocess.piece_bytes 65536";
   const Output ref = run(dir / "corpus.jsonl", dir / "out-jsonl", args);
   ASSERT_GT(ref.train.size(), 300u);
-  const std::string nulls = "skipped " + std::to_string(facts["null_count"].get<int>()) + " null values of column \"text\"";
+  const std::string nulls =
+      "skipped " + std::to_string(facts["null_count"].get<int>()) + " null values of column \"text\"";
   for (const char* input : {"corpus.parquet", "corpus.arrows", "corpus.feather", "corpus-ds"}) {
     const Output r = run(dir / input, dir / (std::string("out-") + input), args);
     EXPECT_TRUE(r.train == ref.train) << input << ": " << r.train.size() << " sequences, the JSON lines "
@@ -92,8 +89,9 @@ TEST(DataColumnar, FullSentencesAndAValidationShareAcrossFormats) {
   make_inputs(dir);
   // Parquet row groups and Arrow record batches of the same 40 rows are the same pieces,
   // with the same train/validation draw: identical shards, packed across documents.
-  const std::string many = "--preprocess.num_shards 3 --preprocess.num_validation_shards 2 "
-                           "--preprocess.validation_ratio 0.1 --preprocess.seed 11";
+  const std::string many =
+      "--preprocess.num_shards 3 --preprocess.num_validation_shards 2 "
+      "--preprocess.validation_ratio 0.1 --preprocess.seed 11";
   const Output ref = run(dir / "corpus.parquet", dir / "out-parquet", many, true);
   EXPECT_GT(ref.train.size(), 300u);
   EXPECT_GT(ref.validation.size(), 10u);
@@ -116,16 +114,10 @@ TEST(DataColumnar, FullSentencesAndAValidationShareAcrossFormats) {
 /// Exit status 1 and one error line holding every fragment; no shard in `out`.
 void expect_refused(const std::string& input, const std::string& out, std::initializer_list<std::string> fragments,
                     const std::string& args = "") {
-  const auto r = preprocess("--input " + input + " --output " + out + " --preprocess.num_shards 3 " + args);
+  const auto r =
+      test::run_preprocess_quietly("--input " + input + " --output " + out + " --preprocess.num_shards 3 " + args);
   EXPECT_EQ(r.status, 1) << r.output;
-  size_t lines = 0;
-  std::string last;
-  for (size_t pos = 0; (pos = r.output.find("error:", pos)) != std::string::npos; ++pos) {
-    ++lines;
-    const size_t b = r.output.rfind('\n', pos), e = r.output.find('\n', pos);
-    last = r.output.substr(b == std::string::npos ? 0 : b + 1, e - (b == std::string::npos ? 0 : b + 1));
-  }
-  EXPECT_EQ(lines, 1u) << r.output;
+  const std::string last = test::one_error_line(r.output);
   for (const auto& f : fragments) EXPECT_NE(last.find(f), std::string::npos) << "'" << f << "' not in: " << last;
   EXPECT_FALSE(fs::exists(out)) << out << " left behind by a failed run";
 }
@@ -145,12 +137,14 @@ TEST(DataColumnar, BadInputsAreOneLineNamingTheFileAndTheRowGroup) {
   // Damage found while the shards are written (row groups 2 and 3 of 10; other shards are
   // being written then): the temporary files go too.
   const auto& u = facts["bad_utf8"];
-  expect_refused(dir / "bad-utf8.parquet", out,
-                 {dir / "bad-utf8.parquet", "row group " + std::to_string(u["row_group"].get<int>()) + ", row " +
-                                                std::to_string(u["row"].get<int>()) + " (row " +
-                                                std::to_string(u["file_row"].get<int>()) + " of the file)",
-                  "invalid UTF-8 at byte 3 of its text"});
-  expect_refused(dir / "bad-page.parquet", out, {dir / "bad-page.parquet", "row group 3: cannot read column \"text\"", "CRC"});
+  expect_refused(
+      dir / "bad-utf8.parquet", out,
+      {dir / "bad-utf8.parquet",
+       "row group " + std::to_string(u["row_group"].get<int>()) + ", row " + std::to_string(u["row"].get<int>()) +
+           " (row " + std::to_string(u["file_row"].get<int>()) + " of the file)",
+       "invalid UTF-8 at byte 3 of its text"});
+  expect_refused(dir / "bad-page.parquet", out,
+                 {dir / "bad-page.parquet", "row group 3: cannot read column \"text\"", "CRC"});
   expect_refused(dir / "bad-cut.parquet", out, {dir / "bad-cut.parquet", "not a readable Parquet file"});
   expect_refused(dir / "bad-cut.arrows", out, {dir / "bad-cut.arrows", ": byte ", "damaged Arrow IPC stream"});
   expect_refused(dir / "bad-dict", out, {dir / "bad-dict", "DatasetDict folder", "name one of its splits"});

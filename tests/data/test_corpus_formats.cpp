@@ -18,10 +18,6 @@ namespace fs = std::filesystem;
 namespace tupe::data_pipeline {
 namespace {
 
-test::CommandResult preprocess(const std::string& args) {
-  return test::run_command(test::tupe_bin() + " preprocess --quiet --tokenizer.vocab " + test::vocab_path() + " " + args);
-}
-
 /// Every format of `source` under dir/<name>.* (make_format_inputs.py).
 void make_inputs(const test::TempDir& dir, const std::string& source, const std::string& name, const std::string& mode) {
   const auto r = test::run_command(test::python() + " " + test::test_source_dir() + "/make_format_inputs.py " + source +
@@ -50,7 +46,7 @@ size_t expect_identical(const test::TempDir& dir, const std::vector<std::string>
   std::vector<std::vector<int32_t>> train0, valid0;
   for (size_t k = 0; k < inputs.size(); ++k) {
     const std::string out = dir / ("out-" + std::to_string(k));
-    const auto r = preprocess("--overwrite --input " + inputs[k] + " --output " + out + " " + args);
+    const auto r = test::run_preprocess_quietly("--overwrite --input " + inputs[k] + " --output " + out + " " + args);
     EXPECT_EQ(r.status, 0) << r.output;
     if (r.status != 0) continue;
     const auto train = sequences(out, "train");
@@ -113,16 +109,9 @@ TEST(DataCorpusFormats, BlankLineDocumentsOfMixedEnglishAndAFolderOfFormats) {
 /// Exit status 1 and one error line holding every fragment; no shard in `out`.
 void expect_refused(const std::string& input, const std::string& out, std::initializer_list<std::string> fragments,
                     const std::string& args = "") {
-  const auto r = preprocess("--input " + input + " --output " + out + " " + args);
+  const auto r = test::run_preprocess_quietly("--input " + input + " --output " + out + " " + args);
   EXPECT_EQ(r.status, 1) << r.output;
-  size_t lines = 0;
-  std::string last;
-  for (size_t pos = 0; (pos = r.output.find("error:", pos)) != std::string::npos; ++pos) {
-    ++lines;
-    const size_t b = r.output.rfind('\n', pos), e = r.output.find('\n', pos);
-    last = r.output.substr(b == std::string::npos ? 0 : b + 1, e - (b == std::string::npos ? 0 : b + 1));
-  }
-  EXPECT_EQ(lines, 1u) << r.output;
+  const std::string last = test::one_error_line(r.output);
   for (const auto& f : fragments) EXPECT_NE(last.find(f), std::string::npos) << "'" << f << "' not in: " << last;
   EXPECT_TRUE(!fs::exists(out) || fs::is_empty(out)) << out << " holds files after a failed run";
 }
