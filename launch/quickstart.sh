@@ -49,7 +49,7 @@ last="$(ls -d "$run"/checkpoints/step_* | sort | tail -n 1)"
 say "fine-tune $last on SST-2 (a quick subset: ${TUPE_QUICK_GLUE_ROWS:-4000} rows) and evaluate on its dev set"
 "${mpirun[@]}" "$tupe" finetune --config configs/glue/tiny.ini --finetune.checkpoint "$last" \
   --finetune.data_dir "$shared/glue" --finetune.tasks "${TUPE_QUICK_GLUE_TASKS:-SST-2}" \
-  --finetune.train_rows "${TUPE_QUICK_GLUE_ROWS:-4000}" --finetune.output_dir "$run/glue"
+  --finetune.train_rows "${TUPE_QUICK_GLUE_ROWS:-4000}" --finetune.output_dir "$run/glue" --overwrite
 # (no --tokenizer.vocab: the checkpoint carries its vocabulary; fine-tuning printed the GLUE
 # table above, and it is in $run/glue/results.md)
 
