@@ -52,6 +52,36 @@ mpirun)
   expect_error "unknown binding refused" "--bind-to: 'core' is not one of none, socket" "$w" --bind-to core --dry-run -- info
   expect_error "more nodes than the hostfile refused" "lists only 3 host" "$w" --hostfile "$work/hosts" --nodes 4 --dry-run -- info
   expect_error "missing tupe command refused" "no tupe command after --" "$w" --dry-run
+  # The last line after a failure, from a fake mpirun replaying Open MPI's output of two real
+  # faults on the simulated cluster (3 nodes x 2 ranks): rank 0 SIGKILLed (its peers report
+  # the disconnected peer on node1; the node was not lost), and node2's daemon lost.
+  placement='placement: node1 ranks 0-1; node2 ranks 2-3; node3 ranks 4-5 (6 ranks on 3 nodes)'
+  cat > "$work/bin/mpirun-rank-killed" <<FAKE
+#!/bin/sh
+echo "$placement"
+printf '%s\n' 'An MPI communication peer process has unexpectedly disconnected.' '  Local host: node2' \
+  '  Local PID:  108' '  Peer host:  node1' 'WARNING: Open MPI failed to TCP connect to a peer MPI process.' \
+  '  Message:    connect() to 127.0.0.1:1025 failed' \
+  'mpirun noticed that process rank 0 with PID 0 on node node1 exited on signal 9 (Killed).' >&2
+exit 137
+FAKE
+  cat > "$work/bin/mpirun-node-lost" <<FAKE
+#!/bin/sh
+echo "$placement"
+printf '%s\n' 'ORTE has lost communication with a remote daemon.' '  HNP daemon   : [[1,0],0] on node node1' \
+  '  Remote daemon: [[1,0],2] on node node2' '  Peer host:  node1' \
+  'mpirun noticed that process rank 3 with PID 0 on node node2 exited on signal 9 (Killed).' >&2
+exit 205
+FAKE
+  chmod +x "$work/bin/mpirun-rank-killed" "$work/bin/mpirun-node-lost"
+  last="$(env -i PATH="/usr/bin:/bin" HOME="$HOME" TUPE_GPUS_PER_NODE=0 "$w" --nodes 3 --cpu-ranks 2 \
+          --mpirun "$work/bin/mpirun-rank-killed" -- info 2>&1 >/dev/null | tail -n 1)"
+  expect "a killed rank is named, its node not called lost" \
+    "tupe-mpirun: the job ended (mpirun exit 137) after: rank 0 on node1 ended by signal 9 (Killed)" "$last"
+  last="$(env -i PATH="/usr/bin:/bin" HOME="$HOME" TUPE_GPUS_PER_NODE=0 "$w" --nodes 3 --cpu-ranks 2 \
+          --mpirun "$work/bin/mpirun-node-lost" -- info 2>&1 >/dev/null | tail -n 1)"
+  expect "a lost daemon's node is named with its ranks" \
+    "tupe-mpirun: lost node node2 (ranks 2-3): the job ended (mpirun exit 205)" "$last"
   ;;
 sbatch)
   s="$repo/launch/tupe.sbatch"
