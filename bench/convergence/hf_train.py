@@ -8,7 +8,9 @@ Resumable: a checkpoint (model, optimizer, scheduler, RNG states, step) is writt
 evaluation step; a rerun continues from the newest and skips finished work.
 
 Writes into --out: metrics.jsonl ({"step", "loss", "lr", "tokens_per_s"} every --log-every
-steps; {"step", "validation_loss"} at every evaluation step) and done.json at the end.
+steps; {"step", "validation_loss", "train_s"} at every evaluation step, train_s the seconds
+of training up to that step: the loop's wall-clock less evaluation and checkpoint writes,
+carried across resumes) and done.json at the end.
 """
 from __future__ import annotations
 
@@ -77,6 +79,7 @@ def main() -> None:
     sched = get_linear_schedule_with_warmup(opt, a.warmup, a.steps)
     order_gen = torch.Generator().manual_seed(a.seed)
     step, epoch, cursor, order = 0, 0, 0, None
+    train_s = 0.0  # seconds of training so far (bench/time_to_quality.sh reads it)
 
     ckpt = os.path.join(a.out, "checkpoint.pt")
     if os.path.exists(ckpt):
@@ -87,6 +90,7 @@ def main() -> None:
         torch.set_rng_state(s["rng"])
         order_gen.set_state(s["order_rng"])
         step, epoch, cursor, order = s["step"], s["epoch"], s["cursor"], s["order"]
+        train_s = s.get("train_s", 0.0)
         print(f"{a.out}: resumed at step {step}")
     metrics = open(os.path.join(a.out, "metrics.jsonl"), "a")
 
@@ -95,6 +99,7 @@ def main() -> None:
         metrics.flush()
 
     window_t, window_tokens, loss_acc, loss_n = time.perf_counter(), 0, 0.0, 0
+    lap = window_t  # start of the training time not yet added to train_s
     last = a.max_steps if a.max_steps > 0 else a.steps
     while step < last:
         if order is None or cursor + a.batch > len(order):  # a new epoch: drop the incomplete tail
@@ -120,14 +125,16 @@ def main() -> None:
             window_t, window_tokens, loss_acc, loss_n = time.perf_counter(), 0, 0.0, 0
         if step in eval_steps:
             t = time.perf_counter()
+            train_s += t - lap
             v = mlm_data.masked_lm_loss(model, val)
-            record({"step": step, "validation_loss": v})
+            record({"step": step, "validation_loss": v, "train_s": train_s})
             print(f"{a.out}: step {step} validation loss {v:.4f} (ppl {math.exp(v):.1f})", flush=True)
             torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
                         "rng": torch.get_rng_state(), "order_rng": order_gen.get_state(), "step": step,
-                        "epoch": epoch, "cursor": cursor, "order": order}, ckpt + ".tmp")
+                        "epoch": epoch, "cursor": cursor, "order": order, "train_s": train_s}, ckpt + ".tmp")
             os.replace(ckpt + ".tmp", ckpt)
-            window_t += time.perf_counter() - t  # evaluation time is not training time
+            lap = time.perf_counter()
+            window_t += lap - t  # evaluation time is not training time
     with open(os.path.join(a.out, "done.json"), "w") as f:
         json.dump({"steps": step}, f)
 
