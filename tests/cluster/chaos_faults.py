@@ -5,6 +5,7 @@ injection and recovery, and the checkpoint file system (a small tmpfs) filled an
 Node faults never hit node1, where the launcher (tupe-mpirun, mpirun) runs: losing the batch
 host is the scheduler's failure, not the job's. A rank's SIGKILL may hit any rank, rank 0 too.
 """
+import errno
 import os
 import random
 import signal
@@ -137,15 +138,22 @@ class CheckpointDisk:
         """Grows the filler file until at most `keep` bytes are free; its size. Called again
         while the fault lasts: a save in progress when it was filled may still complete, and
         retention then frees an older checkpoint's space."""
-        have = os.path.getsize(self.filler) if os.path.exists(self.filler) else 0
-        size = have + max(self.free() - keep, 0)
         fd = os.open(self.filler, os.O_CREAT | os.O_WRONLY, 0o644)
         try:
-            if size > have:
-                os.posix_fallocate(fd, 0, size)
+            for _ in range(50):
+                have = os.fstat(fd).st_size
+                size = have + max(self.free() - keep, 0)
+                if size <= have:
+                    return have
+                try:
+                    os.posix_fallocate(fd, 0, size)
+                    return size
+                except OSError as e:  # the job's save took space between statvfs and fallocate:
+                    if e.errno != errno.ENOSPC:  # read the free space again (a soak of seed 33
+                        raise  # died here at fault 296)
+            return os.fstat(fd).st_size
         finally:
             os.close(fd)
-        return size
 
     def release(self):
         if os.path.exists(self.filler):
