@@ -66,9 +66,12 @@ def report(st, path):
     det = [r["detect_s"] for r in rows if r.get("detect_s") is not None]
     ups = [a["startup_s"] for a in st["attempts"] if a.get("startup_s") is not None]
     lost = sum(r.get("steps_lost") or 0 for r in rows)
+    reached = max([a.get("last_step") or a.get("resumed_at") or 0 for a in st["attempts"]] +
+                  [r.get("last_step") or 0 for r in rows] + [0])
     lines += ["", f"Totals: {len(rows)} faults, {len(det)} ended the job, detection mean {fmt(statistics.mean(det) if det else None)} s"
               f" (max {fmt(max(det) if det else None)} s), {lost} steps lost and trained again, "
-              f"{sum(a.get('steps_trained', 0) for a in st['attempts'])} steps trained for {st['max_steps']}; "
+              f"{sum(a.get('steps_trained', 0) for a in st['attempts'])} steps trained to reach step {reached} "
+              f"of {st['max_steps']}; "
               f"wall {fmt(st.get('wall_s'), 0)} s in {st.get('segments', 1)} segment(s); an attempt's start "
               f"(launch to its first step) {fmt(statistics.mean(ups) if ups else None)} s on average."]
     left = [f"{r['i']} {r['kind']}: {', '.join(r['outlived'])}" for r in rows if r.get("outlived")]

@@ -25,8 +25,10 @@ Usage: cluster_checks.py CHECK WORKDIR
   startup_stop  2 nodes x 2 ranks: node2 frozen (SIGSTOP, its daemon too) while rank 2 is in a
               start-up phase -- MPI start-up, config check, placement, data check and the
               resume choice of pretrain, the options agreement of preprocess, the config check
-              of finetune: the job ends within the limit (6 s) + 30 s, naming the phase and
-              the rank that had not arrived, rank 2 on node2 (MPI start-up: the phase only)
+              of finetune: the job ends within the limit + 30 s, naming the phase and the rank
+              that had not arrived, rank 2 on node2 (MPI start-up: the phase only). The six
+              after MPI start-up are six jobs at once, frozen together (limit 30 s); MPI
+              start-up alone (limit 6 s)
   tmp_state   a state folder under /tmp (where a clone under /tmp puts it): the cluster
               starts and stops; the nodes see that folder as this machine's, and each node's
               other /tmp stays its own
@@ -193,7 +195,9 @@ def check_link_down(work):
         with Cluster(work, "sim", 2) as c:
             args = pretrain_args(shards, ck, **{"train.max_steps": 40 if down_s else 100000,
                                                 "dist.timeout_s": timeout_s}) + ["--resume", "none"]
-            job = c.popen(*c.tupe_mpirun(work, ["node1", "node2"], 2, args))
+            # (tupe-mpirun's grace after the abort line, for an mpirun waiting on node2: 2 s)
+            host, cmd = c.tupe_mpirun(work, ["node1", "node2"], 2, args)
+            job = c.popen(host, ["env", "TUPE_MPIRUN_ABORT_GRACE_S=2"] + cmd)
             wait_for(lambda: len(whole_checkpoints(ck)) >= 1, 240, "the first checkpoint", job)
             c.fault("link-down", "node2")
             if down_s:
@@ -273,50 +277,89 @@ def check_storage(work):
     print("storage OK")
 
 
+BATCH_LIMIT_S = 30  # start-up limit of the six jobs frozen together: more than the spread of their arrivals
+
+
 def check_startup_stop(work):
+    """Rank 2 held in a start-up phase, node2 then frozen (SIGSTOP, its daemon too): the job
+    ends within the start-up limit + 30 s with the line naming the phase and rank 2 (node2).
+    The six phases after MPI start-up run as six jobs at once on the one cluster, frozen by one
+    SIGSTOP (a limit of BATCH_LIMIT_S, so that every job is held before its deadline when the
+    jobs reach their phases within that many seconds of each other: a job that ended before
+    the freeze fails the check); MPI start-up then alone, with the 6 s limit."""
     require_namespaces()
     shards = shards_of(work)
-    limit_s = 6
     vocab = os.path.join(DATA, "vocab", "bert-base-uncased-vocab.txt")
-    preprocess = ["preprocess", "--config", os.path.join(SRC, "configs", "tiny.ini"), "--input",
-                  os.path.join(DATA, "text", "wikitext-2", "wiki.test.raw"), "--tokenizer.vocab", vocab,
-                  "--output", os.path.join(work, "pp-out"), "--quiet"]
-    finetune = ["finetune", "--finetune.checkpoint", os.path.join(work, "none"), "--finetune.tasks", "RTE",
+
+    def args_of(command, case, limit_s):
+        out = os.path.join(work, case)
+        if command == "pretrain":
+            return pretrain_args(shards, os.path.join(out, "ck"), **{"dist.startup_timeout_s": limit_s}) + \
+                ["--resume", "auto"]
+        if command == "preprocess":  # no [dist] section: the limit is TUPE_STARTUP_TIMEOUT_S
+            return ["preprocess", "--config", os.path.join(SRC, "configs", "tiny.ini"), "--input",
+                    os.path.join(DATA, "text", "wikitext-2", "wiki.test.raw"), "--tokenizer.vocab", vocab,
+                    "--output", os.path.join(out, "pp-out"), "--quiet"]
+        return ["finetune", "--finetune.checkpoint", os.path.join(work, "none"), "--finetune.tasks", "RTE",
                 "--finetune.data_dir", os.path.join(DATA, "glue"), "--finetune.output_dir",
-                os.path.join(work, "ft-out"), "--tokenizer.vocab", vocab, "--dist.startup_timeout_s", limit_s]
-    cases = [("pretrain", "MPI start-up"), ("pretrain", "config check"), ("pretrain", "placement"),
-             ("pretrain", "data check"), ("pretrain", "resume: the checkpoint choice"),
-             ("preprocess", "options and inputs"), ("finetune", "config check")]
-    with Cluster(work, "sim", 2) as c:
-        for command, phase in cases:
-            ck = os.path.join(work, "ck")
-            shutil.rmtree(ck, ignore_errors=True)
-            args = {"pretrain": pretrain_args(shards, ck, **{"dist.startup_timeout_s": limit_s}) + ["--resume", "auto"],
-                    "preprocess": preprocess, "finetune": finetune}[command]
-            marker = os.path.join(work, "stalled")
-            if os.path.exists(marker):
-                os.remove(marker)
-            host, cmd = c.tupe_mpirun(work, ["node1", "node2"], 2, [str(a) for a in args])
-            job = c.popen(host, ["env", "TUPE_MPIRUN_ABORT_GRACE_S=5", f"TUPE_STARTUP_TIMEOUT_S={limit_s}",
-                                 f"TUPE_TEST_STALL=rank=2,phase={phase},seconds=600,marker={marker}"] + cmd)
-            wait_for(lambda: os.path.exists(marker), 120, f"rank 2 to stall in {phase}", job)
-            c.fault("stop", "node2")
-            took, out, err = ended_within(job, limit_s + 90, f"node2 frozen in {phase}")
-            text = out + err
-            named = (f"start-up: rank 0: MPI start-up" in text or "start-up: rank 1: MPI start-up" in text
+                os.path.join(out, "ft-out"), "--tokenizer.vocab", vocab, "--dist.startup_timeout_s", limit_s]
+
+    def start(c, command, phase, limit_s):
+        case = f"{command}-{phase}".replace(" ", "_").replace(":", "")
+        shutil.rmtree(os.path.join(work, case), ignore_errors=True)
+        os.makedirs(os.path.join(work, case))
+        marker = os.path.join(work, case, "stalled")
+        host, cmd = c.tupe_mpirun(work, ["node1", "node2"], 2, [str(a) for a in args_of(command, case, limit_s)])
+        job = c.popen(host, ["env", "TUPE_MPIRUN_ABORT_GRACE_S=2", f"TUPE_STARTUP_TIMEOUT_S={limit_s}",
+                             f"TUPE_TEST_STALL=rank=2,phase={phase},seconds=600,marker={marker}"] + cmd)
+        return {"command": command, "phase": phase, "case": case, "marker": marker, "job": job, "limit_s": limit_s}
+
+    def check_ended(c, cases):
+        for x in cases:
+            wait_for(lambda: os.path.exists(x["marker"]), 120, f"rank 2 to stall in {x['phase']}", x["job"])
+        ended_before = [x["phase"] for x in cases if x["job"].poll() is not None]
+        if ended_before:
+            fail(f"jobs ended before node2 was frozen (their limit passed first): {ended_before}")
+        c.fault("stop", "node2")
+        frozen, took = time.time(), {}
+        while len(took) < len(cases) and time.time() - frozen < max(x["limit_s"] for x in cases) + 90:
+            for i, x in enumerate(cases):
+                if i not in took and x["job"].poll() is not None:
+                    took[i] = time.time() - frozen
+            time.sleep(0.1)
+        for i, x in enumerate(cases):
+            job, phase, limit_s = x["job"], x["phase"], x["limit_s"]
+            if i not in took:
+                job.kill()
+                out, err = job.communicate(timeout=30)
+                fail(f"{x['command']}, {phase}: still running {limit_s + 90} s after node2 froze (a hang)\n"
+                     f"{out[-1500:]}\n{err[-1500:]}")
+            out, err = job.communicate()
+            took_s, text = took[i], out + err
+            named = (("start-up: rank 0: MPI start-up" in text or "start-up: rank 1: MPI start-up" in text)
                      if phase == "MPI start-up" else
                      f"start-up: phase '{phase}' did not finish within {limit_s} s: rank 2 (node2) did not arrive"
                      in text)
             line = next((l for l in text.splitlines() if "start-up:" in l), last_line(err))
-            print(f"{command}, {phase}: ended {took:.1f} s after node2 froze (exit {job.returncode}): {line}")
+            print(f"{x['command']}, {phase}: ended {took_s:.1f} s after node2 froze (exit {job.returncode}): {line}")
             if job.returncode == 0 or not named:
-                fail(f"{command}, {phase}: the job did not end naming the phase and rank 2 (node2):\n{text[-3000:]}")
-            if took > limit_s + 30:
-                fail(f"{command}, {phase}: the job took {took:.1f} s to end (target {limit_s + 30} s)")
-            c.fault("kill", "node2")  # the frozen rank and daemon (SIGKILL ends stopped processes)
-    if os.path.exists(os.path.join(work, "pp-out")):
-        fail("the stopped preprocess left its output folder")
-    print("startup_stop OK")
+                fail(f"{x['command']}, {phase}: the job did not end naming the phase and rank 2 (node2):\n"
+                     f"{text[-3000:]}")
+            if took_s > limit_s + 30:
+                fail(f"{x['command']}, {phase}: the job took {took_s:.1f} s to end (target {limit_s + 30} s)")
+        c.fault("kill", "node2")  # the frozen ranks and daemons (SIGKILL ends stopped processes)
+
+    batch = [("pretrain", "config check"), ("pretrain", "placement"), ("pretrain", "data check"),
+             ("pretrain", "resume: the checkpoint choice"), ("preprocess", "options and inputs"),
+             ("finetune", "config check")]
+    t0 = time.time()
+    with Cluster(work, "sim", 2) as c:
+        check_ended(c, [start(c, command, phase, BATCH_LIMIT_S) for command, phase in batch])
+        check_ended(c, [start(c, "pretrain", "MPI start-up", 6)])
+    left = [case for case in os.listdir(work) if os.path.exists(os.path.join(work, case, "pp-out"))]
+    if left:
+        fail(f"the stopped preprocess left its output folder ({left})")
+    print(f"startup_stop OK: {len(batch) + 1} phases in {time.time() - t0:.0f} s")
 
 
 def check_tmp_state(work):

@@ -2,12 +2,11 @@
 on the simulated cluster, with both launchers.
 
 Usage: slurm_checks.py CHECK WORKDIR
-  launchers   `sbatch launch/tupe.sbatch` with TUPE_LAUNCHER=srun (srun --mpi=pmix) and
-              TUPE_LAUNCHER=mpirun, 2 nodes x 2 ranks: both complete, equal to 1 rank
-  preempt     `scontrol requeue` mid-run (srun): SIGTERM -> checkpoint -> the requeued job
-              resumes from it and completes; final weights equal an uninterrupted run's
-  preempt_mpirun  the same with TUPE_LAUNCHER=mpirun; mpirun and Open MPI's daemons run
-              with SIGTERM blocked, the ranks do not
+  launchers   `sbatch launch/tupe.sbatch` with TUPE_LAUNCHER=srun (srun --mpi=pmix), then
+              TUPE_LAUNCHER=mpirun, 2 nodes x 2 ranks, each pre-empted by `scontrol requeue`
+              mid-run: SIGTERM -> checkpoint -> the requeued job resumes from it and completes;
+              2 ranks per node; final weights equal an uninterrupted 2 x 2 run's in the cluster. Under
+              mpirun, mpirun and Open MPI's daemons run with SIGTERM blocked, the ranks do not
   time_limit  --time=1 --signal=B:USR1@40: checkpoint, requeue, auto-resume, twice, then
               cancelled in the queue; the newest checkpoint equals an uninterrupted run of as
               many steps (TUPE_TIME_LIMIT_LAUNCHER srun or mpirun)
@@ -20,11 +19,10 @@ import os
 import re
 import shutil
 import signal
-import subprocess
 import sys
 import time
 
-from cluster_lib import (ENV, SRC, TUPE, Cluster, fail, max_rel_diff, pretrain_args, require_namespaces, single_rank,
+from cluster_lib import (SRC, TUPE, Cluster, fail, max_rel_diff, pretrain_args, require_namespaces,
                          state, wait_for, weights, whole_checkpoints)
 
 SBATCH = os.path.join(SRC, "launch", "tupe.sbatch")
@@ -42,10 +40,12 @@ def job_info(c, job):
     return dict(kv.split("=", 1) for kv in p.stdout.split() if "=" in kv)
 
 
-def submit(c, work, name, launcher, args, sbatch=()):
-    """sbatch launch/tupe.sbatch from the checkout (its submit folder) on 2 nodes x 2 ranks."""
+def submit(c, work, name, launcher, args, sbatch=(), env_vars=()):
+    """sbatch launch/tupe.sbatch from the checkout (its submit folder) on 2 nodes x 2 ranks;
+    env_vars ("NAME=VALUE", ...) reach the script (sbatch exports the environment)."""
     out = os.path.join(work, f"{name}-{time.time_ns()}-%j.out")  # job ids start at 1 in every cluster
-    env = ["env", f"TUPE_BIN={TUPE}", f"TUPE_LAUNCHER={launcher}", "TUPE_GPUS_PER_NODE=0", f"TUPE_CONFIG={os.path.join(SRC, 'configs', 'tiny.ini')}"]
+    env = ["env", f"TUPE_BIN={TUPE}", f"TUPE_LAUNCHER={launcher}", "TUPE_GPUS_PER_NODE=0",
+           f"TUPE_CONFIG={os.path.join(SRC, 'configs', 'tiny.ini')}", *env_vars]
     cmd = env + ["sbatch", "--parsable", "--nodes=2", "--ntasks-per-node=2", "--cpus-per-task=1", "--gpus-per-node=0",
                  f"--output={out}", *sbatch, SBATCH] + args[3:]  # tupe.sbatch adds pretrain --config
     cwd = os.getcwd()
@@ -88,23 +88,16 @@ def wait_done(c, job, timeout, out_path):
     fail(f"job {job} not done after {timeout} s: {last.get('JobState')} {last.get('Reason')}\n{text[-3000:]}")
 
 
-def reference(work, shards, steps, ranks=1, **overrides):
-    """An uninterrupted run outside the cluster: 1 rank x the global batch, or `ranks` ranks
-    under plain mpirun with the cluster jobs' micro-batch (for long runs: the same sums)."""
-    ref = os.path.join(work, f"uninterrupted_{ranks}x_{steps}" + "".join(f"_{k}={v}" for k, v in overrides.items()))
-    if not whole_checkpoints(ref) or whole_checkpoints(ref)[-1] != steps:
-        shutil.rmtree(ref, ignore_errors=True)
-        opts = {"train.max_steps": steps, "checkpoint.every_steps": 0, **overrides}
-        if ranks == 1:
-            opts["train.micro_batch_size"] = 8
-        args = pretrain_args(shards, ref, **opts) + ["--resume", "none"]
-        if ranks == 1:
-            single_rank(args)
-        else:
-            p = subprocess.run(["mpirun", "-np", str(ranks), "--oversubscribe", "--bind-to", "none", TUPE] + args,
-                               capture_output=True, text=True, env=ENV, timeout=600)
-            if p.returncode != 0:
-                fail(f"the uninterrupted reference failed:\n{p.stderr[-2000:]}")
+def reference(c, work, shards, steps, **overrides):
+    """An uninterrupted run of `steps` steps on the same 2 nodes x 2 ranks as the jobs, under
+    mpirun in the cluster while its nodes are idle (outside it, 4 oversubscribed ranks of one
+    host trained 4x slower than a job in it under a build: 544 steps took 272 s); its folder."""
+    ref = os.path.join(work, f"uninterrupted_2x2_{steps}")
+    shutil.rmtree(ref, ignore_errors=True)
+    t0 = time.time()
+    opts = {"train.max_steps": steps, "checkpoint.every_steps": 0, **overrides}
+    c.run(*c.mpirun({"node1": 2, "node2": 2}, pretrain_args(shards, ref, **opts) + ["--resume", "none"]))
+    print(f"the uninterrupted 2 x 2 run of {steps} steps in the cluster: {time.time() - t0:.0f} s")
     return ref
 
 
@@ -115,27 +108,6 @@ def compare(ckpt, ref, steps, what):
           f"max relative difference {d:.3e}")
     if d > 1e-6 or pos[0] != pos[1]:
         fail(f"{what}: differs from the uninterrupted run ({d:.3e} > 1e-6, or data position {pos})")
-
-
-def check_launchers(work):
-    require_namespaces()
-    shards = shards_of(work)
-    ref = reference(work, shards, 10)
-    with Cluster(work, "sim", 2, slurm=True) as c:
-        for launcher in ("srun", "mpirun"):
-            ck = os.path.join(work, launcher)
-            shutil.rmtree(ck, ignore_errors=True)
-            t0 = time.time()
-            job, out = submit(c, work, launcher, launcher, pretrain_args(shards, ck, **{"train.max_steps": 10}))
-            info = wait_done(c, job, 180, out)
-            text = open(out).read()
-            print(f"{launcher}: job {job} {info.get('JobState')} in {time.time() - t0:.1f} s")
-            if info.get("JobState") != "COMPLETED" or "pre-training finished at step 10" not in text:
-                fail(f"{launcher}: job {job} {info.get('JobState')}:\n{text[-3000:]}")
-            if "placement: node1 ranks 0-1; node2 ranks 2-3" not in text:
-                fail(f"{launcher}: not 2 ranks per node:\n{text[-3000:]}")
-            compare(ck, ref, 10, launcher)
-    print("launchers OK")
 
 
 def requeue_cycles(c, job, out, ck, steps, timeout):
@@ -164,60 +136,66 @@ def term_blocked(c):
     return found
 
 
-def check_preempt_launcher(work, launcher):
-    """`scontrol requeue` after the first steps: SLURM sends SIGTERM to every process of the
-    job. Every rank checkpoints at the step it reached, the launcher ends normally (the
-    script's stop line, no failed attempt), the requeued job resumes from exactly that
-    checkpoint and completes; the final weights equal an uninterrupted 4-rank run's. Under
-    mpirun, mpirun and the daemons run with SIGTERM blocked and the ranks without."""
+def check_launchers(work):
+    """Both launchers (TUPE_LAUNCHER srun, then mpirun) on one Slurm cluster, 2 nodes x 2 ranks,
+    each pre-empted by `scontrol requeue` after its first steps: SLURM sends SIGTERM to every
+    process of the job; every rank checkpoints at the step it reached, the launcher ends
+    normally (the script's stop line, no failed attempt), the requeued job resumes from exactly
+    that checkpoint and completes. Each job's placement line shows 2 ranks per node and its
+    final weights equal one uninterrupted run's on the same 2 nodes x 2 ranks (mpirun). Under mpirun, mpirun and the daemons
+    run with SIGTERM blocked and the ranks without."""
     require_namespaces()
     shards = shards_of(work)
     steps = 120
-    ref = reference(work, shards, steps, ranks=4)
-    ck = os.path.join(work, "preempted")
-    shutil.rmtree(ck, ignore_errors=True)
     with Cluster(work, "sim", 2, slurm=True) as c:
-        job, out = submit(c, work, f"preempt_{launcher}", launcher,
-                          pretrain_args(shards, ck, **{"train.max_steps": steps, "checkpoint.every_steps": 50}))
-        wait_for(lambda: os.path.exists(os.path.join(ck, "metrics", "rank_0.jsonl")), 120, "the first step")
-        time.sleep(2)
-        if launcher == "mpirun":
-            procs = term_blocked(c)
-            names = sorted(name for name, _ in procs.values())
-            print(f"SIGTERM blocked: {sorted(f'{n} {b}' for n, b in procs.values())}")
-            if names.count("tupe") != 4 or "mpirun" not in names or "orted" not in names:
-                fail(f"expected mpirun, orted and 4 ranks in the cluster, found {names}")
-            wrong = [f"{n} (pid {p})" for p, (n, b) in procs.items() if b != (n != "tupe")]
-            if wrong:
-                fail(f"SIGTERM should be blocked in mpirun and orted and not in the ranks: wrong in {wrong}")
-        c.run("head", ["scontrol", "requeue", job])
-        print(f"scontrol requeue {job}")
-        restarts, text = requeue_cycles(c, job, out, ck, steps, 400)
+        done = [preempt_launcher(c, work, shards, launcher, steps) for launcher in ("srun", "mpirun")]
+        ref = reference(c, work, shards, steps)
+    for launcher, ck in done:
+        compare(ck, ref, steps, f"preempted and requeued ({launcher})")
+    print("launchers OK")
+
+
+def preempt_launcher(c, work, shards, launcher, steps):
+    """One launcher's job pre-empted and requeued (check_launchers); its checkpoint folder."""
+    ck = os.path.join(work, f"preempted_{launcher}")
+    shutil.rmtree(ck, ignore_errors=True)
+    t0 = time.time()
+    job, out = submit(c, work, f"preempt_{launcher}", launcher,
+                      pretrain_args(shards, ck, **{"train.max_steps": steps, "checkpoint.every_steps": 50}))
+    wait_for(lambda: os.path.exists(os.path.join(ck, "metrics", "rank_0.jsonl")), 120, "the first step")
+    time.sleep(2)
+    if launcher == "mpirun":
+        procs = term_blocked(c)
+        names = sorted(name for name, _ in procs.values())
+        print(f"SIGTERM blocked: {sorted(f'{n} {b}' for n, b in procs.values())}")
+        if names.count("tupe") != 4 or "mpirun" not in names or "orted" not in names:
+            fail(f"expected mpirun, orted and 4 ranks in the cluster, found {names}")
+        wrong = [f"{n} (pid {p})" for p, (n, b) in procs.items() if b != (n != "tupe")]
+        if wrong:
+            fail(f"SIGTERM should be blocked in mpirun and orted and not in the ranks: wrong in {wrong}")
+    c.run("head", ["scontrol", "requeue", job])
+    print(f"{launcher}: scontrol requeue {job}")
+    restarts, text = requeue_cycles(c, job, out, ck, steps, 400)
     lines = text.splitlines()
     shown = [line for line in lines if "stopped by signal" in line or "resumed from" in line or
              line.startswith("tupe.sbatch: job") and "(restart" not in line or "tupe-mpirun: SIGTERM" in line]
     print("\n".join(shown))
+    if "placement: node1 ranks 0-1; node2 ranks 2-3" not in text:
+        fail(f"{launcher}: not 2 ranks per node:\n{text[-3000:]}")
     stop = [line for line in lines if line.startswith("pre-training stopped by signal at step ")]
     if restarts < 1 or len(stop) != 1:
-        fail(f"no checkpoint on SIGTERM (restarts {restarts}):\n{text[-4000:]}")
+        fail(f"{launcher}: no checkpoint on SIGTERM (restarts {restarts}):\n{text[-4000:]}")
     at = int(re.match(r"pre-training stopped by signal at step (\d+)", stop[0]).group(1))
     if not any(re.match(rf"resumed from \S+/step_{at:08d} at step {at} ", line) for line in lines):
-        fail(f"the requeued job did not resume from the SIGTERM checkpoint at step {at}:\n{text[-4000:]}")
+        fail(f"{launcher}: the requeued job did not resume from the SIGTERM checkpoint at step {at}:\n"
+             f"{text[-4000:]}")
     if not any(line.startswith(f"tupe.sbatch: job {job} stopped at a checkpoint on SIGTERM") for line in lines):
-        fail(f"tupe.sbatch did not see the launcher stop at a checkpoint on SIGTERM:\n{text[-4000:]}")
+        fail(f"{launcher}: tupe.sbatch did not see the launcher stop at a checkpoint on SIGTERM:\n{text[-4000:]}")
     failed = [line for line in lines if line.startswith("tupe.sbatch:") and "ended with exit" in line]
     if failed:
-        fail(f"an attempt failed: {failed[0]}")
-    compare(ck, ref, steps, f"preempted and requeued ({launcher})")
-    print(f"preempt ({launcher}) OK")
-
-
-def check_preempt(work):
-    check_preempt_launcher(work, "srun")
-
-
-def check_preempt_mpirun(work):
-    check_preempt_launcher(work, "mpirun")
+        fail(f"{launcher}: an attempt failed: {failed[0]}")
+    print(f"{launcher}: job {job} pre-empted, requeued and completed in {time.time() - t0:.1f} s")
+    return launcher, ck
 
 
 def check_time_limit(work):
@@ -227,7 +205,8 @@ def check_time_limit(work):
     machine's speed or load: the check waits for two attempts that each stopped by the signal
     (the second resumed from the first's checkpoint), cancels the job while its third attempt
     waits in the queue, and compares the newest checkpoint, at whatever step S it holds, with
-    an uninterrupted 4-rank run of S steps (the same schedule: optimizer.total_steps 10^6).
+    an uninterrupted run of S steps on the same 2 nodes x 2 ranks (the same schedule:
+    optimizer.total_steps 10^6), made under mpirun in the cluster once the job is cancelled.
     (An earlier form sized a run to last 75 s from a timed reference; a load change between
     the two made it fail.)"""
     require_namespaces()
@@ -257,19 +236,19 @@ def check_time_limit(work):
             time.sleep(1)
         c.run("head", ["scancel", job])
         restarts = int(job_info(c, job).get("Restarts", "0") or 0)
-    cycles = [line for line in text.splitlines() if "stopped by signal" in line or "resumed from" in line
-              or "re-queueing" in line]
-    print("\n".join(cycles))
-    stopped = [int(m) for m in re.findall(r"pre-training stopped by signal at step (\d+)", text)]
-    resumed = [int(m) for m in re.findall(r"resumed from \S+ at step (\d+)", text)]
-    print(f"time limit ({launcher}): stops at steps {stopped}, resumed at {resumed}, {restarts} requeue(s), "
-          f"{time.time() - t0:.0f} s")
-    if len(stopped) < 2 or resumed[:1] != stopped[:1] or stopped[1] < stopped[0]:
-        fail(f"the time limit did not cycle through checkpoint, requeue and resume:\n{text[-4000:]}")
-    steps = whole_checkpoints(ck)[-1]
-    if steps != stopped[-1] or steps < 1:
-        fail(f"the newest checkpoint is step {steps}, the last stop was at step {stopped[-1]}")
-    ref = reference(work, shards, steps, ranks=4, **{"optimizer.total_steps": 10 ** 6})
+        cycles = [line for line in text.splitlines() if "stopped by signal" in line or "resumed from" in line
+                  or "re-queueing" in line]
+        print("\n".join(cycles))
+        stopped = [int(m) for m in re.findall(r"pre-training stopped by signal at step (\d+)", text)]
+        resumed = [int(m) for m in re.findall(r"resumed from \S+ at step (\d+)", text)]
+        print(f"time limit ({launcher}): stops at steps {stopped}, resumed at {resumed}, {restarts} requeue(s), "
+              f"{time.time() - t0:.0f} s")
+        if len(stopped) < 2 or resumed[:1] != stopped[:1] or stopped[1] < stopped[0]:
+            fail(f"the time limit did not cycle through checkpoint, requeue and resume:\n{text[-4000:]}")
+        steps = whole_checkpoints(ck)[-1]
+        if steps != stopped[-1] or steps < 1:
+            fail(f"the newest checkpoint is step {steps}, the last stop was at step {stopped[-1]}")
+        ref = reference(c, work, shards, steps, **{**long_run, "train.max_steps": steps, "train.log_every": 100})
     compare(ck, ref, steps, "time-limited cycles")
     print("time_limit OK")
 
@@ -281,8 +260,10 @@ def check_node_down(work):
         ck = os.path.join(work, f"down_{launcher}")
         shutil.rmtree(ck, ignore_errors=True)
         with Cluster(work, "sim", 2, slurm=True) as c:
+            # (mpirun: tupe-mpirun's grace for an mpirun that lost node2's daemon, 2 s)
             job, out = submit(c, work, f"down_{launcher}", launcher,
-                              pretrain_args(shards, ck, **{"train.max_steps": 100000}), sbatch=["--no-requeue"])
+                              pretrain_args(shards, ck, **{"train.max_steps": 100000}), sbatch=["--no-requeue"],
+                              env_vars=["TUPE_MPIRUN_ABORT_GRACE_S=2"])
             wait_for(lambda: len(whole_checkpoints(ck)) >= 1, 120, "the first checkpoint")
             t0 = time.time()
             c.fault("kill", "node2")
