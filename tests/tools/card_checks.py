@@ -9,8 +9,10 @@ check_card(out, ckpt, remote, run_example) checks, against the files themselves:
                validation record of its metrics/rank_0.jsonl (model-index, exactly); the
                corpus's sequences and tokens = the sums over the training shards' headers (h5py)
   GLUE         (fine-tuned) every reported dev metric of <output_dir>/results.json, exactly
-  loading      the card's Python example, run as it stands (offline): it loads the folder and
-               runs the fill-mask or text-classification pipeline
+  loading      the card's Python example, run as it stands (offline) from the folder's parent: it
+               loads the folder and runs the fill-mask or text-classification pipeline
+  paths        the card names no absolute path of this machine (the export folder's parent, the
+               checkpoint's), only the run and file names
 check_card_alone(model_step, work): a fine-tuned model copied away beside a damaged
 results.json still exports (a warning names the file); its card says the results are missing.
 """
@@ -46,11 +48,16 @@ def shard_sums(shards):
     return seqs, toks
 
 
-def run_example(card, label):
+def run_example(card, label, out):
     blocks = re.findall(r"```python\n(.*?)```", card.text, re.S)
     check(len(blocks) == 1, f"{label}: the card holds one Python example")
     scope = {}
-    exec(compile(blocks[0], "README.md example", "exec"), scope)  # prints the pipeline's output
+    here = os.getcwd()
+    os.chdir(os.path.dirname(os.path.abspath(out)))  # where a user who downloaded the folder stands
+    try:
+        exec(compile(blocks[0], "README.md example", "exec"), scope)  # prints the pipeline's output
+    finally:
+        os.chdir(here)
     check("model" in scope and "encoder" in scope, f"{label}: the card's example loads {type(scope['model']).__name__}")
 
 
@@ -94,8 +101,11 @@ def check_card(out, ckpt, remote, example=False):
               f"{label}: dataset nyu-mll/glue")
     if remote:
         check("trust_remote_code=True" in card.text, f"{label}: the example passes trust_remote_code=True")
+    machine = [os.path.dirname(os.path.abspath(out)), os.path.abspath(ckpt), os.path.dirname(os.path.abspath(pre))]
+    check(not any(m in card.text or m in str(d.to_dict()) for m in machine),
+          f"{label}: the card names no absolute path of this machine ({[m for m in machine if m in card.text]})")
     if example:
-        run_example(card, label)
+        run_example(card, label, out)
 
 
 def check_card_alone(model_step, work):

@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <sstream>
 
@@ -14,6 +15,39 @@ namespace {
 
 /// A YAML (and JSON) double-quoted string.
 std::string q(const std::string& s) { return nlohmann::json(s).dump(); }
+
+/// A path as a card shows it: a relative one as given; an absolute one by its last two
+/// components ("/scratch/u/runs/tupe_r/step_00000600" -> "tupe_r/step_00000600"), so that a
+/// card published to the Hub names the run and the file without the machine's folder layout.
+std::string shown(const std::string& path) {
+  const std::filesystem::path p(path);
+  if (path.empty() || !p.is_absolute()) return path;
+  const std::filesystem::path name = p.filename(), parent = p.parent_path().filename();
+  return parent.empty() ? name.string() : (parent / name).string();
+}
+
+/// A recorded command line with each absolute path in it (a word, or the value of
+/// "--key=/path") shown as above; the words and their order are kept.
+std::string shown_command(const std::string& line) {
+  std::string out, word;
+  auto flush = [&] {
+    const size_t eq = word.find("=/");
+    if (!word.empty() && word[0] == '/') word = shown(word);
+    else if (eq != std::string::npos) word = word.substr(0, eq + 1) + shown(word.substr(eq + 1));
+    out += word;
+    word.clear();
+  };
+  for (const char ch : line) {
+    if (ch == ' ' || ch == '\n' || ch == '\t') {
+      flush();
+      out += ch;
+    } else {
+      word += ch;
+    }
+  }
+  flush();
+  return out;
+}
 
 std::string fixed(double v, int digits) {
   char buf[64];
@@ -98,7 +132,7 @@ void metadata(std::ostringstream& o, const CardFacts& f, const CardExport& how) 
     const double loss = *f.pretrain.validation_loss;
     results << "  - task:\n      type: fill-mask\n      name: masked language modelling\n";
     results << "    dataset:\n      type: tupe-pretrain-shard\n      name: "
-            << q(f.pretrain.corpus.validation_shards.empty() ? "validation shards" : f.pretrain.corpus.validation_shards)
+            << q(f.pretrain.corpus.validation_shards.empty() ? "validation shards" : shown(f.pretrain.corpus.validation_shards))
             << "\n      split: validation\n    metrics:\n";
     results << "    - type: loss\n      name: \"MLM validation loss (nats per masked token)\"\n      value: " << yaml_number(loss)
             << "\n    - type: perplexity\n      name: \"MLM validation perplexity\"\n      value: " << yaml_number(std::exp(loss))
@@ -143,7 +177,7 @@ void pretrain_section(std::ostringstream& o, const PretrainFacts& p, const model
     o << "Not recorded here: " << p.unread << ".\n\n";
     return;
   }
-  o << "From `" << p.state_file << "`.\n\n| | |\n|---|---|\n";
+  o << "From `" << shown(p.state_file) << "`.\n\n| | |\n|---|---|\n";
   row(o, "steps", std::to_string(p.step));
   row(o, "global batch", p.global_batch > 0 ? std::to_string(p.global_batch) + " sequences" : "not recorded");
   if (p.global_batch > 0) {
@@ -168,14 +202,14 @@ void pretrain_section(std::ostringstream& o, const PretrainFacts& p, const model
   if (p.validation_loss)
     row(o, "validation loss (MLM)", fixed(*p.validation_loss, 4) + " nats per masked token at step " +
                                         std::to_string(p.validation_step) + " (perplexity " + fixed(std::exp(*p.validation_loss), 2) + ")");
-  row(o, "metrics", p.metrics_file.empty() ? "no metrics file found" : "`" + p.metrics_file + "`");
+  row(o, "metrics", p.metrics_file.empty() ? "no metrics file found" : "`" + shown(p.metrics_file) + "`");
   const CorpusFacts& k = p.corpus;
   o << "\n### Corpus\n\n";
   if (!k.unread.empty()) {
-    o << "Training shards `" << k.train_shards << "`: " << k.unread << ".\n\n";
+    o << "Training shards `" << shown(k.train_shards) << "`: " << k.unread << ".\n\n";
     return;
   }
-  o << "Training shards `" << k.train_shards << "` (validation: `" << k.validation_shards << "`), as their headers record them: "
+  o << "Training shards `" << shown(k.train_shards) << "` (validation: `" << shown(k.validation_shards) << "`), as their headers record them: "
     << k.files << " file(s), " << grouped(k.sequences) << " sequences, " << grouped(k.tokens) << " tokens; sequences of up to "
     << k.max_seq_len << " tokens, packing " << k.packing << ", documents " << k.documents << "; " << k.tokenizer_kind
     << (k.lower_case ? ", lower-cased" : ", cased") << ".";
@@ -183,7 +217,7 @@ void pretrain_section(std::ostringstream& o, const PretrainFacts& p, const model
   o << "\n\n";
   if (!k.command_line.empty())
     o << "Made by" << (k.command_lines_differ ? " (the first file; the others record other command lines)" : "")
-      << ":\n\n```\n" << k.command_line << "\n```\n\n";
+      << ":\n\n```\n" << shown_command(k.command_line) << "\n```\n\n";
 }
 
 void finetune_section(std::ostringstream& o, const FinetuneFacts& f) {
@@ -194,13 +228,13 @@ void finetune_section(std::ostringstream& o, const FinetuneFacts& f) {
   row(o, "labels", labels.empty() ? "regression (one output)" : labels);
   row(o, "max length", f.max_length + " tokens");
   row(o, "run", "LR " + f.lr + ", seed " + f.seed + ", epoch " + f.selected_epoch + " selected");
-  row(o, "pre-trained checkpoint", "`" + f.pretrain_checkpoint + "`");
+  row(o, "pre-trained checkpoint", "`" + shown(f.pretrain_checkpoint) + "`");
   o << "\n## GLUE results\n\n";
   if (f.results_file.empty()) {
     o << "No results.json of this model was found beside it.\n\n";
     return;
   }
-  o << "From `" << f.results_file << "`: the median over seeds at the best learning rate (" << yaml_number(f.best_lr) << "), "
+  o << "From `" << shown(f.results_file) << "`: the median over seeds at the best learning rate (" << yaml_number(f.best_lr) << "), "
     << f.epochs << " epochs, " << f.train_rows << " training rows; primary metric " << f.primary_metric << ".\n\n";
   o << "| split | metric | value |\n|---|---|---|\n";
   for (const auto& [split, values] : f.reported)
@@ -211,7 +245,8 @@ void finetune_section(std::ostringstream& o, const FinetuneFacts& f) {
 void loading_section(std::ostringstream& o, const CardFacts& f, const CardExport& how) {
   const bool ft = f.finetune.has_value();
   o << "## How to load\n\n";
-  const std::string path = q(how.path);
+  // The folder as given when relative; by its name when absolute (run from its parent folder).
+  const std::string path = q(std::filesystem::path(how.path).is_absolute() ? how.name : how.path);
   if (how.format == "tupe") {
     o << "tupe's own layout (not a transformers folder): `model.safetensors` under tupe's tensor names and `config.json` "
          "describing every tensor.\n\n```python\nfrom safetensors.torch import load_file\nimport json, os\n\n"
@@ -260,7 +295,7 @@ std::string model_card_markdown(const CardFacts& f, const CardExport& how) {
   o << "# " << how.name << "\n\n";
   o << "A " << f.variant << " BERT encoder" << (ft ? " fine-tuned on " + f.finetune->task : " pre-trained with masked language modelling")
     << ", trained with tupe (TUPE: Ke, He, Liu, \"Rethinking Positional Encoding in Language Pre-training\", ICLR 2021). "
-    << "Exported by `tupe export` (format " << how.format << ") from `" << f.ckpt->dir.string() << "` (step " << f.ckpt->step()
+    << "Exported by `tupe export` (format " << how.format << ") from `" << shown(f.ckpt->dir.string()) << "` (step " << f.ckpt->step()
     << "). This card is generated from what that checkpoint records.\n\n";
   model_section(o, f, how);
   if (ft) finetune_section(o, *f.finetune);

@@ -13,6 +13,8 @@
 //   pre-trained (steps, sequences and tokens seen, global batch, losses, corpus), the GLUE
 //   results, how to load it (AutoModel... with trust_remote_code=True for tupe's modeling
 //   code; the fill-mask or text-classification pipeline).
+// Paths: a relative one as given, an absolute one by its last two components (the run and the
+// file), so that a card published to the Hub carries no machine's folder layout.
 // Strings in the YAML are JSON-quoted (a JSON string is a YAML double-quoted scalar), and
 // every real number carries a '.' or an exponent that YAML 1.1 readers (PyYAML) take as a float.
 #pragma once
@@ -27,7 +29,8 @@ struct CardExport {
   std::string format;        ///< "hf-bert" | "hf-tupe" | "tupe"
   std::string architecture;  ///< e.g. "TupeForMaskedLM" ("" for tupe)
   std::string name;          ///< the model's name: the output folder's name
-  std::string path;          ///< the output folder as given, for the loading example
+  std::string path;          ///< the output folder as given; the loading example shows it when
+                             ///< relative, and by its name (run from the parent) when absolute
   bool tokenizer = false;    ///< tokenizer files written
 };
 
