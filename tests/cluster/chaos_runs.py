@@ -41,9 +41,16 @@ def keep_final(st, ckpt):
     return final
 
 
-def _mpirun(world, args, what):
+def _mpirun(world, args, what, steps):
+    """Run `tupe pretrain args` on `world` ranks of this machine; a hang is bounded by tupe's own
+    watchdog (dist.timeout_s), this limit only by 30 minutes plus 2 s per step (a long soak's
+    reference of 2,681 steps took more than 30 minutes on 2 loaded cores)."""
     mpi = ["mpirun", "-np", str(world), "--oversubscribe", "--bind-to", "none", TUPE]
-    p = subprocess.run(mpi + args, capture_output=True, text=True, env=ENV, timeout=1800)
+    limit_s = 1800 + 2 * steps
+    try:
+        p = subprocess.run(mpi + args, capture_output=True, text=True, env=ENV, timeout=limit_s)
+    except subprocess.TimeoutExpired:
+        fail(f"{what} ({steps} steps on {world} ranks) did not finish within {limit_s} s")
     if p.returncode != 0:
         fail(f"{what} failed:\n{p.stderr[-2000:]}")
     return p
@@ -56,7 +63,7 @@ def reference(st):
     if not os.path.exists(os.path.join(step_dir(ref, st["max_steps"]), "manifest.json")):
         shutil.rmtree(ref, ignore_errors=True)
         _mpirun(NODES * PER_NODE, job_args(dict(st, work=os.path.join(st["work"], "ref")), ref, NODES * PER_NODE) +
-                ["--resume", "none"], "the uninterrupted run")
+                ["--resume", "none"], "the uninterrupted run", st["max_steps"])
     return ref
 
 
@@ -75,7 +82,7 @@ def replay(st):
         if begin != done:
             fail(f"the soak's history has a gap: an attempt resumed at step {begin}, the pieces before reach {done}")
         args = job_args(dict(st, work=os.path.join(st["work"], "replay-work")), rep, world, max_steps=end)
-        p = _mpirun(world, args + ["--resume", "auto" if done else "none"], f"the replay's piece {begin}-{end}")
+        p = _mpirun(world, args + ["--resume", "auto" if done else "none"], f"the replay's piece {begin}-{end}", end - begin)
         if done and f"at step {done}" not in p.stdout:
             fail(f"the replay's piece {begin}-{end} did not resume at step {done}:\n{p.stdout[-1500:]}")
         done = end
