@@ -2,10 +2,12 @@
 (chaos.py): an uninterrupted 6-rank run, and a replay of the soak's world sizes without its
 faults, both outside the cluster (mpirun -np W on this machine).
 """
+import glob
 import os
 import shutil
 import subprocess
 
+import h5py
 import numpy as np
 from safetensors.numpy import load_file
 
@@ -89,9 +91,21 @@ def replay(st):
     return rep
 
 
+def expected_position(st, n):
+    """The data position after n steps of BATCH samples: an epoch is the training shards'
+    sequences (their headers' num_sequences) rounded down to whole global batches."""
+    total = 0
+    for f in glob.glob(os.path.join(st["shards"], "train-*.h5")):
+        with h5py.File(f, "r") as h:
+            total += int(h.attrs["num_sequences"])
+    per_epoch = total // BATCH * BATCH
+    epoch, within = divmod(n * BATCH, per_epoch)
+    return {"epoch": epoch, "consumed_samples": within}
+
+
 def compare(st, ckpt, ref, what, bitwise=False):
-    """The soak's final checkpoint against `ref`'s at max_steps: step, data position, consumed
-    samples (= steps x BATCH), the optimizer's step counts exactly; weights and Adam moments
+    """The soak's final checkpoint against `ref`'s at max_steps: step, data position (epoch and
+    consumed samples within it, = steps x BATCH over the epoch's size), the optimizer's step counts exactly; weights and Adam moments
     bitwise when `bitwise` or every attempt had 6 ranks, else within 1e-6. A line of figures."""
     n = st["max_steps"]
     a, b = load_file(os.path.join(step_dir(ckpt, n), "model.safetensors")), load_file(
@@ -110,9 +124,10 @@ def compare(st, ckpt, ref, what, bitwise=False):
             f"weights max relative difference {d_w:.3e}, Adam moments {d_o:.3e}, bitwise {same}; "
             f"world sizes {worlds}")
     print(line, flush=True)
-    if sa["step"] != n or sa["data_position"] != sb["data_position"] or sa["data_position"]["consumed_samples"] != n * BATCH:
+    want = expected_position(st, n)
+    if sa["step"] != n or sa["data_position"] != sb["data_position"] or sa["data_position"] != want:
         fail(f"step or data position differ from {what}'s: {sa['step']} {sa['data_position']} vs "
-             f"{sb['data_position']}, {n * BATCH} samples expected")
+             f"{sb['data_position']}, {want} expected ({n} steps of {BATCH} samples)")
     if (bitwise or worlds == [NODES * PER_NODE]) and not same:
         fail(f"the result is not bitwise equal to {what}'s: {line}")
     if max(d_w, d_o) > 1e-6:
