@@ -9,9 +9,7 @@
 #include <nccl.h>
 #endif
 
-#ifndef TUPE_BUILD_COMMIT
-#define TUPE_BUILD_COMMIT "unknown"
-#endif
+#include "build_commit.h"  // TUPE_BUILD_COMMIT, written at build time (cmake/TupeCommit.cmake)
 #ifndef TUPE_BUILD_TYPE
 #define TUPE_BUILD_TYPE "unknown"
 #endif
