@@ -25,8 +25,8 @@ std::vector<std::vector<size_t>> compute_bucket_assignment(const std::vector<int
   return buckets;
 }
 
-Bucket::Bucket(size_t index, at::Tensor flat, std::vector<size_t> params)
-    : index_(index), flat_(std::move(flat)), params_(std::move(params)) {
+Bucket::Bucket(size_t index, at::Tensor flat, std::vector<size_t> params, at::Tensor sum64)
+    : index_(index), flat_(std::move(flat)), params_(std::move(params)), sum64_(std::move(sum64)) {
   reset();
 }
 
@@ -34,6 +34,7 @@ void Bucket::reset() {
   pending_ = static_cast<int64_t>(params_.size());
   work_.reset();
   reduce_copy_ = at::Tensor();
+  from_sum64_ = false;
   finished_ = false;
 }
 
@@ -45,7 +46,10 @@ bool Bucket::mark_ready() {
 
 void Bucket::start(Communicator& comm, ReduceDtype dtype, const std::string& name) {
   TUPE_CHECK(!started(), "gradient bucket " << index_ << ": all-reduce started twice in one step");
-  if (dtype == ReduceDtype::kBf16 && flat_.scalar_type() != at::kBFloat16) {
+  if (dtype == ReduceDtype::kFp64 && sum64_.defined()) {
+    from_sum64_ = true;
+    work_ = comm.all_reduce({sum64_}, name);
+  } else if (dtype == ReduceDtype::kBf16 && flat_.scalar_type() != at::kBFloat16) {
     reduce_copy_ = flat_.to(at::kBFloat16);
     work_ = comm.all_reduce({reduce_copy_}, name);
   } else {
@@ -62,6 +66,7 @@ void Bucket::finish() {
     flat_.copy_(reduce_copy_);
     reduce_copy_ = at::Tensor();
   }
+  if (from_sum64_) flat_.copy_(sum64_);  // the one rounding to the gradient dtype
   finished_ = true;
 }
 

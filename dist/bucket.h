@@ -29,8 +29,9 @@ std::vector<std::vector<size_t>> compute_bucket_assignment(const std::vector<int
 class Bucket {
  public:
   /// `flat`: the bucket's slice of the gradient buffer (1-D, contiguous); `params`: the
-  /// global indices of the parameters it holds.
-  Bucket(size_t index, at::Tensor flat, std::vector<size_t> params);
+  /// global indices of the parameters it holds; `sum64`: for ReduceDtype::kFp64, the
+  /// bucket's slice of the float64 sum buffer ([numel] like `flat`), else undefined.
+  Bucket(size_t index, at::Tensor flat, std::vector<size_t> params, at::Tensor sum64 = at::Tensor());
 
   size_t index() const { return index_; }
   const std::vector<size_t>& params() const { return params_; }
@@ -43,11 +44,12 @@ class Bucket {
   /// One of its parameters has its gradient; returns true when that was the last one.
   bool mark_ready();
   /// Launches the async all-reduce (sum) of the slice: in place for fp32, or on a bf16
-  /// copy (cast, reduce, cast back in finish()) for ReduceDtype::kBf16.
+  /// copy (cast, reduce, cast back in finish()) for ReduceDtype::kBf16, or of the float64
+  /// sum slice in place for ReduceDtype::kFp64 (rounded into `flat` in finish()).
   void start(Communicator& comm, ReduceDtype dtype, const std::string& name);
   /// Non-blocking: true when the collective has completed (drives MPI progress).
   bool test();
-  /// Waits for the collective (NCCL: stream-ordered) and copies a bf16 result back.
+  /// Waits for the collective (NCCL: stream-ordered) and copies a bf16 or float64 result back.
   /// Does nothing if the bucket was not started or already finished.
   void finish();
 
@@ -58,6 +60,8 @@ class Bucket {
   int64_t pending_ = 0;         ///< parameters without gradient this step; reset by reset()
   WorkPtr work_;                ///< collective in flight; null before start(); reset by reset()
   at::Tensor reduce_copy_;      ///< bf16 copy being reduced (kBf16 only); reset by reset()
+  at::Tensor sum64_;            ///< float64 sum slice (kFp64 only), [numel]
+  bool from_sum64_ = false;     ///< start() reduced sum64_; reset by reset()
   bool finished_ = false;       ///< finish() ran since start(); reset by reset()
 };
 

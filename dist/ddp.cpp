@@ -53,8 +53,14 @@ DistributedDataParallel::DistributedDataParallel(Communicator& comm, std::vector
                                                  const DistOptions& options)
     : comm_(comm), options_(options), params_(std::move(params)), buffer_(params_, options.bucket_size_bytes) {
   options_.validate();
-  for (size_t b = 0; b < buffer_.buckets().size(); ++b)
-    buckets_.emplace_back(b, buffer_.bucket_view(b), buffer_.buckets()[b].params);
+  // fp64 sums: unless the gradients are float64 already (then fp64 is the plain in-place sum).
+  if (options_.reduce_dtype == ReduceDtype::kFp64 && buffer_.data().scalar_type() != at::kDouble)
+    sum64_ = at::zeros_like(buffer_.data(), buffer_.data().options().dtype(at::kDouble));
+  for (size_t b = 0; b < buffer_.buckets().size(); ++b) {
+    const BucketRange& range = buffer_.buckets()[b];
+    buckets_.emplace_back(b, buffer_.bucket_view(b), range.params,
+                          sum64_.defined() ? sum64_.narrow(0, range.offset_numel, range.numel) : at::Tensor());
+  }
   ready_.assign(params_.size(), 0);
   buffer_.attach(params_);
   hooks_ = std::make_unique<Hooks>();
@@ -91,6 +97,7 @@ void DistributedDataParallel::zero_grad_buffer() {
   finish_launched_buckets();  // never zero a slice that is being reduced
   buffer_.attach(params_);  // re-attach first: a detached .grad must not be copied back in
   buffer_.zero();
+  if (sum64_.defined()) sum64_.zero_();
   reset_step();
   synced_ = false;
 }
@@ -149,6 +156,12 @@ void DistributedDataParallel::on_grad_ready(size_t p) {
              "ddp: parameter '" << params_[p].name
                                 << "': .grad no longer views the gradient buffer (reset by zero_grad(set_to_none) "
                                    "or replaced?); call DistributedDataParallel::zero_grad_buffer() instead");
+  if (sum64_.defined()) {  // fp64: move this micro-step's gradient into the float64 sum
+    const ParamSlot& slot = buffer_.slots()[p];
+    at::Tensor grad = buffer_.data().narrow(0, slot.offset_numel, slot.numel);
+    sum64_.narrow(0, slot.offset_numel, slot.numel).add_(grad);
+    grad.zero_();
+  }
   if (!is_last_microbatch_) return;  // accumulation micro-step: the gradient only accumulates
   if (synced_) {  // first gradient of a new step without zero_grad_buffer(): start counting afresh
     reset_step();

@@ -16,7 +16,10 @@
 //   finish_grad_sync();   // waits, checks every parameter got a gradient
 //   optimizer step (reads param.grad = the reduced gradients, global_count())
 // Gradients ACCUMULATE in the buffer over micro-steps; only the last micro-step's backward
-// launches all-reduces. After finish_grad_sync, grad = SUM over ranks of the accumulated
+// launches all-reduces. With reduce_dtype fp64 each parameter's gradient is moved, as soon as
+// its hook fires, from the buffer into a float64 sum buffer (added, then the buffer slice
+// zeroed), and the buckets all-reduce that sum, rounded once into the buffer at the end: the
+// step's gradient is then the same whatever the split into ranks and micro-steps. After finish_grad_sync, grad = SUM over ranks of the accumulated
 // gradients, unscaled, and global_count() = SUM over ranks of the counts (the caller divides:
 // trainer/optimizer_step.h).
 #pragma once
@@ -122,6 +125,7 @@ class DistributedDataParallel {
   bool synced_ = false;            ///< finish_grad_sync completed and no hook fired since
   int64_t buckets_launched_ = 0;   ///< total launches since construction
   at::Tensor count_;               ///< [1] float64: this rank's count, then the sum over ranks
+  at::Tensor sum64_;               ///< reduce_dtype fp64 only: [buffer numel] float64 gradient sum
   WorkPtr count_work_;             ///< the count's all-reduce in flight; reset by reset_step
 };
 

@@ -18,7 +18,9 @@ const FieldTable<DistOptions>& DistOptions::fields() {
                  "gradient bucket cap (c10d's 25 MiB); a bucket is all-reduced as soon as all its gradients are ready")
         .positive()
         .choice("reduce_dtype", &D::reduce_dtype, kReduceDtypeWords, ReduceDtype::kFp32,
-                "dtype gradient buckets are all-reduced in (bf16: cast, reduce, cast back)")
+                "dtype gradient buckets are all-reduced in (bf16: cast, reduce, cast back; fp64: every micro-batch's "
+                "gradient summed in float64 and rounded once, so that any world size with the same micro-batches "
+                "takes the same steps, bitwise)")
         .real("timeout_s", &D::timeout_s, 600.0, "seconds",
               "a collective not finished after this long aborts the job, naming it (the watchdog); 0 = off")
         .at_least(0)

@@ -23,12 +23,22 @@ std::string to_string(BackendKind b);
 /// The backend of a word; throws tupe::Error "key 'backend': expected auto, nccl or mpi, got '<text>'".
 BackendKind parse_backend(const std::string& text);
 
-/// The dtype gradients travel in during the all-reduce.
+/// The dtype gradients are summed in: over ranks (the all-reduce), and for kFp64 also over
+/// a rank's micro-batches.
 enum class ReduceDtype {
   kFp32,  ///< reduce in the gradient dtype (fp32 for fp32 parameters)
   kBf16,  ///< cast the bucket to bf16, reduce, cast back (half the bytes, ~3 significant digits)
+  /// Each micro-batch's gradient is added into a float64 buffer right after its backward
+  /// (the gradient buffer is zeroed again), and the float64 buffer is all-reduced, then
+  /// rounded once to the gradient dtype. A sum of a few fp32 values is exact in float64 as
+  /// long as their exponents span less than ~29 bits, so the result does not depend on
+  /// how the micro-batches were split over ranks and micro-steps: with a fixed micro-batch
+  /// size, runs on different world sizes take the same steps, bitwise (docs/clusters.md).
+  /// Costs 8 bytes per parameter and twice the all-reduce bytes of fp32.
+  kFp64,
 };
-inline constexpr Choice<ReduceDtype> kReduceDtypeWords[] = {{"fp32", ReduceDtype::kFp32}, {"bf16", ReduceDtype::kBf16}};
+inline constexpr Choice<ReduceDtype> kReduceDtypeWords[] = {
+    {"fp32", ReduceDtype::kFp32}, {"bf16", ReduceDtype::kBf16}, {"fp64", ReduceDtype::kFp64}};
 
 /// [dist] section. Gradients are always SUMMED over ranks, unscaled: the training step
 /// divides the sum by the global batch's count (trainer/train_step.h), so the result is the

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
+#include <string>
 
 #include "dist/consistency.h"
 #include "dist/ddp.h"
@@ -154,6 +156,63 @@ TEST(Ddp, Bf16ReductionIsWithinBf16Tolerance) {
   EXPECT_EQ(sum_over_ranks(wrong), 0);
   // The reduction really went through bf16: some elements differ beyond fp32 rounding.
   EXPECT_GT(sum_over_ranks(inexact), 0);
+}
+
+// reduce_dtype fp64: a global batch of 12 micro-batches (index i), split over the W ranks
+// contiguously (rank r takes i in [r 12/W, (r+1) 12/W)) or strided (i = r mod W), as
+// 12/W micro-steps. Every rank recomputes all 12 micro-batch gradients alone in fp32, sums
+// them in float64 in index order and rounds once: the DDP result equals that BITWISE, for
+// both splits and under np2 and np3 alike (6 and 4 micro-steps per rank), i.e. the step's
+// gradient does not depend on the world size. In fp32 the partial sums' rounding depends on
+// the split; the fp32 run below is only checked within fp32 tolerance.
+TEST(Ddp, Fp64SumIsBitwiseTheSameForEverySplitOverRanksAndMicroSteps) {
+  auto comm = make_mpi_comm();
+  const int world = comm->world_size(), rank = comm->rank();
+  constexpr int kMicroBatches = 12;
+  ASSERT_EQ(kMicroBatches % world, 0) << "run with 1, 2, 3, 4 or 6 ranks";
+  const int per_rank = kMicroBatches / world;
+  // The independent result: each micro-batch's fp32 gradient, summed in float64, rounded once.
+  Net alone = make_net(*comm);
+  std::map<std::string, at::Tensor> want;
+  for (int i = 0; i < kMicroBatches; ++i) {
+    for (auto& p : alone->parameters()) p.mutable_grad() = at::Tensor();
+    auto [x, y] = batch(kDataSeed, 0, i);
+    loss(alone, x, y).backward();
+    for (auto& item : alone->named_parameters()) {
+      const at::Tensor g = item.value().grad().to(at::kDouble);
+      want[item.key()] = want.count(item.key()) ? want[item.key()].add(g) : g;
+    }
+  }
+  for (const bool strided : {false, true}) {
+    for (const ReduceDtype dtype : {ReduceDtype::kFp64, ReduceDtype::kFp32}) {
+      Net net = make_net(*comm);
+      DistOptions options;
+      options.bucket_size_bytes = 600;
+      options.reduce_dtype = dtype;
+      DistributedDataParallel ddp(*comm, named_params(*net), options);
+      ddp.zero_grad_buffer();
+      for (int m = 0; m < per_rank; ++m) {
+        ddp.set_is_last_microbatch(m == per_rank - 1);
+        const int i = strided ? m * world + rank : rank * per_rank + m;
+        auto [x, y] = batch(kDataSeed, 0, i);
+        loss(net, x, y).backward();
+      }
+      ddp.finish_grad_sync();
+      int64_t differ = 0, far = 0;
+      for (auto& item : net->named_parameters()) {
+        const at::Tensor& got = item.value().grad();
+        ASSERT_EQ(got.scalar_type(), at::kFloat);
+        const at::Tensor rounded = want.at(item.key()).to(at::kFloat);
+        differ += got.ne(rounded).sum().item<int64_t>();
+        far += count_far(got, want.at(item.key()), 1e-5, at::full_like(want.at(item.key()), 1e-5));
+      }
+      EXPECT_EQ(sum_over_ranks(far), 0) << (strided ? "strided" : "contiguous");
+      if (dtype == ReduceDtype::kFp64) {
+        EXPECT_EQ(sum_over_ranks(differ), 0) << (strided ? "strided" : "contiguous") << " split over " << world
+                                             << " ranks: fp64 sums differ from the once-rounded float64 sum";
+      }
+    }
+  }
 }
 
 TEST(Ddp, OutOfOrderReadinessStillLaunchesInBucketOrderAndSums) {

@@ -197,6 +197,39 @@ def check_resume(work):
     if d > 1e-5:
         sys.exit("FAILED: 2 ranks then 1 rank did not continue the same sample sequence")
     check_world_size_change_with_dropout(work)
+    check_world_size_change_bitwise(work)
+
+
+def check_world_size_change_bitwise(work):
+    """dist.reduce_dtype fp64 with a fixed micro-batch of 2 rows (global batch 12), dropout
+    0.1: 2 ranks to step 10, resumed on 1 and on 3 ranks to step 20 (6, 3 and 2 micro-steps a
+    rank), equal 2 ranks throughout BITWISE, weights and Adam moments: every micro-batch holds
+    the same samples at every world size and their gradients are summed in float64, rounded
+    once. The fp32 sums of check_world_size_change_with_dropout differ by the summation order."""
+    opts = {"model.hidden_dropout": 0.1, "model.attention_dropout": 0.1, "data.global_batch_size": 12,
+            "train.micro_batch_size": 2, "optimizer.lr": 1e-4, "dist.reduce_dtype": "fp64"}
+    straight = os.path.join(work, "fp64_two_straight")
+    shutil.rmtree(straight, ignore_errors=True)
+    mpirun(2, pretrain_args(work, straight, **opts, **{"train.max_steps": 20}) + ["--resume", "none"])
+    ref = checkpoint(straight, 20)
+    for ranks in (1, 3):
+        run = os.path.join(work, f"fp64_two_then_{ranks}")
+        shutil.rmtree(run, ignore_errors=True)
+        shutil.copytree(os.path.join(straight, "step_00000010"), os.path.join(run, "step_00000010"))
+        mpirun(ranks, pretrain_args(work, run, **opts, **{"train.max_steps": 20}) + ["--resume", "auto"])
+        got = checkpoint(run, 20)
+        for part, x, y in (("weights", got[0], ref[0]), ("optimizer state", got[1], ref[1])):
+            if x.keys() != y.keys():
+                sys.exit(f"FAILED: {part} tensor names differ on {ranks} rank(s)")
+            differ = [k for k in x if not np.array_equal(x[k], y[k])]
+            if differ:
+                sys.exit(f"FAILED: dist.reduce_dtype fp64, 2 ranks -> {ranks} rank(s) at step 10: {part} not bitwise "
+                         f"equal to 2 ranks throughout at step 20 ({len(differ)} tensors differ, e.g. {differ[0]}: "
+                         f"max relative difference {max_rel_diff({'t': x[differ[0]]}, {'t': y[differ[0]]}):.3e})")
+        if got[2]["data_position"] != ref[2]["data_position"]:
+            sys.exit(f"FAILED: data position {got[2]['data_position']} vs {ref[2]['data_position']}")
+        print(f"dist.reduce_dtype fp64, dropout 0.1, 2 ranks -> {ranks} rank(s) at step 10: weights and Adam moments "
+              f"at step 20 bitwise equal to 2 ranks throughout")
 
 
 def check_world_size_change_with_dropout(work):
