@@ -14,7 +14,7 @@
 #             Run the same command again to continue a soak that was stopped.
 #   --seed    the schedule's seed (default 1); --faults N (default 8: every kind once)
 #   --replay  also replay the attempts' world sizes without the faults: the end state must
-#             be bitwise equal to it (the uninterrupted run's is compared within 1e-6)
+#             be bitwise equal to it, as it must be to the uninterrupted run's
 #   --fresh   discard a soak in WORK and start again
 #   --lock    take an exclusive flock of FILE for each segment of M minutes (the cluster is
 #             started and stopped per segment), so that other users of the one simulated

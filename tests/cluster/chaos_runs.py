@@ -17,9 +17,11 @@ NODES, PER_NODE, BATCH, KEEP_LAST, TIMEOUT_S, GRACE_S = 3, 2, 12, 2, 10, 5
 
 
 def job_args(st, ckpt, world, max_steps=None):
-    """`tupe pretrain` arguments of the soak on `world` ranks: the global batch BATCH always,
+    """`tupe pretrain` arguments of the soak on `world` ranks: the global batch BATCH always, in
+    micro-batches of one sequence (BATCH / world micro-steps a rank) whose gradients are summed
+    in float64 (dist.reduce_dtype fp64), so that every world size takes the same steps bitwise;
     the LR schedule of st's max_steps whatever `max_steps` this run stops at."""
-    opts = {"data.global_batch_size": BATCH, "train.micro_batch_size": BATCH // world,
+    opts = {"data.global_batch_size": BATCH, "train.micro_batch_size": 1, "dist.reduce_dtype": "fp64",
             "train.max_steps": max_steps or st["max_steps"], "optimizer.total_steps": max(1000, st["max_steps"]),
             "checkpoint.every_steps": st["every"], "checkpoint.keep_last": KEEP_LAST, "dist.timeout_s": TIMEOUT_S,
             "train.progress": "true", "train.metrics_dir": os.path.join(st["work"], "metrics"),
@@ -103,10 +105,11 @@ def expected_position(st, n):
     return {"epoch": epoch, "consumed_samples": within}
 
 
-def compare(st, ckpt, ref, what, bitwise=False):
+def compare(st, ckpt, ref, what):
     """The soak's final checkpoint against `ref`'s at max_steps: step, data position (epoch and
-    consumed samples within it, = steps x BATCH over the epoch's size), the optimizer's step counts exactly; weights and Adam moments
-    bitwise when `bitwise` or every attempt had 6 ranks, else within 1e-6. A line of figures."""
+    consumed samples within it, = steps x BATCH over the epoch's size), the optimizer's step
+    counts, weights and Adam moments, all exactly (bitwise) whatever world sizes the attempts
+    had (job_args: float64 sums of fixed micro-batches). A line of figures."""
     n = st["max_steps"]
     a, b = load_file(os.path.join(step_dir(ckpt, n), "model.safetensors")), load_file(
         os.path.join(step_dir(ref, n), "model.safetensors"))
@@ -128,8 +131,6 @@ def compare(st, ckpt, ref, what, bitwise=False):
     if sa["step"] != n or sa["data_position"] != sb["data_position"] or sa["data_position"] != want:
         fail(f"step or data position differ from {what}'s: {sa['step']} {sa['data_position']} vs "
              f"{sb['data_position']}, {want} expected ({n} steps of {BATCH} samples)")
-    if (bitwise or worlds == [NODES * PER_NODE]) and not same:
+    if not same:
         fail(f"the result is not bitwise equal to {what}'s: {line}")
-    if max(d_w, d_o) > 1e-6:
-        fail(f"the soak's result differs from {what}'s by more than 1e-6: {line}")
     return line
