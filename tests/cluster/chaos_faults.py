@@ -91,9 +91,10 @@ class Procs:
     def ranks(self):
         """{world rank: (outer pid, node)} of the tupe ranks now running on any node."""
         out = {}
+        comm = os.path.basename(os.environ.get("TUPE_BIN", "tupe"))[:15]  # the kernel keeps 15 bytes of a name
         for node in self.netns:
             for p in self.on_node(node):
-                if (_read(f"/proc/{p}/comm") or "").strip() != "tupe":
+                if (_read(f"/proc/{p}/comm") or "").strip() != comm:
                     continue
                 env = (_read(f"/proc/{p}/environ", "rb") or b"").split(b"\0")
                 rank = next((e.split(b"=", 1)[1] for e in env if e.startswith(b"OMPI_COMM_WORLD_RANK=")), None)
