@@ -200,6 +200,22 @@ def check_resume(work):
     check_world_size_change_bitwise(work)
 
 
+def two_ranks_then(work, name, opts):
+    """2 ranks to step 20 straight, and from its step-10 checkpoint on 1 and on 3 ranks to step
+    20, with `opts`: (the straight run's checkpoint, {ranks: the resumed run's}) at step 20."""
+    straight = os.path.join(work, f"{name}_two_straight")
+    shutil.rmtree(straight, ignore_errors=True)
+    mpirun(2, pretrain_args(work, straight, **opts, **{"train.max_steps": 20}) + ["--resume", "none"])
+    got = {}
+    for ranks in (1, 3):
+        run = os.path.join(work, f"{name}_two_then_{ranks}")
+        shutil.rmtree(run, ignore_errors=True)
+        shutil.copytree(os.path.join(straight, "step_00000010"), os.path.join(run, "step_00000010"))
+        mpirun(ranks, pretrain_args(work, run, **opts, **{"train.max_steps": 20}) + ["--resume", "auto"])
+        got[ranks] = checkpoint(run, 20)
+    return checkpoint(straight, 20), got
+
+
 def check_world_size_change_bitwise(work):
     """dist.reduce_dtype fp64 with a fixed micro-batch of 2 rows (global batch 12), dropout
     0.1: 2 ranks to step 10, resumed on 1 and on 3 ranks to step 20 (6, 3 and 2 micro-steps a
@@ -208,16 +224,8 @@ def check_world_size_change_bitwise(work):
     once. The fp32 sums of check_world_size_change_with_dropout differ by the summation order."""
     opts = {"model.hidden_dropout": 0.1, "model.attention_dropout": 0.1, "data.global_batch_size": 12,
             "train.micro_batch_size": 2, "optimizer.lr": 1e-4, "dist.reduce_dtype": "fp64"}
-    straight = os.path.join(work, "fp64_two_straight")
-    shutil.rmtree(straight, ignore_errors=True)
-    mpirun(2, pretrain_args(work, straight, **opts, **{"train.max_steps": 20}) + ["--resume", "none"])
-    ref = checkpoint(straight, 20)
-    for ranks in (1, 3):
-        run = os.path.join(work, f"fp64_two_then_{ranks}")
-        shutil.rmtree(run, ignore_errors=True)
-        shutil.copytree(os.path.join(straight, "step_00000010"), os.path.join(run, "step_00000010"))
-        mpirun(ranks, pretrain_args(work, run, **opts, **{"train.max_steps": 20}) + ["--resume", "auto"])
-        got = checkpoint(run, 20)
+    ref, resumed = two_ranks_then(work, "fp64", opts)
+    for ranks, got in resumed.items():
         for part, x, y in (("weights", got[0], ref[0]), ("optimizer state", got[1], ref[1])):
             if x.keys() != y.keys():
                 sys.exit(f"FAILED: {part} tensor names differ on {ranks} rank(s)")
@@ -239,16 +247,8 @@ def check_world_size_change_with_dropout(work):
     micro-batch is derived (6, 12 and 4 rows: one global batch of 12), so the split differs too."""
     opts = {"model.hidden_dropout": 0.1, "model.attention_dropout": 0.1, "data.global_batch_size": 12,
             "train.micro_batch_size": 0, "optimizer.lr": 1e-4}
-    straight = os.path.join(work, "dropout_two_straight")
-    shutil.rmtree(straight, ignore_errors=True)
-    mpirun(2, pretrain_args(work, straight, **opts, **{"train.max_steps": 20}) + ["--resume", "none"])
-    ref = checkpoint(straight, 20)
-    for ranks in (1, 3):
-        run = os.path.join(work, f"dropout_two_then_{ranks}")
-        shutil.rmtree(run, ignore_errors=True)
-        shutil.copytree(os.path.join(straight, "step_00000010"), os.path.join(run, "step_00000010"))
-        mpirun(ranks, pretrain_args(work, run, **opts, **{"train.max_steps": 20}) + ["--resume", "auto"])
-        got = checkpoint(run, 20)
+    ref, resumed = two_ranks_then(work, "dropout", opts)
+    for ranks, got in resumed.items():
         d = max_rel_diff(got[0], ref[0])
         print(f"dropout 0.1, 2 ranks -> {ranks} rank(s) at step 10: max relative weight difference at step 20 "
               f"to 2 ranks throughout = {d:.3e}")
