@@ -5,11 +5,14 @@ medians and spreads, TUPE-R - BERT-A with a 95% interval, Figure 5a and 5c).
 
 Usage: python bench/paper/paper.py --scale mini|base|toy|FILE.ini [--launcher local|slurm]
            [--work DIR] [--rows A,B] [--only pretrain|pilot|glue|report] [--dry-run]
+           [--parallel N] [--store DIR]
   Resumable at every step: rerun the same command after any stop. A pre-training continues
   from its newest checkpoint (`--resume auto`), a fine-tuning whose results.json exists is
   kept, a half-done one starts again; with slurm, jobs already done are not submitted again.
   --dry-run prints every command (tupe lines, or sbatch lines with their dependencies) and runs
-  nothing.
+  nothing. --parallel N runs up to N local jobs at once. The results store ([paper] store, or
+  --store DIR; store.py) keeps each finished job's results, so that a run goes on from them on
+  another machine: the mini scale's is bench/paper/results-mini, in the repository.
 Environment: TUPE_BIN (build/cli/tupe), TUPE_SHARED_DATA (../shared/data), TUPE_PYTHON.
 The scale files and what each key means: bench/paper/*.ini; the workflow: docs/paper.md.
 """
@@ -18,11 +21,13 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
 
-from plan import Job, load_scale, plan_jobs
+from plan import Job, leaves, load_scale, plan_jobs
+from store import Store, write_complete
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -32,29 +37,86 @@ def log(msg):
     print(f"[paper {time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
-def is_done(job: Job) -> bool:
-    return os.path.exists(job.done_file)
-
-
-def run_local(job: Job, dry_run: bool) -> bool:
-    """Runs one job here; True when it is done (now or before)."""
-    if is_done(job):
-        return True
-    if dry_run:
-        print(shlex.join(job.command))
-        return True
+def start_local(job: Job):
+    """Starts one job here (its output appended to its log); a killed fine-tuning starts again."""
     log(f"{job.name}: {job.describe}")
     os.makedirs(os.path.dirname(job.log_file), exist_ok=True)
     if job.scratch:
-        shutil.rmtree(job.scratch, ignore_errors=True)  # a killed fine-tuning starts again
-    with open(job.log_file, "a") as out:
-        rc = subprocess.call(job.command, stdout=out, stderr=subprocess.STDOUT)
-    if rc != 0:
-        with open(job.log_file) as f:
-            tail = f.read().splitlines()[-5:]
-        sys.exit(f"paper: {job.name} failed (exit {rc}); {job.log_file} ends:\n  " + "\n  ".join(tail))
-    job.finish()
-    return True
+        shutil.rmtree(job.scratch, ignore_errors=True)
+    out = open(job.log_file, "a")
+    proc = subprocess.Popen(job.command, stdout=out, stderr=subprocess.STDOUT)
+    out.close()
+    return proc
+
+
+def run_local(leaves, scale, store: Store, parallel: int, dry_run: bool):
+    """Runs every job not yet done, up to `parallel` at once, each when what it waits for is
+    done, in the plan's order of preference. The GLUE fine-tunings wait while [paper]
+    protocol_chosen is false. A failed job stops the run (the others are stopped with SIGTERM:
+    a pre-training checkpoints and exits, a fine-tuning starts again next time)."""
+    pending = [(j, d) for j, d in leaves if not j.done()]
+    if dry_run:
+        for j, _ in pending:
+            print(shlex.join(j.command))
+        return
+    unfinished = {j.name for j, _ in pending}
+    running = {}
+
+    def stop(signum, _frame):  # SIGTERM or Ctrl-C: each running job stopped the way it resumes
+        for proc in running:
+            proc.terminate()
+        for proc in running:
+            proc.wait()
+        log(f"stopped by signal {signum}: {', '.join(j.name for j in running.values()) or 'no job'} stopped; "
+            "rerun the same command to go on")
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    waiting_for_protocol = False
+    while pending or running:
+        for item in list(pending):
+            job, deps = item
+            if len(running) >= parallel:
+                break
+            if job.kind == "glue" and not scale.protocol_chosen:
+                waiting_for_protocol = True
+                continue
+            if any(d in unfinished for d in deps):
+                continue
+            pending.remove(item)
+            running[start_local(job)] = job
+        if not running:
+            break  # the rest waits for the protocol (or for jobs outside --only)
+        proc = next(iter_finished(running))
+        job = running.pop(proc)
+        if proc.returncode != 0:
+            for other in running:
+                other.terminate()
+            for other in running:
+                other.wait()
+            with open(job.log_file) as f:
+                tail = f.read().splitlines()[-5:]
+            sys.exit(f"paper: {job.name} failed (exit {proc.returncode}); {job.log_file} ends:\n  " + "\n  ".join(tail))
+        if job.kind == "pretrain" and not job.done():  # stopped at a checkpoint (SIGTERM): not done
+            sys.exit(f"paper: {job.name} stopped before its last step; rerun to resume it ({job.log_file})")
+        job.finish()
+        if job.kind == "pretrain":
+            write_complete(job, scale.steps)
+        store.save(job)
+        unfinished.discard(job.name)
+    if waiting_for_protocol:
+        log("the GLUE stage waits: [paper] protocol_chosen = false (choose [finetune] from the pilot's "
+            f"numbers, {os.path.join(scale.work, 'pilot')}, then set it true)")
+
+
+def iter_finished(running):
+    """Yields the running processes as they end (polled once a second)."""
+    while True:
+        for proc in running:
+            if proc.poll() is not None:
+                yield proc
+        time.sleep(1)
 
 
 def sbatch_line(job: Job, scale, deps) -> list:
@@ -90,7 +152,7 @@ def submit_slurm(jobs, scale, dry_run: bool):
     fake = iter(range(1000, 100000))
     os.makedirs(os.path.join(scale.work, "slurm"), exist_ok=True)
     for job in jobs:
-        pending = [j for j in (job.array or [job]) if not is_done(j)]
+        pending = [j for j in (job.array or [job]) if not j.done()]
         if not pending and job.kind != "report":
             continue
         if job.array:  # only the fine-tunings still to do
@@ -124,24 +186,27 @@ def main():
     ap.add_argument("--only", choices=["pretrain", "pilot", "glue", "report"])
     ap.add_argument("--rows", help="comma-separated: these rows only (e.g. BERT-A,TUPE-R)")
     ap.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
+    ap.add_argument("--parallel", type=int, default=1,
+                    help="local: run up to N jobs at once (each with [paper] threads; N x threads <= cores)")
+    ap.add_argument("--store", help="the results store ([paper] store of the scale file by default; '' for none)")
     args = ap.parse_args()
+    if args.parallel < 1:
+        sys.exit(f"paper: --parallel {args.parallel}: must be at least 1")
     scale = load_scale(args.scale, args.work, args.rows)
     jobs = plan_jobs(scale)
+    store = Store(scale.store if args.store is None else args.store, scale.work)
     if not args.dry_run:
         scale.write_run_config()
+        restored = store.restore([j for j, _ in leaves(jobs)])
+        if restored:
+            log(f"{restored} finished jobs taken from the store {store.root}")
         scale.make_corpus()
     if args.only:
         jobs = [j for j in jobs if j.kind == args.only]
     if args.launcher == "slurm":
         submit_slurm(jobs, scale, args.dry_run)
         return
-    for job in jobs:
-        if job.kind == "glue" and not scale.protocol_chosen:
-            log("the GLUE stage waits: [paper] protocol_chosen = false (choose [finetune] from the pilot's "
-                f"numbers, {os.path.join(scale.work, 'pilot')}, then set it true)")
-            break
-        for j in job.array or [job]:
-            run_local(j, args.dry_run)
+    run_local(leaves(jobs), scale, store, args.parallel, args.dry_run)
     log("done" if not args.dry_run else "(dry run)")
 
 

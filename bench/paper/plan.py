@@ -54,6 +54,18 @@ class Job:
     depends: List[str] = field(default_factory=list)
     array: Optional[List["Job"]] = None  # slurm: one job array of these
     list_file: str = ""                  # slurm: the array's command lines
+    run_dir: str = ""                    # a pre-training: WORK/pretrain/<ROW>-seed<S>
+    needed_by: List["Job"] = field(default_factory=list)  # a pre-training: the fine-tunings of its checkpoints
+
+    def done(self) -> bool:
+        """A fine-tuning: its results.json exists. A pre-training: its last checkpoint exists, or
+        its record (complete.json, from the store) does and every fine-tuning of it is done."""
+        if not self.done_file:
+            return False
+        if os.path.exists(self.done_file):
+            return True
+        return (self.kind == "pretrain" and os.path.exists(os.path.join(self.run_dir, "complete.json"))
+                and all(j.done() for j in self.needed_by))
 
     def finish(self):
         if self.scratch:
@@ -105,6 +117,9 @@ class Scale:
             if r not in self.rows:
                 fail(f"{self.path}: [paper] names row {r}, which no row.{r} defines")
         self.run_config = os.path.join(self.work, "configs", "run.ini")
+        # The results store (store.py): [paper] store, a folder relative to the scale file.
+        store = self.paper.get("store", "")
+        self.store = os.path.join(os.path.dirname(self.path), store) if store else ""
         corpus = self.paper.get("corpus", "")
         if corpus in ("mixed-english", "wikitext-2-test"):
             self.train_shards = os.path.join(self.work, "shards", "train")
@@ -226,7 +241,7 @@ def pretrain_job(s: Scale, row: Row, seed: int) -> Job:
            "--checkpoint.dir", os.path.join(d, "checkpoints")]
     return Job(f"pretrain-{row.name}-seed{seed}", "pretrain", cmd, f"pre-train {row.name} seed {seed} ({s.steps} steps)",
                os.path.join(s.work, "logs", f"pretrain-{row.name}-seed{seed}.log"),
-               done_file=s.checkpoint(row.name, seed, s.steps))
+               done_file=s.checkpoint(row.name, seed, s.steps), run_dir=d)
 
 
 def finetune_job(s: Scale, kind, run_row, seed, step, task, out, model_name, extra=()) -> Job:
@@ -265,36 +280,46 @@ def glue_points(s: Scale):
 
 
 def plan_jobs(s: Scale) -> List[Job]:
-    """Every job, in the local launcher's order: the pilot row's first pre-training, the pilot,
-    the other pre-trainings (each row's first seed, then the further seeds), the fine-tunings
-    grouped per pre-training (slurm: one job array each, after it), the report."""
+    """Every job, in the local launcher's order of preference: the pilot row's first
+    pre-training and the pilot; then the rows pre-trained with every seed (seed by seed), then
+    the other rows; each pre-training followed by its fine-tunings (slurm: one job array each,
+    after it), so that its checkpoints are needed for as short a time as can be; the report."""
     pretrained = [r for r in s.rows.values() if not r.mid_of]
     pilot_row = "BERT-A" if "BERT-A" in s.rows else pretrained[0].name
-    order = [(r, s.seeds[0]) for r in pretrained]
-    order += [(r, seed) for seed in s.seeds[1:] for r in pretrained if seed in s.seeds_of(r.name)]
-    pre = {(r.name, seed): pretrain_job(s, r, seed) for r, seed in order}
+    order = [(s.rows[pilot_row], s.seeds[0])]
+    order += [(s.rows[r], seed) for seed in s.seeds for r in s.all_seeds_rows]
+    order += [(r, seed) for r in pretrained for seed in s.seeds_of(r.name)]
+    order = list(dict.fromkeys((r.name, seed) for r, seed in order))
+    pre = {(r, seed): pretrain_job(s, s.rows[r], seed) for r, seed in order}
     first = pre[(pilot_row, s.seeds[0])]
     jobs = [first]
-    extra = ["--finetune.learning_rates", s.paper.get("pilot_learning_rates", ""), "--finetune.seeds",
-             s.paper.get("pilot_seeds", "1"), "--finetune.epochs", s.paper.get("pilot_epochs", "3")]
-    if s.paper.get("pilot_learning_rates"):
+    has_pilot = bool(s.paper.get("pilot_learning_rates"))
+    if has_pilot:
+        extra = ["--finetune.learning_rates", s.paper["pilot_learning_rates"], "--finetune.seeds",
+                 s.paper.get("pilot_seeds", "1"), "--finetune.epochs", s.paper.get("pilot_epochs", "3")]
         pilots = [finetune_job(s, "pilot", pilot_row, s.seeds[0], s.steps, t, os.path.join(s.work, "pilot", t),
                                pilot_row, extra) for t in s.tasks]
+        first.needed_by += pilots
         jobs.append(Job("pilot", "pilot", [], f"the pilot: {pilot_row} under the wider grid",
                         os.path.join(s.work, "logs", "pilot.log"), depends=[first.name], array=pilots,
                         list_file=os.path.join(s.work, "slurm", "pilot.list")))
-    jobs += [j for j in pre.values() if j is not first]
     by_run = {}
     for run_row, seed, step in glue_points(s):
         for t in s.tasks:
             by_run.setdefault((run_row, seed), []).append(
                 finetune_job(s, "glue", run_row, seed, step, t, s.glue_out(run_row, seed, step, t), run_row))
     glue_names = []
-    for (run_row, seed), members in by_run.items():
-        name = f"glue-{run_row}-seed{seed}"
+    for key, p in pre.items():
+        if p is not first:
+            jobs.append(p)
+        members = by_run.get(key, [])
+        if not members:
+            continue
+        p.needed_by += members
+        name = f"glue-{key[0]}-seed{key[1]}"
         glue_names.append(name)
-        jobs.append(Job(name, "glue", [], f"fine-tune {run_row} seed {seed}", os.path.join(s.work, "logs", name + ".log"),
-                        depends=[pre[(run_row, seed)].name] + (["pilot"] if s.paper.get("pilot_learning_rates") else []),
+        jobs.append(Job(name, "glue", [], f"fine-tune {key[0]} seed {key[1]}", os.path.join(s.work, "logs", name + ".log"),
+                        depends=[p.name] + (["pilot"] if has_pilot else []),
                         array=members, list_file=os.path.join(s.work, "slurm", name + ".list")))
     py = os.environ.get("TUPE_PYTHON", sys.executable)
     rows = ["--rows", s.rows_arg] if s.rows_arg else []
@@ -302,3 +327,17 @@ def plan_jobs(s: Scale) -> List[Job]:
                     "the report", os.path.join(s.work, "logs", "report.log"), depends=glue_names,
                     list_file=os.path.join(s.work, "slurm", "report.list")))
     return jobs
+
+
+def leaves(jobs: List[Job]):
+    """[(job, names of the jobs it waits for)]: job arrays opened into their members, each
+    waiting for what its array waits for (a pre-training, every member of the pilot)."""
+    members = {j.name: [m.name for m in j.array] if j.array else [j.name] for j in jobs}
+    out = []
+    for j in jobs:
+        deps = [n for d in j.depends for n in members.get(d, [d])]
+        if j.kind == "report":  # after every job before it
+            deps = [n for o in jobs if o is not j for n in members[o.name]]
+        for m in j.array or [j]:
+            out.append((m, deps))
+    return out

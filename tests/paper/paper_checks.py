@@ -9,8 +9,11 @@ Checks:
     from the last (results.json's pretrain_steps), and BERT-A^d from a bert-absolute-untied run;
   - TUPE-R - BERT-A's interval equals Welch's, recomputed with scipy from the same per-seed
     medians; Figures 5a and 5c exist;
-  - a second run of the same command runs no job (resumable), and --dry-run lists every
-    command without running one.
+  - the run is made with --parallel 2 (two jobs at once, each after what it waits for) and a
+    results store; a second run of the same command runs no job but the report (resumable);
+    a run in a new, empty work folder with the same store (another machine) runs no job
+    either and writes the same Table 1 and interval, and Figure 5a from the stored curves;
+  - --dry-run lists every command without running one.
 Usage: paper_checks.py WORKDIR   (TUPE_BIN, TUPE_SHARED_DATA, TUPE_PYTHON from CTest)
 """
 import json
@@ -49,7 +52,9 @@ def best_lr_median(results):
 
 def main(work):
     shutil.rmtree(work, ignore_errors=True)
-    out = harness(work)
+    store = work + "-store"
+    shutil.rmtree(store, ignore_errors=True)
+    harness(work, "--parallel", "2", "--store", store)
     report = open(os.path.join(work, "report.md")).read()
     rows = {"BERT-A": ("BERT-A", [1, 2], 20), "BERT-R": ("BERT-R", [1], 20), "TUPE-A": ("TUPE-A", [1], 20),
             "TUPE-R": ("TUPE-R", [1, 2], 20), "TUPE-A-mid": ("TUPE-A", [1], 10), "TUPE-R-mid": ("TUPE-R", [1, 2], 10),
@@ -86,9 +91,22 @@ def main(work):
     check(os.path.isfile(os.path.join(work, "figure5a", "validation.png")) and
           os.path.isfile(os.path.join(work, "figure5c", "glue_curve.png")), "Figures 5a and 5c drawn")
     check(os.path.isfile(os.path.join(work, "pilot", "WNLI", "results.json")), "the pilot ran")
-    again = harness(work)
-    ran = [line for line in again.splitlines() if re.match(r"\[paper [0-9:]+\] \S+: ", line)]
+    def jobs_run(out):
+        return [line for line in out.splitlines() if re.match(r"\[paper [0-9:]+\] \S+: ", line)]
+
+    ran = jobs_run(harness(work, "--store", store))
     check(all(line.split("] ", 1)[1].startswith("report:") for line in ran), f"a second run runs no job but the report: {ran}")
+    elsewhere = work + "-elsewhere"
+    shutil.rmtree(elsewhere, ignore_errors=True)
+    ran = jobs_run(harness(elsewhere, "--store", store))
+    check(all(line.split("] ", 1)[1].startswith("report:") for line in ran),
+          f"a new work folder with the same store runs no job but the report: {ran}")
+    moved = open(os.path.join(elsewhere, "report.md")).read()
+    check(moved.split("\n## Figure")[0] == report.split("\n## Figure")[0],
+          "... and writes the same Table 1 and TUPE-R - BERT-A interval")
+    check(os.path.isfile(os.path.join(elsewhere, "figure5a", "validation.png")), "... and Figure 5a from the stored curves")
+    check(not os.path.exists(os.path.join(elsewhere, "pretrain", "BERT-A-seed1", "checkpoints", "step_00000020")),
+          "... without any checkpoint (the store keeps results, not models)")
     dry = harness(work + "-dry", "--dry-run")
     cmds = [line for line in dry.splitlines() if " pretrain " in line or " finetune " in line]
     check(len([c for c in cmds if " pretrain " in c]) == 8 and not os.path.exists(os.path.join(work + "-dry", "pretrain")),
