@@ -10,6 +10,8 @@ and on the average comes with a 95% interval over pre-training seeds (Welch's t;
 2 seeds of each). Missing results show as "-" (a report can be drawn mid-run).
 """
 import argparse
+import collections
+import csv
 import json
 import math
 import os
@@ -35,6 +37,47 @@ def task_result(path):
     median = next(s["median_score"] for s in t["by_lr"] if s["lr"] == best)
     seeds = [r["score"] * 100 for r in t["runs"] if r["lr"] == best]
     return median * 100, seeds
+
+
+LABEL_COLUMN = {"SST-2": "label", "MRPC": "Quality", "RTE": "label", "WNLI": "label", "QNLI": "label",
+                "MNLI": "gold_label", "QQP": "is_duplicate"}
+
+
+def majority(glue_dir, task):
+    """The dev score x100 of always answering the most frequent dev label: accuracy, or 0 for
+    CoLA's Matthews correlation and STS-B's Pearson (a constant has no correlation)."""
+    if task in ("CoLA", "STS-B"):
+        return 0.0
+    name = "dev_matched.tsv" if task == "MNLI" else "dev.tsv"
+    path = os.path.join(glue_dir, task, name)
+    if task not in LABEL_COLUMN or not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        rows = list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+    counts = collections.Counter(r[LABEL_COLUMN[task]] for r in rows)
+    return 100 * max(counts.values()) / sum(counts.values())
+
+
+def pilot_lines(s):
+    """The pilot's numbers: per task and LR, the dev score x100 after each epoch (the best in bold)."""
+    out = []
+    for t in s.tasks:
+        f = os.path.join(s.work, "pilot", t, "results.json")
+        if not os.path.exists(f):
+            continue
+        task = json.load(open(f))["tasks"][0]
+        metric = task["primary_metric"]
+        for r in task["runs"]:
+            scores = [100 * e["dev"]["dev"][metric] for e in r["epochs"]]
+            best = max(range(len(scores)), key=lambda i: scores[i])
+            cells = [f"**{v:.1f}**" if i == best else f"{v:.1f}" for i, v in enumerate(scores)]
+            out.append(f"| {t} | {r['lr']:g} | {r['seed']} | " + " | ".join(cells) + " |")
+    if not out:
+        return []
+    epochs = max(line.count("|") - 4 for line in out)
+    return ["## The pilot (BERT-A, first seed): dev x100 after each epoch", "",
+            "| task | LR | seed | " + " | ".join(f"epoch {i + 1}" for i in range(epochs)) + " |",
+            "|---" * (epochs + 3) + "|"] + out + [""]
 
 
 def welch_interval(a, b, level=0.975):
@@ -147,6 +190,9 @@ def main():
                                             f"{statistics.mean(seed_avgs):.2f} [{min(seed_avgs):.2f}, {max(seed_avgs):.2f}]")
         md.append(f"| {row} | " + " | ".join(cells) + f" | {a_text} |")
         data["rows"][row] = {"tasks": dict(zip(s.tasks, means)), "average_per_seed": avg[row]}
+    base = [majority(s.glue_dir, t) for t in s.tasks]
+    md.append("| majority class | " + " | ".join(fmt(v) for v in base) + " | "
+              + (f"{statistics.mean(base):.2f}" if None not in base else "-") + " |")
     md.append("")
     if "TUPE-R" in table and "BERT-A" in table:
         md += ["## TUPE-R - BERT-A", "", "| | " + " | ".join(s.tasks) + " | avg |", "|---" * (len(s.tasks) + 2) + "|"]
@@ -173,6 +219,7 @@ def main():
                   + (f"on {', '.join(beyond)}." if beyond else "on no task and not on the average.")
                   if any(data["difference"].values()) else "Not enough seeds yet for an interval.")
         md.append("")
+    md += pilot_lines(s)
     notes = []
     fa = figure_5a(s, notes)
     fc = figure_5c(s, notes)

@@ -74,6 +74,12 @@ def main(work):
         want = statistics.mean(vals)
         got = float(table[row].split()[0])
         check(abs(got - want) < 0.051, f"{row}: WNLI {got} == {want:.2f} (recomputed from the runs)")
+    data = os.environ.get("TUPE_SHARED_DATA", os.path.join(SRC, "..", "shared", "data"))
+    labels = [line.rstrip("\n").split("\t")[-1] for line in open(os.path.join(data, "glue", "WNLI", "dev.tsv"))][1:]
+    want = 100 * max(labels.count(v) for v in set(labels)) / len(labels)
+    m = re.search(r"^\| majority class \| ([0-9.]+) \|", first_table, re.M)
+    check(m and abs(float(m.group(1)) - want) < 0.051, f"majority class on WNLI dev: {m and m.group(1)} == {want:.2f}")
+    check("## The pilot" in report and "| WNLI | 0.001 | 1 |" in report, "the report shows the pilot's numbers per epoch")
     cfg = open(os.path.join(work, "pretrain", "BERT-A-d-seed1", "checkpoints", "effective_config.ini")).read()
     check("position_encoding = bert-absolute-untied" in cfg, "BERT-A^d was pre-trained as bert-absolute-untied")
     from scipy.stats import t as student
