@@ -23,6 +23,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from plan import load_scale  # noqa: E402
 
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 COLUMNS = {"CoLA": "CoLA", "SST-2": "SST", "MRPC": "MRPC", "STS-B": "STS", "RTE": "RTE", "WNLI": "WNLI",
            "QNLI": "QNLI", "QQP": "QQP", "MNLI": "MNLI"}
 
@@ -114,9 +115,10 @@ def entry(per_seed, task):
     vals = [per_seed[seed][task] for seed in per_seed if per_seed[seed][task]]
     if not vals:
         return "-", None
-    if len(per_seed) == 1:
+    if len(vals) == 1:  # one pre-training seed (so far): the fine-tuning seeds' range
         m, seeds = vals[0]
-        return f"{m:.1f} [{min(seeds):.1f}, {max(seeds):.1f}]", m
+        of = "" if len(per_seed) == 1 else f" (1 of {len(per_seed)})"
+        return f"{m:.1f} [{min(seeds):.1f}, {max(seeds):.1f}]{of}", m
     meds = [v[0] for v in vals]
     return f"{statistics.mean(meds):.1f} [{min(meds):.1f}, {max(meds):.1f}] ({len(meds)})", statistics.mean(meds)
 
@@ -174,7 +176,7 @@ def main():
     md = [f"# Table 1 at scale `{s.name}`", "",
           f"Pre-training: {s.steps} steps per row, seeds {s.seeds} for {', '.join(s.all_seeds_rows) or 'no row'}, "
           f"{s.seeds[0]} for the others; ^mid rows at step {s.mid_step}. Fine-tuning: the [finetune] protocol of "
-          f"{s.path}. Entries: dev x100, the median over fine-tuning seeds at the best LR [their range]; "
+          f"{os.path.relpath(s.path, REPO) if s.path.startswith(REPO + os.sep) else s.path}. Entries: dev x100, the median over fine-tuning seeds at the best LR [their range]; "
           "rows with several pre-training seeds: the mean of the seeds' medians [their range] (seeds).", ""]
     md.append("| row | " + " | ".join(COLUMNS.get(t, t) for t in s.tasks) + " | avg |")
     md.append("|---" * (len(s.tasks) + 2) + "|")
