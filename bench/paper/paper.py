@@ -196,6 +196,7 @@ def main():
     jobs = plan_jobs(scale)
     store = Store(scale.store if args.store is None else args.store, scale.work)
     if not args.dry_run:
+        store.check()
         scale.write_run_config()
         restored = store.restore([j for j, _ in leaves(jobs)])
         if restored:

@@ -16,6 +16,7 @@ Every file is written to a temporary name and renamed, so a store is never half-
 import json
 import os
 import shutil
+import sys
 
 FINETUNE_FILES = ("results.json", "results.md", "effective_config.ini")
 PRETRAIN_FILES = (os.path.join("checkpoints", "metrics", "rank_0.jsonl"),
@@ -34,6 +35,18 @@ class Store:
     def __init__(self, root, work):
         self.root = os.path.abspath(root) if root else ""
         self.work = work
+
+    def check(self):
+        """Makes the store folder; exits with one line where it cannot be written."""
+        if not self.root:
+            return
+        try:
+            os.makedirs(self.root, exist_ok=True)
+            probe = os.path.join(self.root, ".write-test")
+            open(probe, "w").close()
+            os.remove(probe)
+        except OSError as e:
+            sys.exit(f"paper: the results store {self.root}: cannot write there ({e.strerror})")
 
     def _files(self, job):
         """(path under WORK, path in the store) of what `job` leaves when done."""
