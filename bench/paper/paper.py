@@ -88,7 +88,7 @@ def run_local(leaves, scale, store: Store, parallel: int, dry_run: bool):
             running[start_local(job)] = job
         if not running:
             break  # the rest waits for the protocol (or for jobs outside --only)
-        proc = next(iter_finished(running))
+        proc = wait_any(running)
         job = running.pop(proc)
         if proc.returncode != 0:
             for other in running:
@@ -110,12 +110,12 @@ def run_local(leaves, scale, store: Store, parallel: int, dry_run: bool):
             f"numbers, {os.path.join(scale.work, 'pilot')}, then set it true)")
 
 
-def iter_finished(running):
-    """Yields the running processes as they end (polled once a second)."""
+def wait_any(running):
+    """The first of the running processes to end (polled once a second)."""
     while True:
         for proc in running:
             if proc.poll() is not None:
-                yield proc
+                return proc
         time.sleep(1)
 
 
