@@ -188,8 +188,13 @@ def main():
             cells.append(text)
             means.append(m)
         seed_avgs = [v for v in avg[row].values() if v is not None]
-        a_text = "-" if not seed_avgs else (f"{seed_avgs[0]:.2f}" if len(avg[row]) == 1 else
-                                            f"{statistics.mean(seed_avgs):.2f} [{min(seed_avgs):.2f}, {max(seed_avgs):.2f}]")
+        if not seed_avgs:
+            a_text = "-"
+        elif len(seed_avgs) == 1:  # one pre-training seed (so far)
+            a_text = f"{seed_avgs[0]:.2f}" + ("" if len(avg[row]) == 1 else f" (1 of {len(avg[row])})")
+        else:
+            a_text = (f"{statistics.mean(seed_avgs):.2f} [{min(seed_avgs):.2f}, {max(seed_avgs):.2f}] "
+                      f"({len(seed_avgs)})")
         md.append(f"| {row} | " + " | ".join(cells) + f" | {a_text} |")
         data["rows"][row] = {"tasks": dict(zip(s.tasks, means)), "average_per_seed": avg[row]}
     base = [majority(s.glue_dir, t) for t in s.tasks]
@@ -198,7 +203,7 @@ def main():
     md.append("")
     if "TUPE-R" in table and "BERT-A" in table:
         md += ["## TUPE-R - BERT-A", "", "| | " + " | ".join(s.tasks) + " | avg |", "|---" * (len(s.tasks) + 2) + "|"]
-        cells, beyond, data["difference"] = [], [], {}
+        cells, beyond, below, data["difference"] = [], [], [], {}
         for t in s.tasks + ["avg"]:
             if t == "avg":
                 a_ = [v for v in avg["TUPE-R"].values() if v is not None]
@@ -214,12 +219,17 @@ def main():
                 cells.append(f"{w[0]:+.2f} ± {w[1]:.2f}")
                 if w[0] - w[1] > 0:
                     beyond.append(t)
+                elif w[0] + w[1] < 0:
+                    below.append(t)
             data["difference"][t] = w
         md.append("| 95% interval | " + " | ".join(cells) + " |")
         md.append("")
-        md.append("The paper's sign (TUPE-R above BERT-A) shows beyond noise "
-                  + (f"on {', '.join(beyond)}." if beyond else "on no task and not on the average.")
-                  if any(data["difference"].values()) else "Not enough seeds yet for an interval.")
+        if any(data["difference"].values()):
+            md.append("The paper's sign (TUPE-R above BERT-A) shows beyond noise "
+                      + (f"on {', '.join(beyond)}" if beyond else "on no task and not on the average")
+                      + (f"; the opposite sign does on {', '.join(below)}." if below else "; the opposite sign on none."))
+        else:
+            md.append("Not enough seeds yet for an interval.")
         md.append("")
     md += pilot_lines(s)
     notes = []

@@ -8,6 +8,8 @@ What is kept (paths as under WORK; a few kB a job):
   pretrain/<ROW>-seed<S>/complete.json            the pre-training reached its last step
   pretrain/<ROW>-seed<S>/checkpoints/{metrics/rank_0.jsonl,effective_config.ini}
                                                   its validation curve (Figure 5a) and config
+  report/{report.md,report.json,figure5a/...,figure5c/...}
+                                                  the newest report and its figures, as drawn
 Checkpoints are not kept (megabytes each). A pre-training is therefore taken as done without
 its checkpoints only when its record is here and every fine-tuning that reads its checkpoints
 is done too; otherwise it is trained again (bitwise the same: fixed seeds and threads).
@@ -21,6 +23,9 @@ import sys
 FINETUNE_FILES = ("results.json", "results.md", "effective_config.ini")
 PRETRAIN_FILES = (os.path.join("checkpoints", "metrics", "rank_0.jsonl"),
                   os.path.join("checkpoints", "effective_config.ini"), "complete.json")
+REPORT_FILES = ("report.md", "report.json", os.path.join("figure5a", "validation.png"),
+                os.path.join("figure5a", "compare.md"), os.path.join("figure5a", "compare.csv"),
+                os.path.join("figure5c", "glue_curve.png"), os.path.join("figure5c", "glue_curve.md"))
 
 
 def _copy(src, dst):
@@ -54,17 +59,23 @@ class Store:
             names = [os.path.join(job.final, f) for f in FINETUNE_FILES]
         elif job.kind == "pretrain":
             names = [os.path.join(job.run_dir, f) for f in PRETRAIN_FILES]
+        elif job.kind == "report":  # under report/ in the store, its links kept relative
+            return [(os.path.join(self.work, f), os.path.join(self.root, "report", f)) for f in REPORT_FILES]
         else:
             return []
         return [(n, os.path.join(self.root, os.path.relpath(n, self.work))) for n in names]
 
     def save(self, job):
-        """After `job` is done: its results into the store (files it did not write are skipped)."""
+        """After `job` is done: its results into the store (files it did not write are skipped;
+        for the report, a figure it did not draw this time is removed, so the store's report is
+        always one report)."""
         if not self.root:
             return
         for here, kept in self._files(job):
             if os.path.exists(here):
                 _copy(here, kept)
+            elif job.kind == "report" and os.path.exists(kept):
+                os.remove(kept)
 
     def restore(self, leaves):
         """Before a run: fine-tunings done in the store are copied into WORK; then a

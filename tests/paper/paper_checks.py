@@ -111,6 +111,10 @@ def main(work):
     check(moved.split("\n## Figure")[0] == report.split("\n## Figure")[0],
           "... and writes the same Table 1 and TUPE-R - BERT-A interval")
     check(os.path.isfile(os.path.join(elsewhere, "figure5a", "validation.png")), "... and Figure 5a from the stored curves")
+    kept = os.path.join(store, "report")
+    check(open(os.path.join(kept, "report.md")).read() == moved and
+          all(os.path.isfile(os.path.join(kept, f)) for f in ("figure5a/validation.png", "figure5c/glue_curve.png")),
+          "the store keeps the newest report and both figures, its links relative")
     check(not os.path.exists(os.path.join(elsewhere, "pretrain", "BERT-A-seed1", "checkpoints", "step_00000020")),
           "... without any checkpoint (the store keeps results, not models)")
     dry = harness(work + "-dry", "--dry-run")
