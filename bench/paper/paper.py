@@ -52,15 +52,19 @@ def start_local(job: Job):
 def run_local(leaves, scale, store: Store, parallel: int, dry_run: bool):
     """Runs every job not yet done, up to `parallel` at once, each when what it waits for is
     done, in the plan's order of preference. The GLUE fine-tunings wait while [paper]
-    protocol_chosen is false. A failed job stops the run (the others are stopped with SIGTERM:
-    a pre-training checkpoints and exits, a fine-tuning starts again next time)."""
+    protocol_chosen is false. When a pre-training's last fine-tuning is done, the report of what
+    is done so far is drawn (WORK/report.md, and into the store). A failed job stops the run (the
+    others are stopped with SIGTERM: a pre-training checkpoints and exits, a fine-tuning starts
+    again next time)."""
     pending = [(j, d) for j, d in leaves if not j.done()]
+    deps_of = {j.name: d for j, d in leaves}
     if dry_run:
         for j, _ in pending:
             print(shlex.join(j.command))
         return
     unfinished = {j.name for j, _ in pending}
     running = {}
+    report = next((j for j, _ in pending if j.kind == "report"), None)
 
     def stop(signum, _frame):  # SIGTERM or Ctrl-C: each running job stopped the way it resumes
         for proc in running:
@@ -105,9 +109,26 @@ def run_local(leaves, scale, store: Store, parallel: int, dry_run: bool):
             write_complete(job, scale.steps)
         store.save(job)
         unfinished.discard(job.name)
+        if report and job.kind == "glue":
+            others = [j for j, _ in pending if j is not report] + list(running.values())
+            group = deps_of[job.name][0]  # a fine-tuning's first dependency: its pre-training
+            if others and not any(j.kind == "glue" and deps_of[j.name][0] == group for j in others):
+                draw_report(report, store, scale.work)  # its fine-tunings are all done; more to come
     if waiting_for_protocol:
         log("the GLUE stage waits: [paper] protocol_chosen = false (choose [finetune] from the pilot's "
             f"numbers, {os.path.join(scale.work, 'pilot')}, then set it true)")
+
+
+def draw_report(report: Job, store: Store, work: str):
+    """The report of what is done so far (mid-run, after each pre-training's last fine-tuning),
+    into WORK and the store; a report that fails is logged, and the run goes on."""
+    with open(report.log_file, "a") as out:
+        code = subprocess.run(report.command, stdout=out, stderr=subprocess.STDOUT).returncode
+    if code != 0:
+        log(f"the report so far failed (exit {code}; {report.log_file}); the run goes on")
+        return
+    store.save(report)
+    log(f"the report so far: {os.path.join(work, 'report.md')}")
 
 
 def wait_any(running):

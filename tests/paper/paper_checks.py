@@ -54,7 +54,9 @@ def main(work):
     shutil.rmtree(work, ignore_errors=True)
     store = work + "-store"
     shutil.rmtree(store, ignore_errors=True)
-    harness(work, "--parallel", "2", "--store", store)
+    first = harness(work, "--parallel", "2", "--store", store)
+    drawn = first.count("the report so far:")
+    check(1 <= drawn < 8, f"a report is drawn mid-run as pre-trainings' fine-tunings end ({drawn} of 8 groups)")
     report = open(os.path.join(work, "report.md")).read()
     rows = {"BERT-A": ("BERT-A", [1, 2], 20), "BERT-R": ("BERT-R", [1], 20), "TUPE-A": ("TUPE-A", [1], 20),
             "TUPE-R": ("TUPE-R", [1, 2], 20), "TUPE-A-mid": ("TUPE-A", [1], 10), "TUPE-R-mid": ("TUPE-R", [1, 2], 10),
