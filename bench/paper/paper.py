@@ -217,12 +217,20 @@ def main():
     jobs = plan_jobs(scale)
     store = Store(scale.store if args.store is None else args.store, scale.work)
     if not args.dry_run:
+        if not os.path.isdir(os.path.join(scale.data, "glue")):
+            sys.exit(f"paper: the data folder {scale.data} has no glue/ (set TUPE_SHARED_DATA to the folder "
+                     "holding glue/, text/ and vocab/)")
         store.check()
         scale.write_run_config()
         restored = store.restore([j for j, _ in leaves(jobs)])
         if restored:
             log(f"{restored} finished jobs taken from the store {store.root}")
-        scale.make_corpus()
+        if args.only in (None, "pretrain"):  # the report and the fine-tunings need no corpus
+            try:
+                scale.make_corpus()
+            except subprocess.CalledProcessError as e:
+                sys.exit(f"paper: making the corpus {scale.paper.get('corpus')} in {os.path.join(scale.work, 'shards')} "
+                         f"with {scale.tupe} failed (exit {e.returncode})")
     if args.only:
         jobs = [j for j in jobs if j.kind == args.only]
     if args.launcher == "slurm":

@@ -119,6 +119,11 @@ def main(work):
           "the store keeps the newest report and both figures, its links relative")
     check(not os.path.exists(os.path.join(elsewhere, "pretrain", "BERT-A-seed1", "checkpoints", "step_00000020")),
           "... without any checkpoint (the store keeps results, not models)")
+    env = dict(os.environ, TUPE_SHARED_DATA=os.path.join(work, "no-such-data"))
+    p = subprocess.run([sys.executable, PAPER, "--scale", "toy", "--work", work + "-nodata", "--store", ""], env=env,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    check(p.returncode != 0 and p.stdout.strip().count("\n") == 0 and "no-such-data has no glue/" in p.stdout
+          and not os.path.exists(work + "-nodata"), f"a missing data folder: one line, nothing written ({p.stdout.strip()!r})")
     dry = harness(work + "-dry", "--dry-run")
     cmds = [line for line in dry.splitlines() if " pretrain " in line or " finetune " in line]
     check(len([c for c in cmds if " pretrain " in c]) == 8 and not os.path.exists(os.path.join(work + "-dry", "pretrain")),
