@@ -124,6 +124,10 @@ def entry(per_seed, task):
 
 
 def figure_5a(s, out):
+    """Figure 5a into WORK/figure5a (what an earlier report drew there is removed first, so a
+    figure not drawn now is not left behind); its folder, or None when it is not drawn."""
+    dest = os.path.join(s.work, "figure5a")
+    shutil.rmtree(dest, ignore_errors=True)
     runs = []
     for row in s.rows.values():
         if row.mid_of:
@@ -136,7 +140,6 @@ def figure_5a(s, out):
         return None
     names = [r.split("=")[0] for r in runs[1::2]]
     ref = "BERT-A" if "BERT-A" in names else names[0]
-    dest = os.path.join(s.work, "figure5a")
     p = subprocess.run([s.tupe, "analyze", "--reference", ref, "--output", dest] + runs,
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if p.returncode != 0:
@@ -146,6 +149,9 @@ def figure_5a(s, out):
 
 
 def figure_5c(s, out):
+    """Figure 5c into WORK/figure5c, drawn afresh as figure_5a is; its folder, or None."""
+    dest = os.path.join(s.work, "figure5c")
+    shutil.rmtree(dest, ignore_errors=True)
     args = []
     for r in s.curve_rows:
         seed = s.seeds[0]
@@ -156,7 +162,6 @@ def figure_5c(s, out):
                     args += ["--glue", f"{r}={d}"]
     if not args:
         return None
-    dest = os.path.join(s.work, "figure5c")
     p = subprocess.run([s.tupe, "analyze", "--output", dest] + args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        text=True)
     if p.returncode != 0:

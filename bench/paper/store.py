@@ -76,6 +76,8 @@ class Store:
                 _copy(here, kept)
             elif job.kind == "report" and os.path.exists(kept):
                 os.remove(kept)
+                if not os.listdir(os.path.dirname(kept)):  # a figure's folder left empty
+                    os.rmdir(os.path.dirname(kept))
 
     def restore(self, leaves):
         """Before a run: fine-tunings done in the store are copied into WORK; then a

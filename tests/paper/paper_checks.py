@@ -119,6 +119,13 @@ def main(work):
           "the store keeps the newest report and both figures, its links relative")
     check(not os.path.exists(os.path.join(elsewhere, "pretrain", "BERT-A-seed1", "checkpoints", "step_00000020")),
           "... without any checkpoint (the store keeps results, not models)")
+    # A report of rows without Figure 5c's (BERT-R): the earlier 5c is gone from WORK and the store.
+    harness(elsewhere, "--store", store, "--only", "report", "--rows", "BERT-R")
+    one_row = open(os.path.join(elsewhere, "report.md")).read()
+    check("Figure 5c" not in one_row and "Figure 5a" in one_row and
+          not os.path.exists(os.path.join(elsewhere, "figure5c")) and not os.path.exists(os.path.join(kept, "figure5c")) and
+          open(os.path.join(kept, "report.md")).read() == one_row,
+          "a report without Figure 5c leaves no earlier 5c behind, in WORK or in the store")
     env = dict(os.environ, TUPE_SHARED_DATA=os.path.join(work, "no-such-data"))
     p = subprocess.run([sys.executable, PAPER, "--scale", "toy", "--work", work + "-nodata", "--store", ""], env=env,
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
