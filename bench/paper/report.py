@@ -230,9 +230,16 @@ def main():
         md.append("| 95% interval | " + " | ".join(cells) + " |")
         md.append("")
         if any(data["difference"].values()):
-            md.append("The paper's sign (TUPE-R above BERT-A) shows beyond noise "
-                      + (f"on {', '.join(beyond)}" if beyond else "on no task and not on the average")
-                      + (f"; the opposite sign does on {', '.join(below)}." if below else "; the opposite sign on none."))
+            def where(names):  # "RTE, CoLA but not on the average", "no task and not on the average", ...
+                tasks = ", ".join(t for t in names if t != "avg") or "no task"
+                on_avg = "avg" in names
+                joiner = "and" if (tasks == "no task") != on_avg else "but"
+                return f"on {tasks} {joiner} {'' if on_avg else 'not '}on the average"
+            md.append(f"The paper's sign (TUPE-R above BERT-A) shows beyond noise {where(beyond)}; the opposite sign "
+                      f"{where(below)}. Each interval is Welch's 95% over pre-training seeds, one per column"
+                      + (f", not corrected for comparing {len(s.tasks)} tasks: with no true difference anywhere, at"
+                         f" least one task would show beyond noise by chance {1 - 0.95 ** len(s.tasks):.0%} of the"
+                         " time; the average column is a single comparison." if len(s.tasks) > 1 else "."))
         else:
             md.append("Not enough seeds yet for an interval.")
         md.append("")

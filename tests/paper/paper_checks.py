@@ -96,6 +96,14 @@ def main(work):
     m = re.search(r"\| 95% interval \| ([+-][0-9.]+) ± ([0-9.]+) \|", report)
     check(m and abs(float(m.group(1)) - d) < 0.006 and abs(float(m.group(2)) - half) < 0.006,
           f"TUPE-R - BERT-A: {m.group(0) if m else report[-800:]} == {d:+.2f} ± {half:.2f} (Welch, scipy)")
+    verdict = next((line for line in report.splitlines() if line.startswith("The paper's sign")), "")
+    paper_sign, _, opposite = verdict.partition("; the opposite sign ")
+    avg_row = [c.strip() for c in report.split("| 95% interval |")[1].split("\n")[0].split("|") if c.strip()][-1]
+    avg_d, avg_half = (float(x) for x in avg_row.split(" ± "))
+    check(opposite and ("not on the average" not in paper_sign) == (avg_d - avg_half > 0) and
+          ("not on the average" not in opposite) == (avg_d + avg_half < 0) and "Welch's 95% over pre-training seeds" in verdict,
+          f"the sentence's verdict on the average matches its interval {avg_row}: "
+          f"{verdict!r}")
     check(os.path.isfile(os.path.join(work, "figure5a", "validation.png")) and
           os.path.isfile(os.path.join(work, "figure5c", "glue_curve.png")), "Figures 5a and 5c drawn")
     check(os.path.isfile(os.path.join(work, "pilot", "WNLI", "results.json")), "the pilot ran")
