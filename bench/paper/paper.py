@@ -26,7 +26,8 @@ import subprocess
 import sys
 import time
 
-from plan import Job, leaves, load_scale, plan_jobs
+from plan import Job, check_done_settings, leaves, load_scale, plan_jobs
+from scale_check import SLURM_KEYS
 from store import Store, write_complete
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -166,23 +167,63 @@ def sbatch_line(job: Job, scale, deps) -> list:
     return cmd
 
 
+def queued_jobs(work):
+    """{job name: Slurm id} of this work folder's earlier submissions (WORK/slurm/jobs.txt)
+    that Slurm still holds (squeue: pending, running or re-queued): not submitted again."""
+    path = os.path.join(work, "slurm", "jobs.txt")
+    if not os.path.exists(path):
+        return {}
+    last = {}
+    for line in open(path):
+        words = line.split()
+        if len(words) == 2:
+            last[words[0]] = words[1]
+    if not last:
+        return {}
+    try:
+        p = subprocess.run(["squeue", "-h", "-o", "%A", "-u", os.environ.get("USER") or str(os.getuid())],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        sys.exit(f"paper: squeue, to see which of {path}'s jobs are still queued, failed ({e}); "
+                 "is this a Slurm login node?")
+    if p.returncode != 0:
+        sys.exit(f"paper: squeue, to see which of {path}'s jobs are still queued, failed: "
+                 + " ".join(p.stderr.split()))
+    alive = set(p.stdout.split())
+    return {name: jid for name, jid in last.items() if jid in alive}
+
+
 def submit_slurm(jobs, scale, dry_run: bool):
     """One sbatch per pre-training; per pre-training, its fine-tunings as one job array that
-    depends on it (afterok); the pilot after BERT-A's first seed; the report after everything."""
+    depends on it (afterok); the pilot after BERT-A's first seed; the report after everything.
+    A job done, or still queued from an earlier submission, is not submitted again (later jobs
+    then depend on the queued one). Each id is recorded in WORK/slurm/jobs.txt as soon as
+    sbatch gives it; --dry-run writes nothing and shows made-up ids."""
+    for key in SLURM_KEYS:
+        if key not in scale.paper:
+            sys.exit(f"paper: {scale.path}: [paper] {key} missing (the Slurm launcher needs it)")
     ids = {}
     fake = iter(range(1000, 100000))
-    os.makedirs(os.path.join(scale.work, "slurm"), exist_ok=True)
+    slurm_dir = os.path.join(scale.work, "slurm")
+    queued = {} if dry_run else queued_jobs(scale.work)
+    if not dry_run:
+        os.makedirs(slurm_dir, exist_ok=True)
     for job in jobs:
         pending = [j for j in (job.array or [job]) if not j.done()]
         if not pending and job.kind != "report":
             continue
+        if job.name in queued:
+            ids[job.name] = queued[job.name]
+            log(f"{job.name} is still queued as job {ids[job.name]}: not submitted again")
+            continue
         if job.array:  # only the fine-tunings still to do
             job.array = pending
         deps = [ids[d] for d in job.depends if d in ids]
-        if job.list_file:
-            with open(job.list_file, "w") as f:
+        if job.list_file and not dry_run:
+            with open(job.list_file + ".tmp", "w") as f:
                 for j in job.array or [job]:
                     f.write(shlex.join(j.shell_command()) + "\n")
+            os.replace(job.list_file + ".tmp", job.list_file)
         cmd = sbatch_line(job, scale, deps)
         if dry_run:
             ids[job.name] = str(next(fake))
@@ -191,12 +232,28 @@ def submit_slurm(jobs, scale, dry_run: bool):
             continue
         p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
         if p.returncode != 0:
-            sys.exit(f"paper: sbatch for {job.name} failed: {p.stderr.strip()}")
+            sys.exit(f"paper: sbatch for {job.name} failed (exit {p.returncode}): {' '.join(p.stderr.split())}; "
+                     f"the jobs submitted before it are in {os.path.join(slurm_dir, 'jobs.txt')}: rerun to go on")
         ids[job.name] = p.stdout.strip().split(";")[0]
+        with open(os.path.join(slurm_dir, "jobs.txt"), "a") as f:
+            f.write(f"{job.name} {ids[job.name]}\n")
         log(f"submitted {job.name} as job {ids[job.name]}" + (f" after {','.join(deps)}" if deps else ""))
-    with open(os.path.join(scale.work, "slurm", "jobs.txt"), "a") as f:
-        for name, jid in ids.items():
-            f.write(f"{name} {jid}\n")
+
+
+def prepare_work(work, dry_run):
+    """The work folder made (or, for --dry-run, only checked); exits with one line where it
+    cannot be."""
+    if os.path.exists(work) and not os.path.isdir(work):
+        sys.exit(f"paper: --work {work}: a file, not a folder")
+    if dry_run:
+        return
+    try:
+        os.makedirs(work, exist_ok=True)
+        probe = os.path.join(work, ".write-test")
+        open(probe, "w").close()
+        os.remove(probe)
+    except OSError as e:
+        sys.exit(f"paper: --work {work}: cannot write there ({e.strerror})")
 
 
 def main():
@@ -214,17 +271,23 @@ def main():
     if args.parallel < 1:
         sys.exit(f"paper: --parallel {args.parallel}: must be at least 1")
     scale = load_scale(args.scale, args.work, args.rows)
+    if not args.dry_run and not os.path.isdir(os.path.join(scale.data, "glue")):
+        sys.exit(f"paper: the data folder {scale.data} has no glue/ (set TUPE_SHARED_DATA to the folder "
+                 "holding glue/, text/ and vocab/)")
+    prepare_work(scale.work, args.dry_run)
+    scale.check_rows_with_tupe()
+    if args.only == "pilot" and not scale.paper.get("pilot_learning_rates"):
+        sys.exit(f"paper: --only pilot: {scale.path} has no pilot ([paper] pilot_learning_rates)")
     jobs = plan_jobs(scale)
     store = Store(scale.store if args.store is None else args.store, scale.work)
     if not args.dry_run:
-        if not os.path.isdir(os.path.join(scale.data, "glue")):
-            sys.exit(f"paper: the data folder {scale.data} has no glue/ (set TUPE_SHARED_DATA to the folder "
-                     "holding glue/, text/ and vocab/)")
         store.check()
         scale.write_run_config()
         restored = store.restore([j for j, _ in leaves(jobs)])
         if restored:
             log(f"{restored} finished jobs taken from the store {store.root}")
+    check_done_settings(scale, [j for j, _ in leaves(jobs)])
+    if not args.dry_run:
         if args.only in (None, "pretrain"):  # the report and the fine-tunings need no corpus
             try:
                 scale.make_corpus()

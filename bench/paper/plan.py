@@ -20,6 +20,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import List, Optional
 
+from scale_check import PaperSection, ScaleError, check_with_tupe, expected_settings, settings_differ
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 PAPER_KEYS_REQUIRED = ("seeds", "steps", "warmup_steps", "eval_every", "mid_fraction", "tasks", "threads")
@@ -87,35 +89,63 @@ class Scale:
     def __init__(self, path, work):
         self.path = os.path.abspath(path)
         self.name = os.path.splitext(os.path.basename(path))[0]
+        if work is not None and not work.strip():
+            fail("--work '': empty (name the run's folder, or leave --work out for runs/paper-<scale>)")
         self.work = os.path.abspath(work or os.path.join(REPO, "runs", f"paper-{self.name}"))
         self.tupe = os.path.abspath(os.environ.get("TUPE_BIN", os.path.join(REPO, "build", "cli", "tupe")))
         self.data = os.path.abspath(os.environ.get("TUPE_SHARED_DATA", os.path.join(REPO, "..", "shared", "data")))
         cp = configparser.ConfigParser(interpolation=None, strict=True)
         cp.optionxform = str
         try:
-            cp.read_string(open(self.path).read())
+            with open(self.path, encoding="utf-8-sig") as f:
+                self.text = f.read()
+            cp.read_string(self.text, source=self.path)
+        except UnicodeDecodeError as e:
+            line = e.object[:e.start].count(b"\n") + 1
+            fail(f"{self.path}:{line}: not UTF-8 text (byte {e.start})")
         except (OSError, configparser.Error) as e:
-            fail(f"{self.path}: {e}")
+            fail(f"{self.path}: {' '.join(str(e).split())}")
         if "paper" not in cp:
             fail(f"{self.path}: no [paper] section")
         self.paper = dict(cp["paper"])
-        for k in PAPER_KEYS_REQUIRED:
-            if k not in self.paper:
-                fail(f"{self.path}: [paper] {k} missing")
         self.sections = cp
-        self.rows = self._rows()
-        self.seeds = [int(s) for s in self.paper["seeds"].split(",")]
-        self.all_seeds_rows = [r for r in self.paper.get("all_seeds_rows", "").split(",") if r]
-        self.steps = int(self.paper["steps"])
-        self.tasks = [t for t in self.paper["tasks"].split(",") if t]
-        self.threads = int(self.paper["threads"])
-        self.protocol_chosen = self.paper.get("protocol_chosen", "true").lower() == "true"
-        self.mid_step = self.step_at(float(self.paper["mid_fraction"]))
-        self.curve_rows = [r for r in self.paper.get("curve_rows", "").split(",") if r]
-        self.curve_steps = [self.step_at(float(f)) for f in self.paper.get("curve_fractions", "1.0").split(",")]
-        for r in self.all_seeds_rows + self.curve_rows:
-            if r not in self.rows:
-                fail(f"{self.path}: [paper] names row {r}, which no row.{r} defines")
+        try:
+            self._read_paper(PaperSection(self.path, self.text, self.paper))
+        except ScaleError as e:
+            fail(str(e))
+
+    def _read_paper(self, p: PaperSection):
+        """The [paper] values, each checked (scale_check.py); raises ScaleError."""
+        for k in PAPER_KEYS_REQUIRED:
+            p.require(k)
+        p.check_all()
+        self.rows = self._rows(p)
+        self.seeds = p.seeds("seeds")
+        self.steps = p.positive("steps")
+        if p.count("warmup_steps") > self.steps:
+            p.error("warmup_steps", f"more than the {self.steps} steps")
+        if p.positive("eval_every") > self.steps:
+            p.error("eval_every", f"more than the {self.steps} steps: no validation loss for Figure 5a")
+        self.tasks = p.tasks("tasks")
+        self.threads = p.positive("threads")
+        self.protocol_chosen = p.boolean("protocol_chosen", "true")
+        self.keep_every = self._keep_every()
+        self.mid_step = self.step_at(p.fraction("mid_fraction"), p, "mid_fraction")
+        self.all_seeds_rows = p.names("all_seeds_rows")
+        self.curve_rows = p.names("curve_rows")
+        self.curve_steps = [self.step_at(f, p, "curve_fractions")
+                            for f in (p.fractions("curve_fractions") if p.has("curve_fractions") else [1.0])]
+        for key in ("all_seeds_rows", "curve_rows"):
+            for r in p.names(key):
+                if r not in self.rows:
+                    p.error(key, f"names row {r}, which no row.{r} defines")
+                if self.rows[r].mid_of:
+                    p.error(key, f"{r} is a ^mid row (a fine-tuning of {self.rows[r].mid_of}); name a pre-trained row")
+        if p.has("pilot_learning_rates"):
+            p.rates("pilot_learning_rates")
+        for key in [k for k in self.paper if k.startswith("train_rows.")]:
+            if key[len("train_rows."):] not in self.tasks:
+                p.error(key, f"{key[len('train_rows.'):]} is not among tasks = {self.paper['tasks']}")
         self.run_config = os.path.join(self.work, "configs", "run.ini")
         # The results store (store.py): [paper] store, a folder relative to the scale file.
         store = self.paper.get("store", "")
@@ -127,39 +157,50 @@ class Scale:
         else:
             for k in ("train_shards", "validation_shards"):
                 if k not in self.paper:
-                    fail(f"{self.path}: [paper] {k} missing (or corpus = mixed-english)")
+                    raise ScaleError(f"{self.path}: [paper] {k} missing (or corpus = mixed-english)")
             base = os.path.dirname(self.path)
             self.train_shards = os.path.join(base, os.path.expanduser(self.paper["train_shards"]))
             self.validation_shards = os.path.join(base, os.path.expanduser(self.paper["validation_shards"]))
         self.vocab = os.path.join(self.data, self.paper.get("vocab", "vocab/bert-base-uncased-vocab.txt"))
         self.glue_dir = os.path.join(self.data, self.paper.get("glue", "glue"))
 
-    def _rows(self):
+    def _keep_every(self):
+        word = self.sections.get("checkpoint", "keep_every", fallback="0").strip() or "0"
+        if not word.lstrip("+").isdigit():
+            raise ScaleError(f"{self.path}: [checkpoint] keep_every = {word}: not a whole number of steps")
+        return int(word)
+
+    def _rows(self, p: PaperSection):
         rows = {}
         for key, value in self.paper.items():
             if not key.startswith("row."):
                 continue
             name, words = key[4:], value.split()
             if len(words) == 2 and words[1] == "mid":
+                p.check_row(name, None, None)
                 rows[name] = Row(name, mid_of=words[0])
             elif len(words) == 2 and words[1] in ("true", "false"):
+                p.check_row(name, words[0], words[1])
                 rows[name] = Row(name, words[0], words[1])
             else:
-                fail(f"{self.path}: [paper] {key} = {value}: expected '<position_encoding> <untie_cls>' or '<ROW> mid'")
+                p.error(key, "expected '<position_encoding> <untie_cls>' or '<ROW> mid'")
         for r in rows.values():
             if r.mid_of and (r.mid_of not in rows or rows[r.mid_of].mid_of):
-                fail(f"{self.path}: [paper] row.{r.name}: {r.mid_of} is no pre-trained row")
+                p.error(f"row.{r.name}", f"{r.mid_of} is no pre-trained row")
         if not rows:
-            fail(f"{self.path}: [paper] defines no row.<NAME>")
+            raise ScaleError(f"{self.path}: [paper] defines no row.<NAME>")
         return rows
 
-    def step_at(self, fraction):
-        """The checkpoint step at `fraction` of the steps; it must be one checkpoint.keep_every keeps."""
+    def step_at(self, fraction, p: PaperSection, key):
+        """The checkpoint step at `fraction` of the steps: past step 0, and the last step or one
+        that checkpoint.keep_every keeps. Raises ScaleError naming `key`."""
         step = round(fraction * self.steps)
-        keep = int(self.sections.get("checkpoint", "keep_every", fallback="0") or 0)
+        if step <= 0:
+            p.error(key, f"{fraction:g} of {self.steps} steps is step {step}: no checkpoint there")
+        keep = self.keep_every
         if step != self.steps and (keep <= 0 or step % keep != 0):
-            fail(f"{self.path}: step {step} ({fraction:g} of {self.steps}) is not kept: set [checkpoint] keep_every "
-                 f"to a divisor of it")
+            p.error(key, f"step {step} ({fraction:g} of {self.steps}) is not kept: set [checkpoint] keep_every "
+                         f"to a divisor of it")
         return step
 
     def seeds_of(self, row):
@@ -174,17 +215,29 @@ class Scale:
     def glue_out(self, row, seed, step, task):
         return os.path.join(self.work, "glue", f"{row}-seed{seed}", f"step{step}", task)
 
-    def write_run_config(self):
-        """WORK/configs/run.ini: the scale file's text without its [paper] section."""
+    def run_config_text(self):
+        """The scale file's text without its [paper] section: what every tupe job reads."""
         keep, out = True, []
-        for line in open(self.path):
+        for line in self.text.splitlines(keepends=True):
             s = line.strip()
             if s.startswith("[") and s.endswith("]"):
                 keep = s != "[paper]"
             if keep:
                 out.append(line)
+        return "# written by bench/paper/paper.py from " + self.path + " (less [paper])\n" + "".join(out)
+
+    def check_rows_with_tupe(self):
+        """Each row's model and tupe sections as `tupe info` reads them (scale_check.py); exits
+        with one line naming the scale file."""
+        try:
+            check_with_tupe(self.tupe, self.run_config_text(), self.path, list(self.rows.values()))
+        except ScaleError as e:
+            fail(str(e))
+
+    def write_run_config(self):
+        """WORK/configs/run.ini: the scale file's text without its [paper] section."""
         os.makedirs(os.path.dirname(self.run_config), exist_ok=True)
-        text = "# written by bench/paper/paper.py from " + self.path + " (less [paper])\n" + "".join(out)
+        text = self.run_config_text()
         if not os.path.exists(self.run_config) or open(self.run_config).read() != text:
             with open(self.run_config + ".tmp", "w") as f:
                 f.write(text)
@@ -218,8 +271,12 @@ def load_scale(scale, work=None, rows=None):
         fail(f"{path}: no such scale file")
     s = Scale(path, work)
     s.rows_arg = rows or ""
-    if rows:
-        wanted = [r for r in rows.split(",") if r]
+    # The pilot's row: BERT-A, else the first pre-trained row of the whole file.
+    s.pilot_row = "BERT-A" if "BERT-A" in s.rows else next(r.name for r in s.rows.values() if not r.mid_of)
+    if rows is not None:
+        wanted = [r.strip() for r in rows.split(",") if r.strip()]
+        if not wanted:
+            fail(f"--rows '{rows}': names no row (rows: {', '.join(s.rows)})")
         for r in wanted:
             if r not in s.rows:
                 fail(f"--rows {rows}: {path} has no row {r} (rows: {', '.join(s.rows)})")
@@ -228,6 +285,31 @@ def load_scale(scale, work=None, rows=None):
         s.all_seeds_rows = [r for r in s.all_seeds_rows if r in keep]
         s.curve_rows = [r for r in s.curve_rows if r in keep]
     return s
+
+
+def check_done_settings(s: Scale, jobs):
+    """Results made with other settings than the scale file asks now are never taken for its
+    own: a pre-training's folder (finished or not: a resume would mix them) or a finished
+    fine-tuning (of `jobs`, leaves) whose effective_config.ini records other values
+    (scale_check.settings_differ: the steps, the row's encoding, the GLUE protocol, ...)
+    exits with one line naming its folder and the settings."""
+    tupe_sections = [sec for sec in s.sections.sections() if sec not in ("paper", "finetune")]
+    for job in jobs:
+        if job.kind == "pretrain":
+            folder = job.run_dir
+            recorded = os.path.join(job.run_dir, "checkpoints", "effective_config.ini")
+            want = expected_settings(s.sections, job.command, tupe_sections)
+        elif job.kind in ("glue", "pilot") and job.done():
+            folder = job.final
+            recorded = os.path.join(job.final, "effective_config.ini")
+            want = expected_settings(s.sections, job.command, ["finetune"])
+        else:
+            continue
+        differ = settings_differ(recorded, want)
+        if differ:
+            fail(f"{folder}: made with other settings than {s.path} asks now ({'; '.join(differ[:3])}"
+                 f"{'; ...' if len(differ) > 3 else ''}): give a new --work (and --store), or remove that folder "
+                 "(and its copy in the store) to run it again")
 
 
 def pretrain_job(s: Scale, row: Row, seed: int) -> Job:
@@ -285,7 +367,7 @@ def plan_jobs(s: Scale) -> List[Job]:
     the other rows; each pre-training followed by its fine-tunings (slurm: one job array each,
     after it), so that its checkpoints are needed for as short a time as can be; the report."""
     pretrained = [r for r in s.rows.values() if not r.mid_of]
-    pilot_row = "BERT-A" if "BERT-A" in s.rows else pretrained[0].name
+    pilot_row = s.pilot_row if s.pilot_row in s.rows else pretrained[0].name
     order = [(s.rows[pilot_row], s.seeds[0])]
     order += [(s.rows[r], seed) for seed in s.seeds for r in s.all_seeds_rows]
     order += [(r, seed) for r in pretrained for seed in s.seeds_of(r.name)]
@@ -293,7 +375,8 @@ def plan_jobs(s: Scale) -> List[Job]:
     pre = {(r, seed): pretrain_job(s, s.rows[r], seed) for r, seed in order}
     first = pre[(pilot_row, s.seeds[0])]
     jobs = [first]
-    has_pilot = bool(s.paper.get("pilot_learning_rates"))
+    # The pilot is the pilot row's (BERT-A's); --rows without it plans none.
+    has_pilot = bool(s.paper.get("pilot_learning_rates")) and pilot_row == s.pilot_row
     if has_pilot:
         extra = ["--finetune.learning_rates", s.paper["pilot_learning_rates"], "--finetune.seeds",
                  s.paper.get("pilot_seeds", "1"), "--finetune.epochs", s.paper.get("pilot_epochs", "3")]

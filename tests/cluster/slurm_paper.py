@@ -5,7 +5,8 @@ Usage: slurm_paper.py WORKDIR
   submitted   with the partition down (nothing starts), Slurm holds what the harness designed:
               4 pre-trainings of 2 nodes x 1 task, the pilot after BERT-A seed 1, per
               pre-training one array of its fine-tunings after it and the pilot (afterok), the
-              report after every array; then the partition comes up
+              report after every array; submitting again submits nothing (every job is
+              still queued: squeue) and keeps WORK/slurm/jobs.txt; then the partition comes up
   killed      TUPE-R seed 1 frozen (SIGSTOP to its ranks) once its step-5 checkpoint is whole,
               `scontrol requeue`d, thawed: it checkpoints on SIGTERM, is re-queued (held
               BeginTime, released), resumes from that checkpoint and completes; its final
@@ -306,6 +307,12 @@ def main(work):
         print(p.stdout.strip())
         ids = dict(line.split() for line in open(os.path.join(w, "slurm", "jobs.txt")))
         check_submitted(c, ids)
+        again = c.run("head", env + [PYTHON, PAPER, "--scale", "toy", "--rows", ROWS, "--launcher", "slurm",
+                                     "--work", w], timeout=600).stdout
+        kept = dict(line.split() for line in open(os.path.join(w, "slurm", "jobs.txt")))
+        if "] submitted " in again or kept != ids or again.count("not submitted again") != len(ids):
+            fail(f"submitting again while every job is queued: expected none submitted, got:\n{again}")
+        print(f"submitting again submits nothing: all {len(ids)} jobs are still queued")
         c.run("head", ["scontrol", "update", "PartitionName=sim", "State=UP"])
         print(f"submitted as designed ({len(ids)} jobs, {time.time() - t0:.1f} s); the partition is up")
         kill_mid_run(c, ids[KILLED], os.path.join(w, "pretrain", "TUPE-R-seed1", "checkpoints"))

@@ -13,6 +13,8 @@ Checks:
     results store; a second run of the same command runs no job but the report (resumable);
     a run in a new, empty work folder with the same store (another machine) runs no job
     either and writes the same Table 1 and interval, and Figure 5a from the stored curves;
+  - the same work folder under a scale file asking other settings (40 steps) is refused:
+    finished results are never taken as done for other settings;
   - --dry-run lists every command without running one.
 Usage: paper_checks.py WORKDIR   (TUPE_BIN, TUPE_SHARED_DATA, TUPE_PYTHON from CTest)
 """
@@ -134,11 +136,21 @@ def main(work):
           not os.path.exists(os.path.join(elsewhere, "figure5c")) and not os.path.exists(os.path.join(kept, "figure5c")) and
           open(os.path.join(kept, "report.md")).read() == one_row,
           "a report without Figure 5c leaves no earlier 5c behind, in WORK or in the store")
+    shutil.rmtree(work + "-nodata", ignore_errors=True)
     env = dict(os.environ, TUPE_SHARED_DATA=os.path.join(work, "no-such-data"))
     p = subprocess.run([sys.executable, PAPER, "--scale", "toy", "--work", work + "-nodata", "--store", ""], env=env,
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     check(p.returncode != 0 and p.stdout.strip().count("\n") == 0 and "no-such-data has no glue/" in p.stdout
           and not os.path.exists(work + "-nodata"), f"a missing data folder: one line, nothing written ({p.stdout.strip()!r})")
+    # The scale file changed after the run: its finished jobs are not taken as done for it.
+    longer = os.path.join(os.path.dirname(work), "toy-40-steps.ini")
+    open(longer, "w").write(re.sub(r"^steps = 20$", "steps = 40", open(os.path.join(SRC, "bench", "paper", "toy.ini")).read(),
+                                   count=1, flags=re.M))
+    p = subprocess.run([sys.executable, PAPER, "--scale", longer, "--work", work, "--store", store], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True)
+    check(p.returncode != 0 and p.stdout.strip().count("\n") == 0 and "pretrain/BERT-A-seed1: made with other settings"
+          in p.stdout and "optimizer.total_steps: recorded 20, now 40" in p.stdout,
+          f"the same work folder under 40 steps instead of 20: refused, naming the run and the setting ({p.stdout.strip()!r})")
     dry = harness(work + "-dry", "--dry-run")
     cmds = [line for line in dry.splitlines() if " pretrain " in line or " finetune " in line]
     check(len([c for c in cmds if " pretrain " in c]) == 8 and not os.path.exists(os.path.join(work + "-dry", "pretrain")),
