@@ -7,6 +7,7 @@
 // Outputs: tools/analyze/compare.h.
 // tupe analyze --glue NAME=DIR [--glue NAME=DIR ...] --output OUT: the GLUE average against
 // pre-training steps from `tupe finetune` outputs (Figure 5c). Outputs: tools/analyze/glue_curve.h.
+#include <filesystem>
 #include <boost/program_options/options_description.hpp>
 #include <boost/program_options/value_semantic.hpp>
 #include <iostream>
@@ -58,6 +59,10 @@ int run_analyze(int argc, char** argv) {
       "reference", po::value<std::string>(&reference),
       "with --run: the model whose final validation loss is the target (default: the first NAME)");
   if (!cli.parse(argc, argv)) return 0;
+  // numpy seeds the probes' split: a seed in [0, 2^32).
+  TUPE_CHECK(seed >= 0 && seed <= 4294967295LL, "analyze: --seed " << seed << ": must be in [0, 4294967295]");
+  TUPE_CHECK(output.empty() || !std::filesystem::exists(output) || std::filesystem::is_directory(output),
+             "analyze: --output " << output << ": a file, not a folder");
   TUPE_CHECK(static_cast<int>(!runs.empty()) + static_cast<int>(!glue.empty()) + static_cast<int>(!checkpoint.empty()) <= 1,
              "analyze: give one of --checkpoint (one checkpoint), --run (runs to compare) or --glue (fine-tuning results)");
   if (!glue.empty()) {

@@ -51,18 +51,26 @@ const FieldTable<ModelOptions>& ModelOptions::fields() {
               "vocabulary size V: token ids in [0, V); 0 = the shards' (pre-training resolves it; checkpoints "
               "record the value)")
         .at_least(0)
+        .at_most(1 << 24)
         .integer("hidden_size", &M::hidden_size, 768, "elements", "model width d")
         .positive()
+        .at_most(1 << 16)
         .integer("num_layers", &M::num_layers, 12, "", "encoder layers")
         .positive()
+        .at_most(1024)
         .integer("num_heads", &M::num_heads, 12, "", "attention heads H (d_h = d / H; H divides d)")
         .positive()
+        .at_most(1 << 12)
         .integer("ffn_size", &M::ffn_size, 3072, "elements", "feed-forward inner width (4 d)")
         .positive()
-        .integer("max_positions", &M::max_positions, 512, "tokens", "longest sequence L the position table serves")
+        .at_most(1 << 20)
+        .integer("max_positions", &M::max_positions, 512, "tokens", "longest sequence L the position table serves (the relative buckets and the positional "
+                 "terms are L x L)")
         .at_least(2)
+        .at_most(1 << 14)
         .integer("type_vocab_size", &M::type_vocab_size, 0, "", "segment (token type) ids; 0 = no segment embedding")
         .at_least(0)
+        .at_most(1024)
         .real("hidden_dropout", &M::hidden_dropout, 0.1, "probability", "dropout on embeddings and sublayer outputs")
         .at_least(0)
         .below(1)
@@ -80,9 +88,11 @@ const FieldTable<ModelOptions>& ModelOptions::fields() {
         .integer("relative_buckets", &M::relative_buckets, 32, "", "T5 relative buckets (bidirectional; even); the "
                  "bias table has buckets + 1 rows")
         .at_least(4)
+        .at_most(1 << 16)
         .integer("relative_max_distance", &M::relative_max_distance, 128, "tokens",
                  "T5 max relative distance (> relative_buckets / 4)")
         .positive()
+        .at_most(1 << 30)
         .real("init_std", &M::init_std, 0.02, "", "standard deviation of the N(0, s) init of weights and tables")
         .positive();
     return t;

@@ -43,6 +43,18 @@ cfg="$TUPE_SOURCE_DIR/configs/tiny.ini"
 check_error "model.num_heads" "$TUPE_BIN" info --config "$cfg" --model.hidden_size 63
 check_error "key 'hidden_size': expected an integer" "$TUPE_BIN" info --config "$cfg" --model.hidden_size abc
 check_error "position_encoding" "$TUPE_BIN" info --config "$cfg" --model.position_encoding sinusoid
+# Sizes past the model's bounds are refused by key before anything is built (no int64
+# overflow in max_positions + 1, no allocation of terabytes).
+check_error "max_positions" "$TUPE_BIN" info --config "$cfg" --model.max_positions 9223372036854775807
+check_error "hidden_size" "$TUPE_BIN" info --config "$cfg" --model.hidden_size 2147483648
+check_error "relative_buckets" "$TUPE_BIN" info --config "$cfg" --model.relative_buckets 4294967296
+check_error "vocab_size" "$TUPE_BIN" info --config "$cfg" --model.vocab_size 9223372036854775807
+an_dir="$(mktemp -d)"
+touch "$an_dir/a-file"
+check_error "--seed -5: must be in [0, 4294967295]" "$TUPE_BIN" analyze --checkpoint "$an_dir" --output "$an_dir/out" --seed -5
+check_error "--output $an_dir/a-file: a file, not a folder" "$TUPE_BIN" analyze --checkpoint "$an_dir" --output "$an_dir/a-file"
+[ ! -e "$an_dir/out" ] || { echo "FAILED: analyze --seed -5 left $an_dir/out behind"; fail=1; }
+rm -rf "$an_dir"
 check_error "cannot open config file" "$TUPE_BIN" info --config /nonexistent.ini
 bad="$(mktemp)"; printf '[model]\nhidden_size = 64\nbogus_key = 1\n' > "$bad"
 check_error "unknown key 'bogus_key'" "$TUPE_BIN" info --config "$bad"
