@@ -257,7 +257,7 @@ def prepare_work(work, dry_run):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     ap.add_argument("--scale", required=True, help="mini, base, toy, or an INI file laid out as bench/paper/mini.ini")
     ap.add_argument("--launcher", choices=["local", "slurm"], default="local")
     ap.add_argument("--work", help="the run's folder (default runs/paper-<scale>)")
