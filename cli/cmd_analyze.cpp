@@ -7,9 +7,9 @@
 // Outputs: tools/analyze/compare.h.
 // tupe analyze --glue NAME=DIR [--glue NAME=DIR ...] --output OUT: the GLUE average against
 // pre-training steps from `tupe finetune` outputs (Figure 5c). Outputs: tools/analyze/glue_curve.h.
-#include <filesystem>
 #include <boost/program_options/options_description.hpp>
 #include <boost/program_options/value_semantic.hpp>
+#include <filesystem>
 #include <iostream>
 #include <string>
 #include <vector>

@@ -64,8 +64,9 @@ const FieldTable<ModelOptions>& ModelOptions::fields() {
         .integer("ffn_size", &M::ffn_size, 3072, "elements", "feed-forward inner width (4 d)")
         .positive()
         .at_most(1 << 20)
-        .integer("max_positions", &M::max_positions, 512, "tokens", "longest sequence L the position table serves (the relative buckets and the positional "
-                 "terms are L x L)")
+        .integer("max_positions", &M::max_positions, 512, "tokens",
+                 "longest sequence L the position table serves (the relative buckets and the positional terms "
+                 "are L x L)")
         .at_least(2)
         .at_most(1 << 14)
         .integer("type_vocab_size", &M::type_vocab_size, 0, "", "segment (token type) ids; 0 = no segment embedding")

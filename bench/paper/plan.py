@@ -177,10 +177,10 @@ class Scale:
                 continue
             name, words = key[4:], value.split()
             if len(words) == 2 and words[1] == "mid":
-                p.check_row(name, None, None)
+                p.check_row(name, None)
                 rows[name] = Row(name, mid_of=words[0])
             elif len(words) == 2 and words[1] in ("true", "false"):
-                p.check_row(name, words[0], words[1])
+                p.check_row(name, words[0])
                 rows[name] = Row(name, words[0], words[1])
             else:
                 p.error(key, "expected '<position_encoding> <untie_cls>' or '<ROW> mid'")

@@ -175,7 +175,8 @@ class PaperSection:
             if key.startswith("train_rows."):
                 self._int(key, self.raw[key], 1)
 
-    def check_row(self, name, encoding, untie_cls):
+    def check_row(self, name, encoding):
+        """row.<name>: a folder name, and (None for a ^mid row) an encoding tupe knows; raises ScaleError."""
         key = f"row.{name}"
         if not ROW_NAME.match(name):
             self.error(key, "a row name is a folder name: letters, digits, '_', '.', '-', not starting with '.' or '-'")
