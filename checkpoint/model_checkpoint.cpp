@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include "checkpoint/hf_import.h"
 #include "common/error.h"
 #include "common/log.h"
 
@@ -16,9 +17,34 @@ std::string saved_value(const KeyValues& config, const std::string& key) {
   return it == config.end() ? std::string() : it->second;
 }
 
+/// A Hugging Face BERT folder as a checkpoint at step 0 (model_checkpoint.h).
+ModelCheckpoint from_hf_folder(const std::filesystem::path& path) {
+  HfBertFolder hf = read_hf_bert_folder(path);
+  ModelCheckpoint out;
+  out.dir = path;
+  out.source_format = "hf-bert";
+  out.hf_architecture = hf.architecture;
+  out.config = hf.config;
+  out.has_mlm_head = hf.has_mlm_head();
+  out.pooler = std::move(hf.pooler);
+  out.left_out = std::move(hf.left_out);
+  out.contents.model = std::move(hf.tensors);
+  TrainerState& s = out.contents.state;
+  s.build.clear();  // no tupe wrote it
+  s.world_size = 1;
+  s.vocab_sha256 = hf.vocab_sha256;
+  s.tokenizer = hf.tokenizer;
+  for (const auto& [k, v] : model::ModelOptions::fields().to_kv(hf.config)) s.config["model." + k] = v;
+  s.config["tokenizer.kind"] = hf.tokenizer.kind;
+  s.config["tokenizer.lower_case"] = hf.tokenizer.lower_case ? "true" : "false";
+  s.config["tokenizer.vocab"] = (path / hf.tokenizer.vocab_file).string();
+  return out;
+}
+
 }  // namespace
 
 ModelCheckpoint read_model_checkpoint(const std::filesystem::path& path, CheckpointStore::Hashes hashes) {
+  if (looks_like_hf_folder(path)) return from_hf_folder(path);
   ModelCheckpoint out;
   const std::filesystem::path chosen = CheckpointStore::resolve(path);  // throws for no checkpoint at all
   if (CheckpointStore::is_checkpoint_folder(path)) {
@@ -61,6 +87,11 @@ void require_fine_tuned(const ModelCheckpoint& ckpt) {
 model::TupeBert build_model(const ModelCheckpoint& ckpt) { return build_model(ckpt, ckpt.config); }
 
 model::TupeBert build_model(const ModelCheckpoint& ckpt, const model::ModelOptions& config) {
+  TUPE_CHECK(ckpt.has_mlm_head || ckpt.num_labels > 0,
+             ckpt.dir.string() << ": a Hugging Face " << ckpt.hf_architecture
+                               << " without an MLM head (cls.predictions.*): nothing to predict, analyse or export "
+                                  "with; fine-tune it (tupe finetune --finetune.checkpoint) or continue pre-training "
+                                  "from it (tupe pretrain --init-from), which gives it a head");
   model::TupeBert net(config, ckpt.num_labels);
   net->to(at::kFloat);
   NamedTensors targets;

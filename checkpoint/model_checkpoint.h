@@ -1,8 +1,11 @@
-// The one checkpoint -> model loader: what fine-tuning, evaluation, export, prediction and
-// analysis read. A checkpoint is either
+// The one checkpoint -> model loader: what fine-tuning, evaluation, export, prediction,
+// analysis and a warm start (train.init_from) read. A checkpoint is either
 //   - a pre-training checkpoint of `tupe pretrain`: encoder.* and mlm_head.*, or
 //   - a model of `tupe finetune`: encoder.* and sentence_head.*, config keys glue.*
-//     (docs/formats.md "Fine-tuned models"); its MLM head is not saved.
+//     (docs/formats.md "Fine-tuned models"); its MLM head is not saved, or
+//   - a Hugging Face BERT folder (checkpoint/hf_import.h), read as a BERT-A at step 0 whose
+//     saved config is its config.json's model, whose tokenizer record is its vocab.txt, and
+//     whose pooler (when it has one) is kept apart for fine-tuning's sentence head.
 // Rules: the model config is the checkpoint's own, read strictly from its "model.*" keys
 // (model::model_config_from_saved: every key of ModelOptions must be there, a default never
 // fills a gap); tensors are copied strictly: a missing, unexpected or mis-shaped tensor --
@@ -33,7 +36,13 @@ struct ModelCheckpoint {
   std::string task;                  ///< glue.task of a fine-tuned model, else ""
   int64_t max_length = 0;            ///< glue.max_length of a fine-tuned model, else 0
   std::vector<std::string> labels;   ///< glue.labels: label names in id order (may be empty)
+  /// Where it came from: "tupe" (a checkpoint of tupe) or "hf-bert" (a Hugging Face BERT folder).
+  std::string source_format = "tupe";
+  std::string hf_architecture;         ///< the HF folder's architecture ("BertModel", ...), else ""
+  NamedTensors pooler;                 ///< an HF folder's bert.pooler.dense as sentence_head.dense.*, else empty
+  std::vector<std::string> left_out;   ///< an HF folder's tensors with no place in tupe (NSP head, classifier)
 
+  bool from_hf() const { return source_format == "hf-bert"; }
   int64_t step() const { return contents.state.step; }
   const std::string& vocab_sha256() const { return contents.state.vocab_sha256; }
   const KeyValues& saved_config() const { return contents.state.config; }
@@ -51,9 +60,11 @@ struct ModelCheckpoint {
 
 /// Reads `path`: a step_<N> folder, or a folder holding them (the newest one that loads, as
 /// `pretrain --resume auto`: each damaged newer one gets the warning "skipping a damaged
-/// checkpoint: <why>"), through CheckpointStore::load with `hashes`. Throws ONE-line
+/// checkpoint: <why>"), through CheckpointStore::load with `hashes`; or a Hugging Face BERT
+/// folder (hf_import.h; `hashes` does not apply: it has no manifest). Throws ONE-line
 /// tupe::Error naming the folder or file and the cause (no checkpoint, bad manifest,
-/// damaged file, a model key missing, neither an MLM head nor a sentence head).
+/// damaged file, a model key missing, neither an MLM head nor a sentence head, an HF folder
+/// that is not BERT).
 ModelCheckpoint read_model_checkpoint(const std::filesystem::path& path,
                                       CheckpointStore::Hashes hashes = CheckpointStore::Hashes::kVerify);
 
@@ -64,7 +75,8 @@ void require_fine_tuned(const ModelCheckpoint& ckpt);
 /// The checkpoint's model: TupeBert(config, num_labels), float32, every saved tensor copied
 /// strictly (a fine-tuned model's MLM head stays at its init), in eval mode on the CPU.
 /// `config` overrides the checkpoint's (e.g. another dropout; the shapes must agree). Throws
-/// tupe::Error as copy_named_tensors does.
+/// tupe::Error as copy_named_tensors does, and for an HF folder without an MLM head
+/// (BertModel: nothing to predict or export with; fine-tune it or continue pre-training).
 model::TupeBert build_model(const ModelCheckpoint& ckpt);
 model::TupeBert build_model(const ModelCheckpoint& ckpt, const model::ModelOptions& config);
 

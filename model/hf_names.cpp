@@ -18,7 +18,10 @@ std::string hf_bert_refusal(const ModelOptions& config) {
   return "";
 }
 
-std::string hf_bert_name(const std::string& n) {
+namespace {
+
+/// The fixed names: (tupe, transformers) pairs, used in both directions.
+const std::vector<std::pair<std::string, std::string>>& fixed_bert_names() {
   static const std::vector<std::pair<std::string, std::string>> fixed = {
       {"encoder.embeddings.word.weight", "bert.embeddings.word_embeddings.weight"},
       {"encoder.embeddings.position.weight", "bert.embeddings.position_embeddings.weight"},
@@ -35,19 +38,50 @@ std::string hf_bert_name(const std::string& n) {
       {"sentence_head.out.weight", "classifier.weight"},
       {"sentence_head.out.bias", "classifier.bias"},
   };
-  for (const auto& [from, to] : fixed)
-    if (n == from) return to;
-  static const std::regex layer(R"(encoder\.layers\.(\d+)\.(.+)\.(weight|bias))");
-  std::smatch m;
-  if (!std::regex_match(n, m, layer)) return "";
+  return fixed;
+}
+
+/// The per-layer modules: (tupe, transformers) under encoder.layers.<i>. / bert.encoder.layer.<i>.
+const std::vector<std::pair<std::string, std::string>>& layer_modules() {
   static const std::vector<std::pair<std::string, std::string>> modules = {
       {"attention.query", "attention.self.query"},     {"attention.key", "attention.self.key"},
       {"attention.value", "attention.self.value"},     {"attention.output", "attention.output.dense"},
       {"attention_norm", "attention.output.LayerNorm"}, {"ffn_in", "intermediate.dense"},
       {"ffn_out", "output.dense"},                     {"ffn_norm", "output.LayerNorm"},
   };
-  for (const auto& [from, to] : modules)
-    if (m[2] == from) return "bert.encoder.layer." + m[1].str() + "." + to + "." + m[3].str();
+  return modules;
+}
+
+}  // namespace
+
+std::string hf_bert_name(const std::string& n) {
+  for (const auto& [tupe, hf] : fixed_bert_names())
+    if (n == tupe) return hf;
+  static const std::regex layer(R"(encoder\.layers\.(\d+)\.(.+)\.(weight|bias))");
+  std::smatch m;
+  if (!std::regex_match(n, m, layer)) return "";
+  for (const auto& [tupe, hf] : layer_modules())
+    if (m[2] == tupe) return "bert.encoder.layer." + m[1].str() + "." + hf + "." + m[3].str();
+  return "";
+}
+
+std::string tupe_name_from_hf_bert(const std::string& hf_name) {
+  std::string n = hf_name;
+  // LayerNorm.gamma / .beta: the names of checkpoints from before transformers' rename.
+  for (const auto& [old_leaf, leaf] : {std::pair<std::string, std::string>{"LayerNorm.gamma", "LayerNorm.weight"},
+                                       {"LayerNorm.beta", "LayerNorm.bias"}})
+    if (n.size() > old_leaf.size() && n.compare(n.size() - old_leaf.size(), old_leaf.size(), old_leaf) == 0)
+      n = n.substr(0, n.size() - old_leaf.size()) + leaf;
+  // BertModel's names are the bert.* names without the prefix.
+  const bool prefixed = n.rfind("bert.", 0) == 0 || n.rfind("cls.", 0) == 0 || n.rfind("classifier.", 0) == 0;
+  if (!prefixed) n = "bert." + n;
+  for (const auto& [tupe, hf] : fixed_bert_names())
+    if (n == hf) return tupe;
+  static const std::regex layer(R"(bert\.encoder\.layer\.(\d+)\.(.+)\.(weight|bias))");
+  std::smatch m;
+  if (!std::regex_match(n, m, layer)) return "";
+  for (const auto& [tupe, hf] : layer_modules())
+    if (m[2] == hf) return "encoder.layers." + m[1].str() + "." + tupe + "." + m[3].str();
   return "";
 }
 

@@ -1,5 +1,7 @@
 // The names of TUPE-BERT's tensors in Hugging Face `transformers`, beside the model whose
-// parameter names they map (model/tupe_bert.h).
+// parameter names they map (model/tupe_bert.h). ONE table serves both directions: `tupe export`
+// (tupe -> HF, hf_bert_name) and the import of a Hugging Face BERT folder (HF -> tupe,
+// tupe_name_from_hf_bert; checkpoint/hf_import.h).
 //
 // BertForMaskedLM / BertForSequenceClassification (BERT-A, post-LN only; the names follow
 // transformers' modeling_bert.py):
@@ -45,6 +47,14 @@ std::string hf_bert_refusal(const ModelOptions& config);
 
 /// The transformers BERT name of a tupe parameter name, or "" for a tensor BERT has no place for.
 std::string hf_bert_name(const std::string& tupe_name);
+
+/// The tupe parameter name of a transformers BERT tensor name, or "" for a tensor tupe has no
+/// place for (the NSP head cls.seq_relationship.*, the tied decoder cls.predictions.decoder.*,
+/// the position_ids buffer, anything not BERT). Reads every layout of the same table:
+/// BertForMaskedLM / BertForPreTraining / BertForSequenceClassification ("bert." prefix) and
+/// BertModel (no prefix: "embeddings.word_embeddings.weight"), and the LayerNorm.gamma /
+/// LayerNorm.beta of checkpoints written before transformers renamed them weight / bias.
+std::string tupe_name_from_hf_bert(const std::string& hf_name);
 
 /// The name in tupe's own Hugging Face modeling code; "" for a name outside encoder.*,
 /// mlm_head.*, sentence_head.*.

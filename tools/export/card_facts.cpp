@@ -132,6 +132,7 @@ PretrainFacts read_pretrain(const fs::path& step_dir) {
   const KeyValues& c = state.config;
   p.step = state.step;
   p.world_size = state.world_size;
+  p.origin = state.origin;
   p.global_batch = integer_of(c, "data.global_batch_size");
   p.epoch = state.data.epoch;
   p.consumed_samples = state.data.consumed_samples;

@@ -50,6 +50,7 @@ struct PretrainFacts {
   std::string metrics_file;     ///< rank_0.jsonl read ("" = none found)
   std::optional<double> validation_loss;  ///< the last record's "validation_loss" at step <= `step`
   int64_t validation_step = 0;  ///< that record's step
+  std::optional<checkpoint::WeightsOrigin> origin;  ///< a warm-started run's source (trainer_state "origin")
   std::optional<double> train_loss;       ///< the last record's "loss" at step <= `step`
   int64_t train_loss_step = 0;
   CorpusFacts corpus;

@@ -179,6 +179,14 @@ void pretrain_section(std::ostringstream& o, const PretrainFacts& p, const model
   }
   o << "From `" << shown(p.state_file) << "`.\n\n| | |\n|---|---|\n";
   row(o, "steps", std::to_string(p.step));
+  if (p.origin) {
+    const checkpoint::WeightsOrigin& w = *p.origin;
+    row(o, "initialised from",
+        "`" + shown(w.path) + "` (" +
+            (w.format == "hf-bert" ? "Hugging Face " + w.architecture : "tupe checkpoint at step " + std::to_string(w.step)) +
+            ", " + w.position_encoding + ", " + std::to_string(w.max_positions) + " positions; model.safetensors SHA-256 " +
+            w.weights_sha256.substr(0, 16) + "...); the steps above are this run's");
+  }
   row(o, "global batch", p.global_batch > 0 ? std::to_string(p.global_batch) + " sequences" : "not recorded");
   if (p.global_batch > 0) {
     const int64_t seen = p.sequences_seen();

@@ -162,6 +162,7 @@ void setup_job(FinetuneJob& job) {
   r.model_config = job.model_config;
   r.encoder = &enc.contents.model;
   r.encoder_where = enc.weights_file();
+  r.pooler = &enc.pooler;
   r.inference.device = job.context->device();
   r.inference.autocast_dtype = trainer::autocast_dtype(precision.precision);
   r.inference.pad_id = job.tokenizer->special_tokens().pad;

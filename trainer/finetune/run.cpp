@@ -113,6 +113,12 @@ void build_model(Run& r) {
   at::manual_seed(hash_words({static_cast<uint64_t>(r.rec.seed), kInitStream, 0}));
   r.net = model::TupeBert(r.env.model_config, r.task.num_outputs());
   checkpoint::load_encoder(*r.net, *r.env.encoder, r.env.encoder_where);
+  if (r.env.pooler && !r.env.pooler->empty()) {  // an HF BERT's pooler: the head's dense layer (run.h)
+    checkpoint::NamedTensors dense;
+    for (const auto& item : r.net->sentence_head->dense->named_parameters())
+      dense.emplace_back("sentence_head.dense." + item.key(), item.value());
+    checkpoint::copy_named_tensors(dense, *r.env.pooler, r.env.encoder_where);
+  }
   r.net->to(r.device);
   for (auto& p : r.net->mlm_head->parameters()) p.set_requires_grad(false);
   r.net->train();

@@ -44,6 +44,10 @@ struct RunEnvironment {
   model::ModelOptions model_config;                ///< the checkpoint's, with the fine-tuning dropout
   const checkpoint::NamedTensors* encoder = nullptr;  ///< the pre-training checkpoint's tensors (CPU)
   std::string encoder_where;                       ///< names the checkpoint in errors
+  /// A Hugging Face BERT's pooler as sentence_head.dense.{weight,bias} (CPU): the sentence
+  /// head's dense layer starts from it, as transformers' BertForSequenceClassification does;
+  /// null or empty for a tupe checkpoint (the whole head starts fresh).
+  const checkpoint::NamedTensors* pooler = nullptr;
   InferenceSettings inference;                     ///< device, autocast dtype, [PAD], segments, eval batch
 };
 

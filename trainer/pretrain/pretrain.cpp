@@ -12,7 +12,6 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "data_pipeline/shard_verify.h"
-#include "dist/small_collectives.h"
 #include "dist/consistency.h"
 #include "dist/device.h"
 #include "dist/small_collectives.h"
@@ -27,7 +26,7 @@ std::vector<std::string> resume_must_match_keys() {
   for (const auto& f : model::ModelOptions::fields().fields())
     if (f.name.find("dropout") == std::string::npos) keys.push_back("model." + f.name);
   for (const char* k : {"data.global_batch_size", "data.seed", "data.mask_probability", "data.replace_with_mask",
-                        "data.replace_with_random", "optimizer.optimizer", "vocab_sha256"})
+                        "data.replace_with_random", "optimizer.optimizer", "train.init_from_sha256", "vocab_sha256"})
     keys.emplace_back(k);
   return keys;
 }
@@ -118,6 +117,7 @@ void open_data(PretrainJob& job) {
       entries.push_back(std::move(e));
   dist::require_agreement(job.env, "data check", entries);
   const auto& info = job.train_data->info();
+  check_source_data(job);
   if (cfg.model.vocab_size == 0) {  // the default: the shards know it (checkpoints record the value)
     job.cfg.model.vocab_size = info.vocab_size;
     job.cfg.effective["model.vocab_size"] = std::to_string(info.vocab_size);
@@ -145,6 +145,10 @@ void build_model(PretrainJob& job) {
   const PretrainConfig& cfg = job.cfg;
   at::manual_seed(static_cast<uint64_t>(cfg.train.seed));
   job.net = model::TupeBert(cfg.model);
+  if (job.source) {  // train.init_from: the source's weights over the fresh init (warm_start.h)
+    checkpoint::load_warm_start(*job.net, *job.source, *job.warm);
+    job.source.reset();  // its host copy is not needed again
+  }
   job.net->to(job.device());
   job.net->train();
   std::vector<dist::NamedParameter> params;
@@ -176,6 +180,7 @@ checkpoint::TrainerState checkpoint_record(PretrainJob& job) {
   s.vocab_sha256 = job.vocab_sha256;
   s.world_size = job.world;
   s.tokenizer = job.tokenizer_record;
+  s.origin = job.origin;
   return s;
 }
 
@@ -274,6 +279,7 @@ PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cf
   PretrainJob job(env, cfg);
   job.max_steps = cfg.train.max_steps > 0 ? cfg.train.max_steps : cfg.optimizer.total_steps;
   setup_device(job);
+  init_from_source(job);
   open_data(job);
   build_model(job);
   resume_job(job, resume);

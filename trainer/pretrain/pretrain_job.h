@@ -1,6 +1,8 @@
 // The pre-training job's state and its phases (internal to trainer/pretrain; the entry point is
 // run_pretraining in pretrain.h). run_pretraining reads top to bottom:
-//   check_config -> setup_device -> open_data -> build_model   (pretrain.cpp)
+//   check_config -> setup_device                               (pretrain.cpp)
+//   -> init_from_source (train.init_from only)                 (init_from.cpp)
+//   -> open_data -> build_model                                (pretrain.cpp)
 //   -> resume_job                                              (resume.cpp)
 //   -> start_loader -> announce                                (pretrain.cpp)
 //   -> train_loop: per step run_step, log_step, validate_if_due, save_checkpoint
@@ -15,7 +17,9 @@
 #include <string>
 
 #include "checkpoint/checkpoint_store.h"
+#include "checkpoint/model_checkpoint.h"
 #include "checkpoint/trainer_state.h"
+#include "checkpoint/warm_start.h"
 #include "data_pipeline/dataset.h"
 #include "data_pipeline/loader.h"
 #include "dist/context.h"
@@ -42,6 +46,10 @@ struct PretrainJob {
   bool use_cuda = false;
   trainer::Precision precision = trainer::Precision::kFp32;  ///< precision.precision resolved (auto -> bf16 | fp32)
   std::unique_ptr<Progress> progress;  ///< rank 0 prints
+  // init_from_source (train.init_from)
+  std::optional<checkpoint::ModelCheckpoint> source;   ///< the weights to start from; freed once copied
+  std::optional<checkpoint::WarmStartPlan> warm;       ///< how the model follows them
+  std::optional<checkpoint::WeightsOrigin> origin;     ///< what every checkpoint records of them
   // open_data
   std::shared_ptr<const data_pipeline::PretrainDataset> train_data, validation_data;  ///< validation may be null
   data_pipeline::DataOptions loader_config;   ///< cfg.data with pin_memory resolved
@@ -72,6 +80,16 @@ struct PretrainJob {
 void check_config(const PretrainConfig& cfg);
 /// Resolves the device, creates the communicator (collective) and the progress printer.
 void setup_device(PretrainJob& job);
+// init_from.cpp
+/// train.init_from: reads the source (rank 0 verifies it and hashes its weights; the others
+/// read the folder it took), checks train.init_from_sha256, and makes the source's shape the
+/// run's model (cfg.model and its effective keys; checkpoint/warm_start.h). Collective. Throws
+/// tupe::Error / AgreedError naming train.init_from, a model key or the source's file.
+void init_from_source(PretrainJob& job);
+/// The shards of a warm-started run were made with the source's vocabulary (SHA-256). Throws
+/// tupe::Error "data.train_shards: ... preprocess with its vocabulary".
+void check_source_data(const PretrainJob& job);
+
 /// Opens the train and validation shards; the ranks agree on them; checks them against the
 /// model config (model.vocab_size = 0 becomes the shards' size, in cfg.model and
 /// cfg.effective); plans micro-batches.

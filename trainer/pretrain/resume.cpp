@@ -63,8 +63,9 @@ void agree_on_step(dist::Communicator& comm, int rank, int64_t mine) {
 /// Restores weights, optimizer, scaler, steps and data position from `ck` (read from `from`).
 void restore(PretrainJob& job, const std::filesystem::path& from, checkpoint::CheckpointContents& ck) {
   model::model_config_from_saved(ck.state.config, (from / "trainer_state.json").string());  // every model key saved
-  checkpoint::check_config_compatible(ck.state.compat_kv(), checkpoint_record(job).compat_kv(), resume_must_match_keys(),
-                                   from.string());
+  KeyValues saved = ck.state.compat_kv();
+  saved.emplace("train.init_from_sha256", "");  // checkpoints from before the key: a run from scratch
+  checkpoint::check_config_compatible(saved, checkpoint_record(job).compat_kv(), resume_must_match_keys(), from.string());
   const checkpoint::NamedTensors& named = job.step->parameters();
   checkpoint::copy_named_tensors(named, ck.model, (from / "model.safetensors").string());
   for (const auto& [name, t] : named)  // a run never saves inf/NaN weights: steps with them are skipped

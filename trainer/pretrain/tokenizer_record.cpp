@@ -78,6 +78,19 @@ void record_tokenizer(PretrainJob& job) {
         log::warn("tokenizer.vocab = " + t.vocab + " of " + given_at(job, "vocab") + " ignored: " + problem);
     }
   }
+  if (job.source) {  // train.init_from: the source tokenised as the shards did, and carries its vocabulary
+    std::string recorded_where;
+    const auto recorded = checkpoint::recorded_tokenizer(*job.source, &recorded_where);
+    if (recorded && lower_known && !kind.empty())
+      TUPE_CHECK(recorded->kind == kind && recorded->lower_case == lower_case,
+                 "data.train_shards: " << shard << " was tokenised " << kind << (lower_case ? " lower-cased" : " cased")
+                                       << ", but train.init_from " << job.source->dir.string() << " records "
+                                       << recorded->kind << (recorded->lower_case ? " lower-cased" : " cased") << " ("
+                                       << recorded_where << ")");
+    const fs::path carried = job.source->carried_vocab();
+    if (bytes.empty() && !carried.empty() && job.source->vocab_sha256() == info.vocab_sha256)
+      bytes = checkpoint::read_file_bytes(carried);
+  }
   if (kind.empty() || !lower_known) {
     if (job.rank == 0)
       log::warn("checkpoints record no tokenizer: the shards (" + shard +

@@ -1,8 +1,18 @@
 #include "trainer/pretrain/train_options.h"
 
+#include "common/error.h"
+
 namespace tupe::pretrain {
 
-void TrainOptions::validate() const { fields().check(*this); }
+void TrainOptions::validate() const {
+  fields().check(*this);
+  const bool hex64 = init_from_sha256.size() == 64 &&
+                     init_from_sha256.find_first_not_of("0123456789abcdef") == std::string::npos;
+  TUPE_CHECK(init_from_sha256.empty() || hex64,
+             "train.init_from_sha256: '" << init_from_sha256 << "' is not a SHA-256 (64 lower-case hex digits)");
+  TUPE_CHECK(init_from_sha256.empty() || !init_from.empty(),
+             "train.init_from_sha256: set, but train.init_from is not (nothing to check it against)");
+}
 
 const FieldTable<TrainOptions>& TrainOptions::fields() {
   using T = TrainOptions;
@@ -40,7 +50,14 @@ const FieldTable<TrainOptions>& TrainOptions::fields() {
         .boolean("progress", &T::progress, true, "rank 0's progress line (rewritten in place on a terminal)")
         .boolean("tensorboard", &T::tensorboard, true,
                  "rank 0 writes TensorBoard scalars (the metrics records) under <checkpoint.dir>/tensorboard")
-        .text("vocab_sha256", &T::vocab_sha256, "", "expected SHA-256 (hex) of the shards' vocabulary; \"\" = the shards'");
+        .text("vocab_sha256", &T::vocab_sha256, "", "expected SHA-256 (hex) of the shards' vocabulary; \"\" = the shards'")
+        .path("init_from", &T::init_from, "",
+              "start from these weights (--init-from): a tupe checkpoint (a step_<N> folder, or a run folder: its "
+              "newest whole one) or a Hugging Face BERT folder; a new run at step 0 with the source's model shape "
+              "(docs/warm-start.md); \"\" = from scratch")
+        .text("init_from_sha256", &T::init_from_sha256, "",
+              "expected SHA-256 (hex) of init_from's model.safetensors; \"\" = whatever it holds (the run records "
+              "the value)");
     return t;
   }();
   return table;

@@ -27,6 +27,8 @@ struct TrainOptions {
   bool progress;
   bool tensorboard;
   std::string vocab_sha256;
+  std::string init_from;
+  std::string init_from_sha256;
 
   /// The field table's ranges. Throws tupe::Error "train.<key>: <cause>".
   void validate() const;
