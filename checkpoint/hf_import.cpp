@@ -137,6 +137,49 @@ int64_t vocab_entries(const std::string& bytes) {
   return lines;
 }
 
+/// The WordPiece vocabulary of a tokenizer.json (transformers 5 saves a BERT tokenizer as that
+/// file alone) as vocab.txt's bytes: one token per line in id order. Throws tupe::Error
+/// "<file>: ..." for another model type or ids that are not 0..N-1.
+std::string wordpiece_vocab_of(const fs::path& file) {
+  std::ifstream in(file);
+  TUPE_CHECK(in, file.string() << ": cannot open");
+  Json root;
+  try {
+    root = Json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    TUPE_FAIL(file.string() << ": not valid JSON at byte " << e.byte);
+  }
+  const bool wordpiece = root.is_object() && root.contains("model") && root["model"].is_object() &&
+                         root["model"].value("type", "") == "WordPiece";
+  TUPE_CHECK(wordpiece, file.string() << ": not a WordPiece tokenizer (model.type), so not BERT's; and no vocab.txt");
+  const Json& vocab = root["model"]["vocab"];
+  TUPE_CHECK(vocab.is_object() && !vocab.empty(), file.string() << ": key 'model.vocab': expected an object of ids");
+  std::vector<std::string> tokens(vocab.size());
+  std::vector<bool> seen(vocab.size(), false);
+  for (const auto& [token, id] : vocab.items()) {
+    TUPE_CHECK(id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < static_cast<int64_t>(vocab.size()) &&
+                   !seen[id.get<size_t>()],
+               file.string() << ": key 'model.vocab': token '" << token << "' has id " << json_brief(id)
+                             << ", not one of 0.." << vocab.size() - 1 << " used once");
+    TUPE_CHECK(token.find('\n') == std::string::npos, file.string() << ": a token holds a line break");
+    seen[id.get<size_t>()] = true;
+    tokens[id.get<size_t>()] = token;
+  }
+  std::string bytes;
+  for (const auto& t : tokens) bytes += t + "\n";
+  return bytes;
+}
+
+/// `bytes` in a file named by their SHA-256 in the temporary folder (written once, atomically;
+/// every rank writes its own copy), for the readers that take a vocabulary by path.
+fs::path stored_vocab(const std::string& bytes) {
+  const fs::path file = fs::temp_directory_path() / ("tupe-vocab-" + sha256_hex(bytes).substr(0, 24) + ".txt");
+  std::error_code ec;
+  if (fs::exists(file, ec) && read_file_bytes(file) == bytes) return file;
+  write_file_atomic(file, bytes);
+  return file;
+}
+
 }  // namespace
 
 bool HfBertFolder::has_mlm_head() const { return find_tensor(tensors, "mlm_head.bias").defined(); }
@@ -248,12 +291,20 @@ HfBertFolder read_hf_bert_folder(const fs::path& dir) {
 
   // The vocabulary: its entries are the embedding's rows.
   const fs::path vocab = dir / "vocab.txt";
-  TUPE_CHECK(fs::exists(vocab, ec), vocab.string() << ": missing; tupe reads a BERT folder's WordPiece vocabulary "
-                                                      "from vocab.txt (save_pretrained of BertTokenizer writes it)");
-  const std::string vocab_bytes = read_file_bytes(vocab);
+  std::string vocab_bytes;
+  if (fs::exists(vocab, ec)) {
+    vocab_bytes = read_file_bytes(vocab);
+    out.vocab_path = vocab;
+  } else {
+    TUPE_CHECK(fs::exists(dir / "tokenizer.json", ec),
+               vocab.string() << ": missing, and no tokenizer.json: the folder has no BERT vocabulary");
+    vocab_bytes = wordpiece_vocab_of(dir / "tokenizer.json");
+    out.vocab_path = stored_vocab(vocab_bytes);
+  }
   const int64_t entries = vocab_entries(vocab_bytes);
+  const std::string vocab_source = out.vocab_path == vocab ? vocab.string() : (dir / "tokenizer.json").string();
   TUPE_CHECK(entries == out.config.vocab_size,
-             vocab.string() << ": " << entries << " entries, but the word embedding has " << out.config.vocab_size
+             vocab_source << ": " << entries << " entries, but the word embedding has " << out.config.vocab_size
                             << " rows (config.json vocab_size)");
   out.vocab_sha256 = sha256_hex(vocab_bytes);
   out.tokenizer = TokenizerRecord{"wordpiece", bert_lower_case(dir), "vocab.txt"};

@@ -13,14 +13,17 @@
 //   model.safetensors           -> encoder.* and (where present) mlm_head.*, float32;
 //                                  bert.pooler.dense.* -> the pooler (sentence_head.dense.* of
 //                                  `tupe finetune`, as BertForSequenceClassification starts)
-//   vocab.txt                   -> the tokenizer record: wordpiece, its SHA-256 the vocabulary's
+//   vocab.txt (or tokenizer.json) -> the tokenizer record: wordpiece, its SHA-256 the vocabulary's
 //   tokenizer_config.json       -> lower-casing: do_lower_case (BertTokenizer's default true
 //                                  when the file or the key is absent)
 // Refused, in one line naming the file and the cause: config.json missing or not BERT (another
 // model_type, a non-absolute position_embedding_type, an activation other than erf GELU, a
 // decoder), only pytorch_model.bin (the conversion command is in the message), a tensor
 // missing or of the wrong shape (named by its HF name), a decoder not tied to the word
-// embedding, vocab.txt missing or with another number of entries than the embedding's rows.
+// embedding, a vocabulary with another number of entries than the embedding's rows.
+// The vocabulary is vocab.txt, else (transformers 5 saves a BERT tokenizer as tokenizer.json
+// alone) tokenizer.json's WordPiece vocabulary written as vocab.txt's lines, in id order: the
+// same bytes, so the same SHA-256, as the vocab.txt it was made from.
 #pragma once
 #include <filesystem>
 #include <string>
@@ -41,7 +44,10 @@ struct HfBertFolder {
   NamedTensors pooler;           ///< sentence_head.dense.{weight,bias} from bert.pooler.dense.*, or empty
   std::vector<std::string> left_out;  ///< HF tensors with no place in tupe (NSP head, classifier), by HF name
   TokenizerRecord tokenizer;     ///< {"wordpiece", lower_case, "vocab.txt"}
-  std::string vocab_sha256;      ///< SHA-256 of <dir>/vocab.txt
+  std::string vocab_sha256;      ///< SHA-256 of the vocabulary (vocab.txt's bytes)
+  /// The vocabulary as a file: <dir>/vocab.txt, or tokenizer.json's written to the temporary
+  /// folder under its SHA-256 (tupe-vocab-<hash>.txt).
+  std::filesystem::path vocab_path;
   std::string weights_sha256;    ///< SHA-256 of <dir>/model.safetensors
 
   bool has_mlm_head() const;
@@ -59,5 +65,6 @@ HfBertFolder read_hf_bert_folder(const std::filesystem::path& dir);
 /// The one-line shell command that writes <dir>/model.safetensors from <dir>/pytorch_model.bin
 /// with torch and safetensors (the setup's venv has both), for the refusal of a .bin-only folder.
 std::string bin_conversion_command(const std::filesystem::path& dir);
+
 
 }  // namespace tupe::checkpoint

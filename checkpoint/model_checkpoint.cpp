@@ -37,7 +37,8 @@ ModelCheckpoint from_hf_folder(const std::filesystem::path& path) {
   for (const auto& [k, v] : model::ModelOptions::fields().to_kv(hf.config)) s.config["model." + k] = v;
   s.config["tokenizer.kind"] = hf.tokenizer.kind;
   s.config["tokenizer.lower_case"] = hf.tokenizer.lower_case ? "true" : "false";
-  s.config["tokenizer.vocab"] = (path / hf.tokenizer.vocab_file).string();
+  s.config["tokenizer.vocab"] = hf.vocab_path.string();
+  if (hf.vocab_path != path / hf.tokenizer.vocab_file) out.vocab_location = hf.vocab_path;
   return out;
 }
 

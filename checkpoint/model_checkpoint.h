@@ -51,9 +51,13 @@ struct ModelCheckpoint {
   /// <dir>/<tokenizer.vocab_file>: the vocabulary the checkpoint carries (its SHA-256 checked
   /// at load), or "" when it carries none (format version 1, or saved without one).
   std::filesystem::path carried_vocab() const {
+    if (!vocab_location.empty()) return vocab_location;
     const auto& t = contents.state.tokenizer;
     return t && !t->vocab_file.empty() ? dir / t->vocab_file : std::filesystem::path();
   }
+  /// Where carried_vocab() is when not <dir>/<vocab_file>: an HF folder's vocabulary taken from
+  /// its tokenizer.json (hf_import.h); else empty.
+  std::filesystem::path vocab_location;
   /// <dir>/model.safetensors, for error messages.
   std::string weights_file() const { return (dir / "model.safetensors").string(); }
 };

@@ -173,6 +173,28 @@ TEST(CheckpointHfImport, BertModelFolderHasThePoolerApartAndNoHead) {
   EXPECT_NE(error_of([&] { build_model(ck); }).find("without an MLM head"), std::string::npos);
 }
 
+TEST(CheckpointHfImport, TokenizerJsonAloneGivesTheVocabTxtBytes) {
+  // transformers 5 saves a BERT tokenizer as tokenizer.json only: its WordPiece vocabulary, in
+  // id order, is the vocab.txt it came from (same bytes, same SHA-256).
+  TempDir tmp;
+  model::TupeBert net = random_model(bert_options());
+  const fs::path dir = write_hf_folder(tmp / "v5", *net, Layout::kMaskedLm);
+  std::ifstream v(dir / "vocab.txt", std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(v)), {});
+  fs::remove(dir / "vocab.txt");
+  std::ofstream json(dir / "tokenizer.json");
+  json << "{\"model\": {\"type\": \"WordPiece\", \"vocab\": {";
+  for (int64_t i = 39; i >= 0; --i) json << "\"tok" << i << "\": " << i << (i ? ", " : "");  // not in id order
+  json << "}}}";
+  json.close();
+  const ModelCheckpoint ck = read_model_checkpoint(dir);
+  EXPECT_EQ(ck.vocab_sha256(), sha256_hex(bytes));
+  std::ifstream stored(ck.carried_vocab(), std::ios::binary);
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(stored)), {}), bytes);
+  std::ofstream(dir / "tokenizer.json") << "{\"model\": {\"type\": \"BPE\", \"vocab\": {}}}";
+  EXPECT_NE(error_of([&] { read_model_checkpoint(dir); }).find("not a WordPiece tokenizer"), std::string::npos);
+}
+
 TEST(CheckpointHfImport, BadFoldersAreRefusedInOneLine) {
   TempDir tmp;
   model::TupeBert net = random_model(bert_options());

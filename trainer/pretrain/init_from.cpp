@@ -56,16 +56,22 @@ void init_from_source(PretrainJob& job) {
   const std::string path = job.cfg.train.init_from;
   if (path.empty()) return;
   std::error_code ec;
-  TUPE_CHECK(!fs::exists(path, ec) || fs::is_directory(path, ec),
-             "train.init_from: " << path << " is a file; give a folder: a tupe checkpoint (step_<N>, or a run's "
-                                            "checkpoint.dir for its newest whole one) or a Hugging Face BERT folder");
-  TUPE_CHECK(fs::is_directory(path, ec), "train.init_from: " << path << ": no such folder");
+  if (fs::exists(path, ec) && !fs::is_directory(path, ec))  // every rank sees the same path: everyone's refusal
+    throw AgreedError("train.init_from: " + path + " is a file; give a folder: a tupe checkpoint (step_<N>, or a "
+                      "run's checkpoint.dir for its newest whole one) or a Hugging Face BERT folder");
   read_source(job, path);
-  const std::string& expected = job.cfg.train.init_from_sha256;
-  TUPE_CHECK(expected.empty() || expected == job.origin->weights_sha256,
-             "train.init_from_sha256: " << expected << " expected, but " << job.source->weights_file() << " has "
-                                        << job.origin->weights_sha256);
-  job.warm = checkpoint::plan_warm_start(*job.source, job.cfg.model, job.cfg.given);
+  // Every rank checks the same config against the same source: a refusal is everyone's.
+  try {
+    const std::string& expected = job.cfg.train.init_from_sha256;
+    TUPE_CHECK(expected.empty() || expected == job.origin->weights_sha256,
+               "train.init_from_sha256: " << expected << " expected, but " << job.source->weights_file() << " has "
+                                          << job.origin->weights_sha256);
+    job.warm = checkpoint::plan_warm_start(*job.source, job.cfg.model, job.cfg.given);
+  } catch (const AgreedError&) {
+    throw;
+  } catch (const Error& e) {
+    throw AgreedError(e.what());
+  }
   // The run's model is now the planned one: its effective config and checkpoints say so.
   job.cfg.model = job.warm->config;
   for (const auto& [k, v] : model::ModelOptions::fields().to_kv(job.cfg.model)) job.cfg.effective["model." + k] = v;
@@ -91,11 +97,12 @@ void check_source_data(const PretrainJob& job) {
   const data_pipeline::DatasetInfo& info = job.train_data->info();
   const std::string& theirs = job.source->vocab_sha256();
   const fs::path carried = job.source->carried_vocab();
-  TUPE_CHECK(theirs.empty() || info.vocab_sha256 == theirs,
-             "data.train_shards: " << info.files.front() << " was made with vocabulary SHA-256 " << info.vocab_sha256
-                                   << ", but train.init_from " << job.source->dir.string() << " with " << theirs
-                                   << "; preprocess with its vocabulary"
-                                   << (carried.empty() ? std::string() : " (--tokenizer.vocab " + carried.string() + ")"));
+  // The ranks agreed on the shards and read the same source: a refusal here is everyone's.
+  if (!theirs.empty() && info.vocab_sha256 != theirs)
+    throw AgreedError(
+             "data.train_shards: " + info.files.front() + " was made with vocabulary SHA-256 " + info.vocab_sha256 +
+             ", but train.init_from " + job.source->dir.string() + " with " + theirs + "; preprocess with its vocabulary" +
+             (carried.empty() ? std::string() : " (--tokenizer.vocab " + carried.string() + ")"));
 }
 
 }  // namespace tupe::pretrain

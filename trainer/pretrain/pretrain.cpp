@@ -32,7 +32,12 @@ std::vector<std::string> resume_must_match_keys() {
 }
 
 void check_config(const PretrainConfig& cfg) {
-  cfg.model.validate();
+  // With train.init_from the [model] keys are what the run changes of the source's model: each
+  // in its range here; the rules between keys hold for the merged model (checkpoint/warm_start.h).
+  if (cfg.train.init_from.empty())
+    cfg.model.validate();
+  else
+    model::ModelOptions::fields().check(cfg.model);
   cfg.data.validate();
   cfg.optimizer.validate();
   cfg.precision.validate();
