@@ -10,7 +10,11 @@ Usage: slurm_checks.py CHECK WORKDIR
   time_limit  --time=1 --signal=B:USR1@40: checkpoint, requeue, auto-resume, twice, then
               cancelled in the queue; the newest checkpoint equals an uninterrupted run of as
               many steps (TUPE_TIME_LIMIT_LAUNCHER srun or mpirun)
-  node_down   node2 killed (slurmd and ranks): the job ends, with the reason in its output
+  node_down   node node2 killed (slurmd and ranks): the job ends, with the reason in its output
+  two_phase   launch/two_phase.py --launcher slurm with the toy presets, 2 nodes x 1 rank: phase 2
+              is held by Slurm (Dependency=afterok on phase 1) while phase 1 runs, starts after it
+              completed, from its last checkpoint (trainer_state origin: phase 1's step 60 and
+              the SHA-256 of its weights), and completes
 A requeued job is held by Slurm for about 2 minutes (its BeginTime); the checks release it
 at once with `scontrol update JobId=J StartTime=now`, as an administrator could.
 Environment: TUPE_BIN, TUPE_SOURCE_DIR, TUPE_SHARED_DATA.
@@ -275,6 +279,57 @@ def check_node_down(work):
             if info.get("JobState") == "COMPLETED" or not tail or "node2" not in tail[0] or "ranks 2-3" not in tail[0]:
                 fail(f"{launcher}: the job output does not end with the reason naming node2:\n{text[-3000:]}")
     print("node_down OK")
+
+
+def check_two_phase(work):
+    """The two-phase chain as two dependent Slurm jobs (launch/two_phase.py --launcher slurm)."""
+    import hashlib
+    import json
+    require_namespaces()
+    shutil.rmtree(os.path.join(work, "chain"), ignore_errors=True)
+    chain = os.path.join(work, "chain")
+    presets = [os.path.join(SRC, "configs", "two-phase", f"toy-phase{n}.ini") for n in (1, 2)]
+    corpus = os.path.join(os.environ.get("TUPE_SHARED_DATA", os.path.join(SRC, "..", "shared", "data")), "text",
+                          "wikitext-2", "wiki.test.raw")
+    for n, preset in enumerate(presets, 1):  # the shards, made here (the chain's --corpus does it on the login node)
+        subprocess_run([TUPE, "preprocess", "--config", preset, "--input", corpus,
+                        "--output", os.path.join(chain, f"shards-{n}"), "--overwrite", "--quiet"])
+    out = os.path.join(work, f"two-phase-{time.time_ns()}-%j.out")
+    with Cluster(work, "sim", 2, slurm=True) as c:
+        cmd = ["env", f"TUPE_BIN={TUPE}", "TUPE_LAUNCHER=srun", "TUPE_GPUS_PER_NODE=0", sys.executable,
+               os.path.join(SRC, "launch", "two_phase.py"), "--phase1", presets[0], "--phase2", presets[1],
+               "--work", chain, "--launcher", "slurm", "--sbatch=--nodes=2", "--sbatch=--ntasks-per-node=1",
+               "--sbatch=--cpus-per-task=1", "--sbatch=--gpus-per-node=0", f"--sbatch=--output={out}"]
+        text = c.run("head", cmd).stdout
+        ids = [line.split(" is job ")[1].split()[0] for line in text.splitlines() if " is job " in line]
+        if len(ids) != 2:
+            fail(f"two_phase.py --launcher slurm printed no two job ids:\n{text}")
+        second = job_info(c, ids[1])
+        print(f"phase 1 = job {ids[0]}, phase 2 = job {ids[1]}: {second.get('JobState')} ({second.get('Reason')}), "
+              f"Dependency={second.get('Dependency')}")
+        if f"afterok:{ids[0]}" not in second.get("Dependency", "") or second.get("JobState") != "PENDING":
+            fail(f"phase 2 is not held on phase 1: {second}")
+        first = wait_done(c, ids[0], 600, out.replace("%j", ids[0]))
+        last = wait_done(c, ids[1], 600, out.replace("%j", ids[1]))
+    logs = [open(out.replace("%j", j)).read() for j in ids]
+    if first.get("JobState") != "COMPLETED" or last.get("JobState") != "COMPLETED":
+        fail(f"jobs {first.get('JobState')}, {last.get('JobState')}:\n{logs[0][-2000:]}\n{logs[1][-2000:]}")
+    step60 = os.path.join(chain, "phase1", "step_00000060")
+    if "pre-training finished at step 60" not in logs[0] or f"initialising from {step60}" not in logs[1] \
+            or "pre-training finished at step 20" not in logs[1]:
+        fail(f"the phases' outputs:\n{logs[0][-1500:]}\n{logs[1][-1500:]}")
+    origin = json.load(open(os.path.join(chain, "phase2", "step_00000020", "trainer_state.json")))["origin"]
+    sha = hashlib.sha256(open(os.path.join(step60, "model.safetensors"), "rb").read()).hexdigest()
+    if origin["path"] != step60 or origin["weights_sha256"] != sha:
+        fail(f"phase 2's origin {origin}, want {step60} with SHA-256 {sha}")
+    print("two_phase OK")
+
+
+def subprocess_run(cmd):
+    import subprocess
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        fail(f"{' '.join(cmd)}: exit {p.returncode}\n{p.stderr[-2000:]}")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ Usage: warm_start_checks.py CHECK WORKDIR
              after one step at LR 1e-12 every encoder and MLM-head tensor of the checkpoint equals
              transformers' own (mapped by name here, 1e-6); the run records its origin (the SHA-256
              of model.safetensors computed here, the architecture) in trainer_state.json and
-             effective_config.ini, carries the folder's vocab.txt, and has the folder's shape;
+             effective_config.ini and its export's model card, carries the folder's vocabulary (read
+             from tokenizer.json: transformers 5 saves no vocab.txt), and has the folder's shape;
              the same folder continued as TUPE-R with 256 positions: the table rows follow the
              retrofit and extension rules (row t + 1 = BERT's row t mod 128), U^Q = sqrt(2) W^Q_0,
              the relative bias 0; a BertModel folder (no head) runs with the notice of a fresh head
@@ -155,6 +156,12 @@ def check_hf(work):
         fail("the checkpoint does not carry the folder's vocabulary (tokenizer.json's, as vocab.txt's bytes)")
     print(f"hf: {compared} tensors equal transformers' after one step at LR 1e-12 (max {worst:.2e}); origin and "
           "shape recorded")
+    card = os.path.join(work, "exported")
+    shutil.rmtree(card, ignore_errors=True)
+    subprocess.run([TUPE, "export", "--checkpoint", ck, "--output", card], check=True, env=ENV, capture_output=True)
+    text = open(os.path.join(card, "README.md")).read()
+    if "initialised from" not in text or want["weights_sha256"][:16] not in text or "BertForMaskedLM" not in text:
+        fail(f"the exported model card does not name the origin:\n{text[:3000]}")
 
     # The retrofit to TUPE-R with a longer table.
     rt = os.path.join(work, "retrofit")
