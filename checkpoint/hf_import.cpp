@@ -80,6 +80,8 @@ class HfConfig {
 /// The BERT config.json as tupe's options: BERT-A, post-LN, erf GELU. Refuses what tupe's BERT-A is not.
 model::ModelOptions bert_options(const HfConfig& c) {
   const std::string type = c.text("model_type", "");
+  TUPE_CHECK(type != "tupe", c.where() << ": model_type 'tupe': a folder of `tupe export --format hf-tupe`; give "
+                                           "the tupe checkpoint it was exported from");
   TUPE_CHECK(type == "bert", c.where() << ": model_type '" << type
                                        << "' is not BERT; tupe imports BertModel, BertForMaskedLM and "
                                           "BertForPreTraining folders (model_type \"bert\")");
