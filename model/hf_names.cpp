@@ -52,18 +52,31 @@ const std::vector<std::pair<std::string, std::string>>& layer_modules() {
   return modules;
 }
 
-}  // namespace
+/// Which side of the (tupe, transformers) pairs a name is on.
+enum class Side { kTupe, kHf };
 
-std::string hf_bert_name(const std::string& n) {
-  for (const auto& [tupe, hf] : fixed_bert_names())
-    if (n == tupe) return hf;
-  static const std::regex layer(R"(encoder\.layers\.(\d+)\.(.+)\.(weight|bias))");
+const std::string& on(const std::pair<std::string, std::string>& names, Side side) {
+  return side == Side::kTupe ? names.first : names.second;
+}
+
+/// `n` translated from `from` to the other side through the two tables above; "" when it has no place.
+std::string translate(const std::string& n, Side from) {
+  const Side to = from == Side::kTupe ? Side::kHf : Side::kTupe;
+  for (const auto& names : fixed_bert_names())
+    if (n == on(names, from)) return on(names, to);
+  static const std::regex tupe_layer(R"(encoder\.layers\.(\d+)\.(.+)\.(weight|bias))");
+  static const std::regex hf_layer(R"(bert\.encoder\.layer\.(\d+)\.(.+)\.(weight|bias))");
   std::smatch m;
-  if (!std::regex_match(n, m, layer)) return "";
-  for (const auto& [tupe, hf] : layer_modules())
-    if (m[2] == tupe) return "bert.encoder.layer." + m[1].str() + "." + hf + "." + m[3].str();
+  if (!std::regex_match(n, m, from == Side::kTupe ? tupe_layer : hf_layer)) return "";
+  const std::string prefix = to == Side::kTupe ? "encoder.layers." : "bert.encoder.layer.";
+  for (const auto& names : layer_modules())
+    if (m[2] == on(names, from)) return prefix + m[1].str() + "." + on(names, to) + "." + m[3].str();
   return "";
 }
+
+}  // namespace
+
+std::string hf_bert_name(const std::string& n) { return translate(n, Side::kTupe); }
 
 std::string tupe_name_from_hf_bert(const std::string& hf_name) {
   std::string n = hf_name;
@@ -74,15 +87,7 @@ std::string tupe_name_from_hf_bert(const std::string& hf_name) {
       n = n.substr(0, n.size() - old_leaf.size()) + leaf;
   // BertModel's names are the bert.* names without the prefix.
   const bool prefixed = n.rfind("bert.", 0) == 0 || n.rfind("cls.", 0) == 0 || n.rfind("classifier.", 0) == 0;
-  if (!prefixed) n = "bert." + n;
-  for (const auto& [tupe, hf] : fixed_bert_names())
-    if (n == hf) return tupe;
-  static const std::regex layer(R"(bert\.encoder\.layer\.(\d+)\.(.+)\.(weight|bias))");
-  std::smatch m;
-  if (!std::regex_match(n, m, layer)) return "";
-  for (const auto& [tupe, hf] : layer_modules())
-    if (m[2] == hf) return "encoder.layers." + m[1].str() + "." + tupe + "." + m[3].str();
-  return "";
+  return translate(prefixed ? n : "bert." + n, Side::kHf);
 }
 
 std::string hf_tupe_name(const std::string& n) {

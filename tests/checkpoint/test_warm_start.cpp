@@ -270,6 +270,15 @@ TEST(CheckpointWarmStart, ContradictionsAreRefusedNamingKeyValuesAndSource) {
   EXPECT_EQ(same.config.hidden_size, 16);
   EXPECT_EQ(same.config.position_encoding, model::PositionEncoding::kBertAbsolute);
   EXPECT_FALSE(same.retrofit || same.extended);
+  EXPECT_EQ(same.config.hidden_dropout, 0.0);  // the source's (config.json: 0.0), not the default 0.1
+  // Dropouts and init_std set by the run are the run's.
+  run.hidden_dropout = 0.25;
+  run.init_std = 0.05;
+  const WarmStartPlan mine =
+      plan_warm_start(src, run, {{"model.hidden_dropout", "a.ini"}, {"model.init_std", "the command line"}});
+  EXPECT_EQ(mine.config.hidden_dropout, 0.25);
+  EXPECT_EQ(mine.config.init_std, 0.05);
+  EXPECT_EQ(mine.config.attention_dropout, 0.0);
   run.max_positions = 8;
   e = error_of([&] { plan_warm_start(src, run, {{"model.max_positions", "the command line"}}); });
   EXPECT_NE(e.find("model.max_positions: 8 (the command line) contradicts the source's 16"), std::string::npos) << e;
