@@ -21,6 +21,7 @@
 #include "common/error.h"
 #include "dist/communicator.h"
 #include "dist/device.h"
+#include "dist/make_communicator.h"
 #include "dist/mpi_env.h"
 #include "dist/options.h"
 

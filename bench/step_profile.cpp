@@ -176,7 +176,7 @@ int main(int argc, char** argv) {
     cfg.optimizer.total_steps = 1000;
     checkpoint::NamedTensors params;
     for (auto& item : net->named_parameters()) params.emplace_back(item.key(), item.value());
-    trainer::TrainStep train_step(params, context.comm(), device, pretrain::step_options(cfg));
+    trainer::TrainStep train_step(params, context.comm(), device, pretrain::step_options(cfg, cfg.precision.precision));
     const pretrain::BatchPlan plan = pretrain::plan_batches(batch, 1, micro, micro);
     const at::ScalarType amp = trainer::autocast_dtype(cfg.precision.precision);
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The throughput window keeps validation and checkpoint time out of tokens/s (issue 30):
+# The throughput window keeps validation and checkpoint time out of tokens/s:
 # a tiny TUPE-R on WikiText-2, 60 steps, logged every 10, run with validation (and a
 # checkpoint) every 10 steps and without, interleaved ROUNDS times; prints the median
 # tokens/s of each (log windows 2..6; the first holds start-up) and their ratio, which

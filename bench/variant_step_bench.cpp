@@ -101,7 +101,7 @@ std::string kernel_for(const model::ModelOptions& c, int64_t batch, const c10::D
   const at::Tensor q = at::randn({batch, H, L, dh}, opts).requires_grad_(), k = at::randn({batch, H, L, dh}, opts),
                    v = at::randn({batch, H, L, dh}, opts);
   at::Tensor mask;
-  if (c.position_encoding == model::PositionEncoding::kBertAbsolute || c.has_positional_query_key())
+  if (!c.has_positional_logit_term())
     mask = at::zeros({batch, 1, 1, L}, opts);  // the padding mask only (BERT-A^d: positions ride in q and k)
   else
     mask = at::zeros({batch, H, L, L}, opts).requires_grad_(c.has_untied_positions());

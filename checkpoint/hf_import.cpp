@@ -83,8 +83,8 @@ model::ModelOptions bert_options(const HfConfig& c) {
   TUPE_CHECK(type != "tupe", c.where() << ": model_type 'tupe': a folder of `tupe export --format hf-tupe`; give "
                                            "the tupe checkpoint it was exported from");
   TUPE_CHECK(type == "bert", c.where() << ": model_type '" << type
-                                       << "' is not BERT; tupe imports BertModel, BertForMaskedLM and "
-                                          "BertForPreTraining folders (model_type \"bert\")");
+                                       << "' is not BERT; tupe imports BertModel, BertForMaskedLM, BertForPreTraining and "
+                                          "BertForSequenceClassification folders (model_type \"bert\")");
   const std::string positions = c.text("position_embedding_type", "absolute");
   TUPE_CHECK(positions == "absolute", c.where() << ": position_embedding_type '" << positions
                                                 << "': tupe's BERT-A has absolute positions only");

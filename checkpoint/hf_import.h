@@ -1,4 +1,4 @@
-// Reading a Hugging Face BERT folder as tupe's BERT-A (docs/warm-start.md "Hugging Face BERT").
+// Reading a Hugging Face BERT folder as tupe's BERT-A (docs/warm-start.md "Continued pre-training of a Hugging Face BERT").
 //
 // A folder of transformers' save_pretrained: config.json (model_type "bert"), model.safetensors,
 // vocab.txt and tokenizer_config.json. The architectures read: BertModel (no prefix, a pooler,

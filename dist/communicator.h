@@ -1,6 +1,6 @@
 // The communicator interface: collectives over lists of tensors that return async Work
 // handles, with two backends (dist/mpi_communicator.h on CPU, dist/nccl_communicator.h on
-// GPU) chosen by make_communicator(). Modelled on c10d's Backend.hpp: every collective
+// GPU) chosen by make_communicator() (dist/make_communicator.h). Modelled on c10d's Backend.hpp: every collective
 // returns a Work; an operation or dtype a backend lacks fails loudly naming the backend.
 //
 // Contracts:
@@ -149,15 +149,5 @@ class Communicator {
   std::atomic<bool> stalled_{false};
   std::atomic<int64_t> n_all_reduce_{0}, n_broadcast_{0}, n_all_gather_{0}, n_barrier_{0};
 };
-
-/// True when this build compiled the NCCL backend (TUPE_HAVE_NCCL).
-bool nccl_compiled();
-
-/// Creates the backend options.backend names; kAuto picks NCCL when `tensor_device` is
-/// CUDA (the NCCL communicator then runs on that device), MPI when it is CPU. Throws
-/// tupe::Error when the choice cannot work (NCCL for CPU tensors, NCCL in a build without
-/// it, MPI for CUDA tensors).
-std::unique_ptr<Communicator> make_communicator(const MpiEnv& env, const DistOptions& options, Watchdog* watchdog,
-                                                const at::Device& tensor_device);
 
 }  // namespace tupe::dist

@@ -1,5 +1,6 @@
 #include "dist/context.h"
 
+#include "dist/make_communicator.h"
 #include "dist/startup.h"
 
 #include "common/error.h"

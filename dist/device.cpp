@@ -171,6 +171,17 @@ std::string cuda_device_name(int index) {
 #endif
 }
 
+bool cuda_bf16_supported(int index) {
+#ifdef TUPE_HAVE_NCCL
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, index) != cudaSuccess) return false;
+  return prop.major >= 8;
+#else
+  (void)index;
+  return false;
+#endif
+}
+
 std::string cuda_device_uuid(int index) {
 #ifdef TUPE_HAVE_NCCL
   cudaDeviceProp prop{};

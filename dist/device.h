@@ -77,6 +77,11 @@ void set_current_device(const c10::Device& device);
 /// the CUDA runtime or when it cannot be read.
 std::string cuda_device_name(int index);
 
+/// Whether CUDA device `index` computes in bfloat16 natively (compute capability 8.0 and later:
+/// A100, H100, ...); false without CUDA or for an index it cannot read. trainer::resolve_precision
+/// takes it for precision auto (bf16, else fp16).
+bool cuda_bf16_supported(int index);
+
 /// The UUID of CUDA device `index` as text ("GPU-xxxxxxxx-..."), "" in builds without the
 /// CUDA runtime or when it cannot be read.
 std::string cuda_device_uuid(int index);

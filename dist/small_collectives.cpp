@@ -9,8 +9,8 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/fnv1a.h"
 #include "dist/check.h"
-#include "dist/consistency.h"
 #include "dist/mpi_env.h"
 #include "dist/startup.h"
 

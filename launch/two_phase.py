@@ -19,6 +19,8 @@ Options:
                               there yet (each preset's [preprocess] section; on this machine)
   --work DIR                  put each phase's shards (DIR/shards-1, DIR/shards-2) and checkpoints
                               (DIR/phase1, DIR/phase2) here instead of the presets' folders
+  --vocab FILE                the vocabulary (--tokenizer.vocab) of both phases' preprocessing and
+                              pre-training, instead of the presets' [tokenizer] vocab
   --np N                      ranks per phase, local launcher (default 1)
   --launcher local|slurm      (default local)
   --sbatch ARG                an sbatch option for both jobs (repeatable), e.g. --sbatch=--nodes=4
@@ -85,14 +87,14 @@ def ranks(np_, cmd):
     return ["mpirun", "-np", str(np_), "--bind-to", "none"] + cmd
 
 
-def preprocess(phase, corpus, np_, dry_run):
+def preprocess(phase, corpus, np_, vocab, dry_run):
     if not phase.shards:
         fail(f"{phase.ini}: [data] train_shards is not set (or give --work)")
     if os.path.exists(os.path.join(phase.shards, "effective_config.ini")):
         print(f"two_phase: phase {phase.number}'s shards are there: {phase.shards}")
         return
     p = run(ranks(np_, [TUPE, "preprocess", "--config", phase.ini, "--input", corpus, "--output", phase.shards,
-                        "--overwrite", "--quiet"]), dry_run)
+                        "--overwrite", "--quiet"] + (["--tokenizer.vocab", vocab] if vocab else [])), dry_run)
     if p.returncode != 0:
         fail(f"preprocessing for phase {phase.number} failed (exit {p.returncode}):\n{p.stdout[-3000:]}")
 
@@ -161,6 +163,7 @@ def main():
     ap.add_argument("--phase2", required=True)
     ap.add_argument("--corpus")
     ap.add_argument("--work")
+    ap.add_argument("--vocab")
     ap.add_argument("--np", type=int, default=1)
     ap.add_argument("--launcher", choices=("local", "slurm"), default="local")
     ap.add_argument("--sbatch", action="append", default=[])
@@ -168,11 +171,16 @@ def main():
     a = ap.parse_args(argv)
     work = os.path.abspath(a.work) if a.work else None
     phases = [Phase(1, a.phase1, work), Phase(2, a.phase2, work)]
+    if a.vocab:
+        if not os.path.isfile(a.vocab):
+            fail(f"--vocab {a.vocab}: no such file")
+        a.vocab = os.path.abspath(a.vocab)
+        extra = ["--tokenizer.vocab", a.vocab] + extra
     if a.corpus:
         if not os.path.isfile(a.corpus):
             fail(f"--corpus {a.corpus}: no such file")
         for phase in phases:
-            preprocess(phase, a.corpus, a.np, a.dry_run)
+            preprocess(phase, a.corpus, a.np, a.vocab, a.dry_run)
     if a.launcher == "local":
         run_local(phases, work, a.np, extra, a.dry_run)
     else:

@@ -11,7 +11,7 @@
 
 namespace tupe::model {
 
-/// The positional-encoding variants of the paper (docs/model.md "Four variants").
+/// The positional-encoding variants of the paper (docs/model.md "Five variants").
 enum class PositionEncoding {
   kBertAbsolute,  ///< BERT-A: absolute position embedding added to the word embedding
   kBertRelative,  ///< BERT-R: BERT-A + T5 relative bias b_{bucket(j-i)} in the logits
@@ -83,6 +83,10 @@ struct ModelOptions {
     return position_encoding == PositionEncoding::kBertRelative ||
            position_encoding == PositionEncoding::kTupeRelative;
   }
+  /// A positional term added to the logits of every layer (TUPE's P, the relative bias B, or
+  /// both): the (H, L, L) attention bias of model/positional.h. False for BERT-A and BERT-A^d,
+  /// whose attention gets at most the padding mask.
+  bool has_positional_logit_term() const { return has_untied_positions() || has_relative_bias(); }
   /// Rows of the position table: max_positions, +1 with the [CLS] untie in TUPE (row 0 plays
   /// theta_1, row 1 theta_2, position t >= 1 uses row t + 1; docs/model.md "Untying [CLS]").
   int64_t position_table_rows() const {

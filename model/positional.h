@@ -36,7 +36,7 @@ class PositionalTermImpl : public torch::nn::Module {
   void reset_parameters();
 
   /// True when the variant has a positional logit term (all but BERT-A and BERT-A^d).
-  bool active() const { return untied_ || relative_; }
+  bool active() const { return config.has_positional_logit_term(); }
 
   /// The additive positional logits for a length-L sequence.
   /// Returns (H, L, L) in the parameters' dtype; undefined tensor for BERT-A and BERT-A^d.

@@ -18,6 +18,8 @@ at::Tensor scalar(double v, at::ScalarType dtype, const c10::Device& device) {
 DynamicLossScaler::DynamicLossScaler(const PrecisionOptions& options)
     : options_(options), scaling_enabled_(options.precision == Precision::kFp16) {
   options_.validate();
+  TUPE_CHECK(options.precision != Precision::kAuto,
+             "loss scaler: precision.precision auto was not resolved to the device (trainer::resolve_precision)");
   load_state(checkpoint::LossScalerState{scaling_enabled_ ? options_.initial_scale : 1.0, 0, 0, 0});
 }
 

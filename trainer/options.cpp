@@ -6,8 +6,8 @@ namespace tupe::trainer {
 
 std::string to_string(Precision p) { return choice_word(p, kPrecisionWords); }
 
-Precision resolve_precision(Precision p, bool on_cuda) {
-  if (p == Precision::kAuto) return on_cuda ? Precision::kBf16 : Precision::kFp32;
+Precision resolve_precision(Precision p, bool on_cuda, bool bf16_supported) {
+  if (p == Precision::kAuto) return on_cuda ? (bf16_supported ? Precision::kBf16 : Precision::kFp16) : Precision::kFp32;
   TUPE_CHECK(p != Precision::kFp16 || on_cuda,
              "precision.precision: fp16 with loss scaling is for GPUs; use bf16, fp32 or auto on the CPU");
   return p;
@@ -66,7 +66,7 @@ const FieldTable<PrecisionOptions>& PrecisionOptions::fields() {
     FieldTable<P> t("precision");
     t.choice("precision", &P::precision, kPrecisionWords, Precision::kFp16,
              "fp32, bf16 autocast, fp16 autocast with dynamic loss scaling (the paper: fp16), or auto (bf16 on a "
-             "GPU, fp32 on the CPU; fine-tuning's and evaluation's default)")
+             "GPU, fp16 on a GPU without bf16, fp32 on the CPU; fine-tuning's and evaluation's default)")
         .real("initial_scale", &P::initial_scale, 65536.0, "factor", "initial fp16 loss scale (2^16)")
         .positive()
         .real("growth_factor", &P::growth_factor, 2.0, "factor",

@@ -29,16 +29,19 @@ enum class Precision {
   kFp32,  ///< everything in float32
   kBf16,  ///< bfloat16 autocast, fp32 master weights, no loss scaling
   kFp16,  ///< float16 autocast, fp32 master weights, dynamic loss scaling
-  kAuto,  ///< bf16 on a GPU, fp32 on the CPU (resolve_precision; fine-tuning's default)
+  kAuto,  ///< bf16 on a GPU (fp16 on one without bf16), fp32 on the CPU (resolve_precision; fine-tuning's default)
 };
 inline constexpr Choice<Precision> kPrecisionWords[] = {
     {"fp32", Precision::kFp32}, {"bf16", Precision::kBf16}, {"fp16", Precision::kFp16}, {"auto", Precision::kAuto}};
 /// "fp32" | "bf16" | "fp16" | "auto".
 std::string to_string(Precision p);
-/// The precision a job runs with on a device that is a GPU when `on_cuda`: auto -> bf16 on
-/// a GPU, fp32 on the CPU; the others as they are. Throws tupe::Error "precision.precision:
-/// fp16 with loss scaling is for GPUs; ..." for fp16 on the CPU.
-Precision resolve_precision(Precision p, bool on_cuda);
+/// The precision a job runs with, resolved ONCE at set-up (every job passes this value down:
+/// autocast and the loss scaler read it and nothing else; they refuse kAuto). auto -> bf16 on a
+/// GPU with bfloat16 (compute capability 8.0 and later), fp16 with dynamic loss scaling on an
+/// older GPU, fp32 on the CPU; the others as they are. `on_cuda`: the job's device is a GPU;
+/// `bf16_supported`: that GPU has bfloat16 (dist::cuda_bf16_supported). Throws tupe::Error
+/// "precision.precision: fp16 with loss scaling is for GPUs; ..." for fp16 on the CPU.
+Precision resolve_precision(Precision p, bool on_cuda, bool bf16_supported = true);
 
 /// [optimizer] section: the optimizer, its LR schedule and gradient clipping.
 struct OptimizerOptions {

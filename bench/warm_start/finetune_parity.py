@@ -9,8 +9,10 @@ table goes into bench/RESULTS.md.
 Usage: finetune_parity.py [--work DIR] [--tasks SST-2,MRPC,STS-B,RTE] [--seeds 1,2,3]
                           [--lr 5e-5] [--epochs 3] [--batch 32] [--max-length 128]
                           [--sst2-rows 8000] [--threads 2] [--report-only]
-Resumable: every finished run is a line of WORK/runs.jsonl and is not run again; the report
-(WORK/report.md) is redrawn from that file after each run. SST-2's train set is capped at its
+Resumable: every finished run is a line of the store (--store, default
+bench/warm_start/results/finetune_parity.jsonl, in the repository, so that a run that outlives
+one machine goes on from it on the next) and is not run again; the report (WORK/report.md) is
+redrawn from it after each run. SST-2's train set is capped at its
 first --sst2-rows rows (the same rows for both sides, in WORK/glue); the other tasks are whole.
 Environment: TUPE_BIN (default build/cli/tupe), TUPE_SHARED_DATA (default ../shared/data).
 """
@@ -146,12 +148,14 @@ def main():
     ap.add_argument("--max-length", type=int, default=128)
     ap.add_argument("--sst2-rows", type=int, default=8000)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--store", default=os.path.join(HERE, "results", "finetune_parity.jsonl"))
     ap.add_argument("--report-only", action="store_true")
     a = ap.parse_args()
     a.tasks = a.tasks.split(",")
     seeds = [int(s) for s in a.seeds.split(",")]
     os.makedirs(a.work, exist_ok=True)
-    log = os.path.join(a.work, "runs.jsonl")
+    os.makedirs(os.path.dirname(os.path.abspath(a.store)), exist_ok=True)
+    log = a.store
     rows = [json.loads(line) for line in open(log)] if os.path.exists(log) else []
     done = {(r["task"], r["seed"], r["side"]) for r in rows}
     glue = capped_glue(a.work, a.tasks, a.sst2_rows)

@@ -7,8 +7,10 @@ beside the un-continued MiniLM (whose rows are that benchmark's tupe runs when i
 A benchmark, not a test: its report goes into bench/RESULTS.md.
 
 Usage: retrofit.py [--work DIR] [--steps 300] [--seeds 1,2] [--report-only]
-Resumable: pre-training runs go on with --resume auto; a fine-tuning whose result is in
-WORK/glue_runs.jsonl is not run again; WORK/report.md is redrawn after every run.
+Resumable: pre-training runs go on with --resume auto (in WORK, which does not outlive the
+machine); what is finished is kept in the repository (bench/warm_start/results/): each
+pre-training's validation curve (retrofit_curves.jsonl, once it completed) and each fine-tuning
+(retrofit_glue.jsonl), which are not run again; WORK/report.md is redrawn after every run.
 Environment: TUPE_BIN (default build/cli/tupe), TUPE_SHARED_DATA.
 """
 import argparse
@@ -96,8 +98,9 @@ def report(a, curves, glue_rows, baseline, path):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--work", default=os.path.join(fp.REPO, "runs", "retrofit"))
-    ap.add_argument("--parity-work", default=os.path.join(fp.REPO, "runs", "finetune-parity"),
-                    help="finetune_parity.py's work folder: its tupe runs are the un-continued MiniLM's rows")
+    ap.add_argument("--parity-store", default=os.path.join(fp.HERE, "results", "finetune_parity.jsonl"),
+                    help="finetune_parity.py's store: its tupe runs are the un-continued MiniLM's rows")
+    ap.add_argument("--store", default=os.path.join(fp.HERE, "results"))
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--eval-every", type=int, default=50)
     ap.add_argument("--lr", type=float, default=1e-4)
@@ -110,25 +113,36 @@ def main():
     # The fine-tuning protocol of the parity benchmark (its defaults but the LR it was run with).
     ft = argparse.Namespace(lr=1e-4, epochs=3, batch=32, max_length=128, sst2_rows=8000, threads=a.threads)
     os.makedirs(a.work, exist_ok=True)
-    glue_log = os.path.join(a.work, "glue_runs.jsonl")
+    os.makedirs(a.store, exist_ok=True)
+    glue_log = os.path.join(a.store, "retrofit_glue.jsonl")
+    curve_log = os.path.join(a.store, "retrofit_curves.jsonl")
     glue_rows = [json.loads(line) for line in open(glue_log)] if os.path.exists(glue_log) else []
-    parity_log = os.path.join(a.parity_work, "runs.jsonl")
+    stored_curves = {(r["row"], r["seed"]): {int(k): v for k, v in r["curve"].items()}
+                     for r in (json.loads(line) for line in open(curve_log))} if os.path.exists(curve_log) else {}
+    parity_log = a.parity_store
     baseline = [r for r in (json.loads(line) for line in open(parity_log))
                 if r["side"] == "tupe"] if os.path.exists(parity_log) else []
-    curves = {}
+    curves = dict(stored_curves)
     data = None if a.report_only else shards(a.work)
     glue = fp.capped_glue(a.work, a.tasks, ft.sst2_rows)
     for seed in a.seeds:
         for row, encoding in ROWS.items():
             ckpt = os.path.join(a.work, "pretrain", f"{encoding}-seed{seed}")
+            if (row, seed) in stored_curves:
+                continue  # done on some machine: its curve is in the store
             if not a.report_only:
                 ckpt, final = pretrain(a, a.work, data, encoding, seed)
-            if os.path.exists(os.path.join(ckpt, "metrics", "rank_0.jsonl")):
+                curves[(row, seed)] = validation_curve(ckpt)
+                with open(curve_log, "a") as f:
+                    f.write(json.dumps({"row": row, "seed": seed, "curve": curves[(row, seed)]}) + "\n")
+            elif os.path.exists(os.path.join(ckpt, "metrics", "rank_0.jsonl")):
                 curves[(row, seed)] = validation_curve(ckpt)
             report(a, curves, glue_rows, baseline, os.path.join(a.work, "report.md"))
     for seed in a.seeds:
         for row, encoding in ROWS.items():
             final = os.path.join(a.work, "pretrain", f"{encoding}-seed{seed}", f"step_{a.steps:08d}")
+            if not a.report_only and not os.path.exists(final):  # stored curve, checkpoint gone: train again
+                final = pretrain(a, a.work, shards(a.work), encoding, seed)[1]
             for task in a.tasks:
                 if a.report_only or any(r["row"] == row and r["seed"] == seed and r["task"] == task for r in glue_rows):
                     continue

@@ -289,16 +289,17 @@ def check_two_phase(work):
     shutil.rmtree(os.path.join(work, "chain"), ignore_errors=True)
     chain = os.path.join(work, "chain")
     presets = [os.path.join(SRC, "configs", "two-phase", f"toy-phase{n}.ini") for n in (1, 2)]
-    corpus = os.path.join(os.environ.get("TUPE_SHARED_DATA", os.path.join(SRC, "..", "shared", "data")), "text",
-                          "wikitext-2", "wiki.test.raw")
+    data = os.environ.get("TUPE_SHARED_DATA", os.path.join(SRC, "..", "shared", "data"))
+    corpus = os.path.join(data, "text", "wikitext-2", "wiki.test.raw")
+    vocab = os.path.join(data, "vocab", "bert-base-uncased-vocab.txt")
     for n, preset in enumerate(presets, 1):  # the shards, made here (the chain's --corpus does it on the login node)
-        subprocess_run([TUPE, "preprocess", "--config", preset, "--input", corpus,
+        subprocess_run([TUPE, "preprocess", "--config", preset, "--input", corpus, "--tokenizer.vocab", vocab,
                         "--output", os.path.join(chain, f"shards-{n}"), "--overwrite", "--quiet"])
     out = os.path.join(work, f"two-phase-{time.time_ns()}-%j.out")
     with Cluster(work, "sim", 2, slurm=True) as c:
         cmd = ["env", f"TUPE_BIN={TUPE}", "TUPE_LAUNCHER=srun", "TUPE_GPUS_PER_NODE=0", sys.executable,
                os.path.join(SRC, "launch", "two_phase.py"), "--phase1", presets[0], "--phase2", presets[1],
-               "--work", chain, "--launcher", "slurm", "--sbatch=--nodes=2", "--sbatch=--ntasks-per-node=1",
+               "--work", chain, "--vocab", vocab, "--launcher", "slurm", "--sbatch=--nodes=2", "--sbatch=--ntasks-per-node=1",
                "--sbatch=--cpus-per-task=1", "--sbatch=--gpus-per-node=0", f"--sbatch=--output={out}"]
         text = c.run("head", cmd).stdout
         ids = [line.split(" is job ")[1].split()[0] for line in text.splitlines() if " is job " in line]

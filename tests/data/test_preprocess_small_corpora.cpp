@@ -1,4 +1,4 @@
-// `tupe preprocess` on small and degenerate corpora (issue 36 item 8): the default piece size
+// `tupe preprocess` on small and degenerate corpora: the default piece size
 // deals a 1.3 MB file evenly over its shards, the progress line counts the input once, and an
 // input of blank lines or of one document fails in one line and leaves no folder behind.
 #include <gtest/gtest.h>

@@ -6,6 +6,7 @@
 
 #include "dist/communicator.h"
 #include "dist/device.h"
+#include "dist/make_communicator.h"
 #include "dist/small_collectives.h"
 #include "dist/nccl_communicator.h"
 #include "tests/dist/mpi_test_env.h"

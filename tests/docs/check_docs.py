@@ -2,9 +2,11 @@
 """Checks of the user guide (README.md and docs/*.md), standard library only.
 
   check_docs.py links ROOT                   every relative link (and its #anchor) and every
-                                             repository path named in code exists, and the
+                                             repository path named in code exists, the
                                              layer table of docs/architecture.md is
-                                             cmake/TupeLayers.cmake's
+                                             cmake/TupeLayers.cmake's, and every pointer into a
+                                             section from code (docs/x.md#anchor or
+                                             docs/x.md "Heading") names a heading that exists
   check_docs.py commands ROOT TUPE           every `tupe <subcommand> ...` of a bash block parses:
                                              run as shown with --help appended (the options
                                              are checked, nothing runs), or as shown when it
@@ -169,6 +171,59 @@ def check_links(root):
                         p = check_path(root, shared, top, word)
                         if p:
                             problems.append(f"{where}: {p}")
+    return problems
+
+
+@functools.lru_cache(maxsize=None)
+def headings(path):
+    """The text of every heading of a Markdown file and of every named paragraph or list item
+    (one that starts in bold), inline code marks and links dropped."""
+    out = []
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    for kind, _, _, lines in blocks(text):
+        if kind != "prose":
+            continue
+        for line in lines:
+            m = re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line) or re.match(r"^\s*(?:[-*]\s+)?\*\*(.+?)\*\*", line)
+            if m:  # a heading, or a named paragraph or list item ("**Saved configs.** ...")
+                out.append(re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", m.group(1)).replace("`", ""))
+    return out
+
+
+POINTER = re.compile(r"docs/([a-z0-9-]+\.md)(?:#([a-z0-9-]+)| \"([^\"\n]+(?:\n\s*(?://+|#+|\*)[^\"\n]*)?)\")")
+CODE_SUFFIXES = (".cpp", ".h", ".py", ".sh", ".cmake", ".ini", ".txt", ".sbatch")
+
+
+def check_section_pointers(root):
+    """Every pointer into a section of the guide from code, comments and presets --
+    docs/<page>.md#<anchor> or docs/<page>.md "<Heading>" -- names a page that exists and a
+    heading it has (the quoted text: the start of a heading, code marks dropped)."""
+    problems = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel_dir = os.path.relpath(dirpath, root)
+        if rel_dir.split(os.sep)[0] in (".git", "runs") or rel_dir.split(os.sep)[0].startswith("build"):
+            dirnames[:] = []
+            continue
+        for name in filenames:
+            if not (name.endswith(CODE_SUFFIXES) or "." not in name) or name == "check_docs.py":
+                continue
+            path = os.path.join(dirpath, name)
+            try:
+                text = open(path, encoding="utf-8").read()
+            except (UnicodeDecodeError, OSError):
+                continue
+            for m in POINTER.finditer(text):
+                page = os.path.join(root, "docs", m.group(1))
+                # A quoted heading may run on over a comment's line break.
+                section = re.sub(r"\s*\n\s*(//+|#+|\*)?\s*", " ", m.group(3) or "").replace("`", "")
+                where = f"{os.path.relpath(path, root)}:{text[:m.start()].count(chr(10)) + 1}"
+                if not os.path.exists(page):
+                    problems.append(f"{where}: docs/{m.group(1)}: no such page")
+                elif m.group(2) and m.group(2) not in anchors(page):
+                    problems.append(f"{where}: docs/{m.group(1)}#{m.group(2)}: no such heading")
+                elif m.group(3) and not any(h.startswith(section) for h in headings(page)):
+                    problems.append(f"{where}: docs/{m.group(1)} \"{m.group(3)}\": no heading starts so")
     return problems
 
 
@@ -366,7 +421,7 @@ def main():
         sys.exit(__doc__)
     what, root = sys.argv[1], os.path.abspath(sys.argv[2])
     if what == "links":
-        problems = check_links(root) + check_layers(root)
+        problems = check_links(root) + check_layers(root) + check_section_pointers(root)
     elif what == "claims":
         problems = check_claims(root)
     elif what in ("commands", "config-reference", "write-config-reference") and len(sys.argv) == 4:

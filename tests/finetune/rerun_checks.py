@@ -1,5 +1,5 @@
 """A fine-tuning run again into its folder, the saved model's step, evaluate's folder, a failed
-job's leftovers and the truncation line (GlueE2E_rerun; issue 36 items 1-3, 8).
+job's leftovers and the truncation line (GlueE2E_rerun).
 
 Usage: rerun_checks.py TUPE CKPT VOCAB WORKDIR BAD_GLUE
   1. `tupe finetune` on RTE (3 epochs, the best epoch reported) into WORKDIR/out: the saved

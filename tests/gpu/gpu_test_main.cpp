@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "dist/communicator.h"
+#include "dist/make_communicator.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/model/model_test_util.h"
 

@@ -1,5 +1,5 @@
-// Properties of the whole model: parameter counts at BERT-Base sizes (docs/model.md "Sizes
-// check against"), padding invariance, bf16 autocast vs fp32, finite-difference gradients.
+// Properties of the whole model: parameter counts at BERT-Base sizes checked against
+// docs/model.md "Sizes", padding invariance, bf16 autocast vs fp32, finite-difference gradients.
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
 #include <gtest/gtest.h>

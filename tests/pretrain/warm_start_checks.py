@@ -290,7 +290,8 @@ def check_two_phase(work):
     chain = [sys.executable, os.path.join(SRC, "launch", "two_phase.py"),
              "--phase1", os.path.join(SRC, "configs", "two-phase", "toy-phase1.ini"),
              "--phase2", os.path.join(SRC, "configs", "two-phase", "toy-phase2.ini"),
-             "--corpus", os.path.join(DATA, "text", "wikitext-2", "wiki.test.raw"), "--work", work, "--np", "2"]
+             "--corpus", os.path.join(DATA, "text", "wikitext-2", "wiki.test.raw"), "--work", work, "--np", "2",
+             "--vocab", VOCAB]
     env = dict(ENV, TUPE_BIN=TUPE, OMPI_MCA_rmaps_base_oversubscribe="1")
     p = subprocess.run(chain, env=env, capture_output=True, text=True, timeout=900)
     if p.returncode != 0 or "both phases finished" not in p.stdout:
@@ -317,7 +318,7 @@ def check_two_phase(work):
         fail(f"two_phase.py again (exit {p.returncode}):\n{p.stdout[-3000:]}")
     if sha256(os.path.join(d2, "model.safetensors")) != before:
         fail("running the finished chain again changed phase 2's last checkpoint")
-    p = subprocess.run(chain[:-2] + ["--launcher", "slurm", "--dry-run", "--sbatch=--nodes=2"], env=env,
+    p = subprocess.run(chain + ["--launcher", "slurm", "--dry-run", "--sbatch=--nodes=2"], env=env,
                        capture_output=True, text=True)
     sb = [line for line in p.stdout.splitlines() if line.startswith("+ sbatch")]
     if p.returncode != 0 or len(sb) != 2 or "--dependency=afterok:1001" not in sb[1] or "--init-from" not in sb[1] \

@@ -120,7 +120,7 @@ std::string analyze_checkpoint(const AnalyzeOptions& options) {
 
   at::NoGradGuard no_grad;
   checkpoint::NamedTensors terms;
-  if (c.position_encoding == model::PositionEncoding::kBertAbsolute || c.has_positional_query_key()) {
+  if (!c.has_positional_logit_term()) {  // BERT-A, BERT-A^d: the terms of the logits, computed from the layers
     terms = bert_absolute_terms(*net, L);
   } else {
     terms.emplace_back("positional_term", net->encoder->positional->forward(L));

@@ -112,7 +112,8 @@ void choose_output_dir(EvaluateJob& job) {
 /// The device and communicator, the model on it in eval mode, the encoded splits.
 void setup_inference(EvaluateJob& job) {
   const c10::Device device = dist::resolve_device(job.env, job.cfg.device, "finetune.device");
-  job.precision = trainer::resolve_precision(job.c.precision.precision, device.is_cuda());
+  job.precision = trainer::resolve_precision(job.c.precision.precision, device.is_cuda(),
+                                             device.is_cuda() && dist::cuda_bf16_supported(device.index()));
   job.context = std::make_unique<dist::DistContext>(job.env, job.c.dist, device);
   job.net = checkpoint::build_model(*job.saved);
   job.net->to(job.context->device());

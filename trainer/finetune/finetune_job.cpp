@@ -151,7 +151,8 @@ void setup_job(FinetuneJob& job) {
                                      << job.model_config.max_positions);
   const c10::Device device = dist::resolve_device(job.env, cfg.device, "finetune.device");
   trainer::PrecisionOptions precision = job.c.precision;
-  precision.precision = trainer::resolve_precision(precision.precision, device.is_cuda());
+  precision.precision = trainer::resolve_precision(precision.precision, device.is_cuda(),
+                                                   device.is_cuda() && dist::cuda_bf16_supported(device.index()));
   job.context = std::make_unique<dist::DistContext>(job.env, job.c.dist, device);
   RunEnvironment& r = job.run_env;
   r.dist = job.context.get();

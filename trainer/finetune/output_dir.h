@@ -1,6 +1,6 @@
 // The outputs a fine-tuning job writes into finetune.output_dir, found and removed as one
 // whole: a rerun into a folder that holds a previous job's is refused or replaces it
-// (finetune.overwrite), never a mix of the two jobs' files (docs/finetuning.md "Outputs").
+// (finetune.overwrite), never a mix of the two jobs' files (docs/finetuning.md "What it writes").
 #pragma once
 #include <filesystem>
 #include <string>

@@ -52,7 +52,8 @@ void setup_device(PretrainJob& job) {
   if (cfg.train.threads > 0) at::set_num_threads(static_cast<int>(cfg.train.threads));
   const c10::Device chosen = dist::resolve_device(job.env, cfg.train.device, "train.device");
   job.use_cuda = chosen.is_cuda();
-  job.precision = trainer::resolve_precision(cfg.precision.precision, job.use_cuda);
+  job.precision = trainer::resolve_precision(cfg.precision.precision, job.use_cuda,
+                                             job.use_cuda && dist::cuda_bf16_supported(chosen.index()));
   job.context = std::make_unique<dist::DistContext>(job.env, cfg.dist, chosen);
   if (job.use_cuda) {  // TF32 tensor cores for fp32 matmuls (train.tf32)
     at::globalContext().setAllowTF32CuBLAS(cfg.train.tf32);
@@ -164,7 +165,7 @@ void build_model(PretrainJob& job) {
   }
   dist::check_same_parameters(job.comm(), params);
   dist::broadcast_tensors(job.comm(), params, 0);  // rank 0's initial weights everywhere
-  job.step = std::make_unique<trainer::TrainStep>(named, job.comm(), job.device(), step_options(cfg));
+  job.step = std::make_unique<trainer::TrainStep>(named, job.comm(), job.device(), step_options(cfg, job.precision));
   job.store = std::make_unique<checkpoint::CheckpointStore>(cfg.checkpoint);
   if (job.rank == 0) job.store->check_writable();  // now, not at the first save hours later
   job.vocab_sha256 = job.train_data->info().vocab_sha256;

@@ -8,10 +8,11 @@
 
 namespace tupe::pretrain {
 
-trainer::TrainStepOptions step_options(const PretrainConfig& cfg) {
+trainer::TrainStepOptions step_options(const PretrainConfig& cfg, trainer::Precision precision) {
   trainer::TrainStepOptions o;
   o.optimizer = cfg.optimizer;
   o.precision = cfg.precision;
+  o.precision.precision = precision;
   o.dist = cfg.dist;
   o.seed = cfg.train.seed;
   return o;

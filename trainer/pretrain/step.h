@@ -21,9 +21,10 @@
 
 namespace tupe::pretrain {
 
-/// The training step's options of a pre-training config: [optimizer], [precision], [dist]
-/// and train.seed (the dropout seeds).
-trainer::TrainStepOptions step_options(const PretrainConfig& cfg);
+/// The training step's options of a pre-training config: [optimizer], [precision] with its
+/// precision resolved to the device (`precision`, trainer::resolve_precision: the value the
+/// loss scaler reads), [dist] and train.seed (the dropout seeds).
+trainer::TrainStepOptions step_options(const PretrainConfig& cfg, trainer::Precision precision);
 
 /// Sum of the cross-entropy over the masked tokens of `b` (on `device`): a 0-dim fp32 tensor,
 /// the forward under autocast `amp` (trainer::autocast_dtype).
