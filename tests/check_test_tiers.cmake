@@ -4,12 +4,18 @@ cmake_minimum_required(VERSION 3.25)
 # Variables: CTEST (the ctest executable), BUILD (the build folder), TIERS (the tiers, ','-separated).
 string(REPLACE "," ";" TIERS "${TIERS}")
 list(JOIN TIERS "|" alternatives)
-execute_process(COMMAND ${CTEST} -N -FA ".*" -LE "^(${alternatives})$" WORKING_DIRECTORY ${BUILD}
+# The listing runs in a scratch project that includes the build folder's tests: a ctest run in
+# the build folder itself would rewrite Testing/Temporary/LastTest.log under the suite that is
+# running this very test (and leave it empty at the end).
+set(scratch "${BUILD}/tier-check")
+file(MAKE_DIRECTORY "${scratch}")
+file(WRITE "${scratch}/CTestTestfile.cmake" "subdirs(\"${BUILD}\")\n")
+execute_process(COMMAND ${CTEST} -N -FA ".*" -LE "^(${alternatives})$" WORKING_DIRECTORY ${scratch}
                 OUTPUT_VARIABLE untiered RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0 OR NOT untiered MATCHES "Total Tests: 0")
   message(FATAL_ERROR "tests without a tier (${TIERS}); give each LABELS (cmake/TupeTesting.cmake):\n${untiered}")
 endif()
-execute_process(COMMAND ${CTEST} --print-labels WORKING_DIRECTORY ${BUILD} OUTPUT_VARIABLE printed RESULT_VARIABLE rc)
+execute_process(COMMAND ${CTEST} --print-labels WORKING_DIRECTORY ${scratch} OUTPUT_VARIABLE printed RESULT_VARIABLE rc)
 string(REGEX MATCHALL "\n  [^\n]+" labels "${printed}")
 set(bad "")
 foreach(label ${labels})
