@@ -5,6 +5,7 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include <algorithm>
+#include <initializer_list>
 #include <sstream>
 #include <utility>
 
@@ -92,39 +93,50 @@ DistributedDataParallel::~DistributedDataParallel() {
   }
 }
 
-void DistributedDataParallel::zero_grad_buffer() {
+namespace {
+const char* phase_name(int phase) {
+  static const char* names[] = {"before begin_step", "after begin_step", "after an accumulation micro-step",
+                                "after the last micro-step", "after finish_grad_sync"};
+  return names[phase];
+}
+}  // namespace
+
+void DistributedDataParallel::require_phase(const char* call, std::initializer_list<int> allowed,
+                                            const char* expected) const {
+  for (int p : allowed)
+    if (p == phase_) return;
+  TUPE_FAIL("ddp: " << call << " " << phase_name(phase_) << ": " << expected
+                    << " (the order of a step: dist/ddp.h)");
+}
+
+void DistributedDataParallel::begin_step() {
   std::lock_guard<std::mutex> lk(mutex_);
   finish_launched_buckets();  // never zero a slice that is being reduced
   buffer_.attach(params_);  // re-attach first: a detached .grad must not be copied back in
   buffer_.zero();
   if (sum64_.defined()) sum64_.zero_();
   reset_step();
-  synced_ = false;
+  phase_ = kBegun;
 }
 
-void DistributedDataParallel::start_count_sync(int64_t local_count) {
+void DistributedDataParallel::prepare_for_backward(bool is_last, std::optional<int64_t> local_count) {
   std::lock_guard<std::mutex> lk(mutex_);
-  TUPE_CHECK(local_count >= 0, "ddp: start_count_sync: negative count " << local_count);
-  TUPE_CHECK(is_last_microbatch_,
-             "ddp: start_count_sync on an accumulation micro-step (call it before the last "
-             "micro-step's backward)");
-  if (synced_) {  // a new step without zero_grad_buffer(): as for the first gradient
-    reset_step();
-    synced_ = false;
+  require_phase("prepare_for_backward", {kBegun, kAccumulating},
+                "call begin_step first; one last micro-step per step");
+  if (local_count) {
+    TUPE_CHECK(*local_count >= 0, "ddp: prepare_for_backward: negative count " << *local_count);
+    TUPE_CHECK(is_last, "ddp: prepare_for_backward: a count on an accumulation micro-step (the last micro-step "
+                        "carries the step's count)");
+    // A new tensor per step: a result that holds the last step's count keeps its value.
+    count_ = at::full({1}, static_cast<double>(*local_count), buffer_.data().options().dtype(at::kDouble));
+    count_work_ = comm_.all_reduce({count_}, "all_reduce step count");
   }
-  TUPE_CHECK(count_work_ == nullptr, "ddp: start_count_sync called twice in one step");
-  // A new tensor per step: a result that holds the last step's count keeps its value.
-  count_ = at::full({1}, static_cast<double>(local_count), buffer_.data().options().dtype(at::kDouble));
-  count_work_ = comm_.all_reduce({count_}, "all_reduce step count");
+  phase_ = is_last ? kLast : kAccumulating;
 }
 
 void DistributedDataParallel::sync_without_backward() {
   std::lock_guard<std::mutex> lk(mutex_);
-  TUPE_CHECK(is_last_microbatch_, "ddp: sync_without_backward on an accumulation micro-step");
-  if (synced_) {
-    reset_step();
-    synced_ = false;
-  }
+  require_phase("sync_without_backward", {kLast}, "call prepare_for_backward(true, 0) first");
   TUPE_CHECK(ready_count_ == 0,
              "ddp: sync_without_backward after " << ready_count_ << " gradients arrived in this step");
   for (size_t p = 0; p < params_.size(); ++p) {
@@ -133,16 +145,6 @@ void DistributedDataParallel::sync_without_backward() {
     buckets_[buffer_.slots()[p].bucket].mark_ready();
   }
   launch_ready_buckets();
-}
-
-void DistributedDataParallel::set_is_last_microbatch(bool is_last) {
-  std::lock_guard<std::mutex> lk(mutex_);
-  is_last_microbatch_ = is_last;
-}
-
-bool DistributedDataParallel::is_last_microbatch() const {
-  std::lock_guard<std::mutex> lk(mutex_);
-  return is_last_microbatch_;
 }
 
 int64_t DistributedDataParallel::buckets_launched() const {
@@ -155,21 +157,19 @@ void DistributedDataParallel::on_grad_ready(size_t p) {
   TUPE_CHECK(buffer_.attached(params_[p], p),
              "ddp: parameter '" << params_[p].name
                                 << "': .grad no longer views the gradient buffer (reset by zero_grad(set_to_none) "
-                                   "or replaced?); call DistributedDataParallel::zero_grad_buffer() instead");
-  if (sum64_.defined()) {  // fp64: move this micro-step's gradient into the float64 sum
+                                   "or replaced?); call DistributedDataParallel::begin_step() instead");
+  require_phase("a gradient arrived", {kAccumulating, kLast},
+                "call prepare_for_backward before each backward (and begin_step before a step)");
+  if (sum64_.defined()) {  // fp64: move this micro-step's gradient into the float64 sum (.grad reads 0 till finish)
     const ParamSlot& slot = buffer_.slots()[p];
     at::Tensor grad = buffer_.data().narrow(0, slot.offset_numel, slot.numel);
     sum64_.narrow(0, slot.offset_numel, slot.numel).add_(grad);
     grad.zero_();
   }
-  if (!is_last_microbatch_) return;  // accumulation micro-step: the gradient only accumulates
-  if (synced_) {  // first gradient of a new step without zero_grad_buffer(): start counting afresh
-    reset_step();
-    synced_ = false;
-  }
+  if (phase_ == kAccumulating) return;  // the gradient only accumulates
   TUPE_CHECK(!ready_[p], "ddp: parameter '" << params_[p].name
                                             << "' received a second gradient in the same synchronised step (two "
-                                               "backward passes with is_last_microbatch = true?)");
+                                               "backward passes after prepare_for_backward(true)?)");
   ready_[p] = 1;
   ++ready_count_;
   if (buckets_[buffer_.slots()[p].bucket].mark_ready()) launch_ready_buckets();
@@ -206,7 +206,7 @@ void DistributedDataParallel::reset_step() {
 
 void DistributedDataParallel::finish_grad_sync() {
   std::lock_guard<std::mutex> lk(mutex_);
-  if (!is_last_microbatch_ || synced_) return;
+  require_phase("finish_grad_sync", {kLast}, "it follows the last micro-step's backward, once per step");
   finish_launched_buckets();
   if (ready_count_ < params_.size()) {
     const size_t missing = params_.size() - ready_count_;
@@ -221,13 +221,14 @@ void DistributedDataParallel::finish_grad_sync() {
       names << (listed++ ? ", " : "") << params_[p].name;
     }
     reset_step();
+    phase_ = kIdle;
     TUPE_FAIL("ddp: finish_grad_sync: " << missing << " of " << params_.size()
                                         << " parameters never received a gradient (unused in forward, or no "
-                                           "backward since zero_grad_buffer): "
+                                           "backward since begin_step): "
                                         << names.str());
   }
   reset_step();
-  synced_ = true;
+  phase_ = kSynced;
 }
 
 }  // namespace tupe::dist

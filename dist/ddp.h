@@ -8,27 +8,35 @@
 // launched strictly in bucket order (a ready bucket waits for its predecessors), so every
 // rank issues the collectives in the same order whatever order gradients arrive in.
 //
-// Lifecycle per optimizer step (the trainer's calls, in order):
-//   zero_grad_buffer();
-//   for each micro-batch m of k: set_is_last_microbatch(m == k - 1); forward;
-//       [m == k - 1: start_count_sync(local count)]; backward;
-//   (a rank without micro-batches: start_count_sync(0); sync_without_backward();)
-//   finish_grad_sync();   // waits, checks every parameter got a gradient
-//   optimizer step (reads param.grad = the reduced gradients, global_count())
+// One optimizer step, in this order (c10d reducer's prepare_for_backward shape; each call
+// checks the phase, and a call out of order is one error naming what was expected):
+//   begin_step();                                  waits for buckets in flight, zeros every gradient
+//   for micro-batch m = 0 .. k-1:
+//     forward of m;
+//     prepare_for_backward(m == k - 1, count);     the last: this rank's loss-term count starts its
+//                                                  all-reduce, ahead of the gradient buckets
+//     backward;                                    hooks: accumulate; the last launches the buckets
+//   (k = 0, a rank without micro-batches: prepare_for_backward(true, 0); sync_without_backward();)
+//   finish_grad_sync();                            waits; grad = SUM over ranks, global_count()
+//   optimizer step (reads the buffer = the reduced gradients, global_count())
 // Gradients ACCUMULATE in the buffer over micro-steps; only the last micro-step's backward
 // launches all-reduces. With reduce_dtype fp64 each parameter's gradient is moved, as soon as
 // its hook fires, from the buffer into a float64 sum buffer (added, then the buffer slice
 // zeroed), and the buckets all-reduce that sum, rounded once into the buffer at the end: the
-// step's gradient is then the same whatever the split into ranks and micro-steps. After finish_grad_sync, grad = SUM over ranks of the accumulated
-// gradients, unscaled, and global_count() = SUM over ranks of the counts (the caller divides:
-// trainer/optimizer_step.h).
+// step's gradient is then the same whatever the split into ranks and micro-steps. So under
+// fp64, between a backward and finish_grad_sync, .grad (the buffer) reads ZERO for every
+// parameter whose gradient has arrived: read gradients after finish_grad_sync only. After
+// finish_grad_sync, grad = SUM over ranks of the accumulated gradients, unscaled, and
+// global_count() = SUM over ranks of the counts (the caller divides: trainer/optimizer_step.h).
 #pragma once
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <initializer_list>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,40 +61,41 @@ class DistributedDataParallel {
   DistributedDataParallel(const DistributedDataParallel&) = delete;
   DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
 
-  /// Start of a step: waits for buckets still in flight, zeros the flat buffer (every
-  /// gradient), re-attaches any .grad that was replaced, and forgets readiness.
-  void zero_grad_buffer();
-  /// false for the accumulation micro-steps (no all-reduce; gradients only accumulate),
-  /// true (the default) for the last one, whose backward launches the all-reduces.
-  void set_is_last_microbatch(bool is_last);
-  bool is_last_microbatch() const;
+  /// Start of a step (any phase): waits for buckets still in flight, zeros the flat buffer
+  /// (every gradient), re-attaches any .grad that was replaced, and forgets readiness.
+  void begin_step();
 
-  /// Before the last micro-step's backward (after zero_grad_buffer): this rank's count of
-  /// the step's loss terms (masked tokens, examples; >= 0; 0 on a rank without examples).
-  /// Launches its all-reduce (SUM, float64: exact for counts below 2^53) at once, ahead of
-  /// the gradient buckets, on every rank in the same place of the collective order;
-  /// finish_grad_sync waits for it with the buckets. No host sync (a device fill). Throws
-  /// tupe::Error for a negative count, a second call in one step, or a call on an
+  /// Before each micro-step's backward (after begin_step): `is_last` false for the
+  /// accumulation micro-steps (gradients only accumulate, no all-reduce), true for the last,
+  /// whose backward launches the all-reduces. On the last, `local_count` (when given) is this
+  /// rank's count of the step's loss terms (masked tokens, examples; >= 0; 0 on a rank without
+  /// examples): its all-reduce (SUM, float64: exact below 2^53) starts at once, ahead of the
+  /// gradient buckets, on every rank in the same place of the collective order; a device
+  /// fill, no host sync. Throws tupe::Error out of order (before begin_step, after the last
+  /// micro-step was prepared or the step synced), for a negative count, or for a count on an
   /// accumulation micro-step.
-  void start_count_sync(int64_t local_count);
-  /// For a rank without micro-batches in this step (after zero_grad_buffer and
-  /// start_count_sync(0)): marks every parameter ready with the zero gradient the buffer
-  /// holds and launches every bucket, so that the rank joins every all-reduce of the step
-  /// without a forward or backward. Throws tupe::Error on an accumulation micro-step or
-  /// when some gradient already arrived in this step.
+  void prepare_for_backward(bool is_last, std::optional<int64_t> local_count = std::nullopt);
+
+  /// For a rank without micro-batches in this step (after prepare_for_backward(true, 0)):
+  /// marks every parameter ready with the zero gradient the buffer holds and launches every
+  /// bucket, so that the rank joins every all-reduce of the step without a forward or
+  /// backward. Throws tupe::Error out of order or when some gradient already arrived.
   void sync_without_backward();
 
   /// After the last micro-step's backward: waits for every bucket and the count (NCCL:
-  /// stream-ordered), casts bf16 results back. A second call without a new backward does
-  /// nothing; on a non-last micro-step it does nothing. Throws tupe::Error
-  /// "K of N parameters never received a gradient: names..." when some parameter's hook did
-  /// not fire (after waiting for what was launched, so ranks stay in step).
+  /// stream-ordered), casts bf16 results back. Throws tupe::Error out of order (no last
+  /// micro-step prepared, or a second call in one step), or "K of N parameters never received
+  /// a gradient: names..." when some parameter's hook did not fire (after waiting for what was
+  /// launched, so ranks stay in step).
   void finish_grad_sync();
 
-  /// After finish_grad_sync of a step that called start_count_sync: [1] float64 on the
+  /// After finish_grad_sync of a step whose last micro-step gave a count: [1] float64 on the
   /// buffer's device, the sum over ranks of the local counts (read it on the device, or on
   /// the host at the cost of a host sync on a GPU). Undefined before the first such step.
   const at::Tensor& global_count() const { return count_; }
+  /// The flat gradient buffer (the parameters' .grad views). Its values are the step's summed
+  /// gradient after finish_grad_sync; mid-step under reduce_dtype fp64 they are zero for every
+  /// gradient that arrived (moved into the float64 sum; see the top of this file).
   const GradBuffer& buffer() const { return buffer_; }
   size_t num_buckets() const { return buckets_.size(); }
   const std::vector<NamedParameter>& params() const { return params_; }
@@ -107,6 +116,8 @@ class DistributedDataParallel {
   void finish_launched_buckets();
   /// Forgets readiness and collectives of the step (mutex_ held).
   void reset_step();
+  /// Throws tupe::Error "ddp: <call>: <what was expected>" unless the phase is one of `allowed`.
+  void require_phase(const char* call, std::initializer_list<int> allowed, const char* expected) const;
 
   Communicator& comm_;
   const DistOptions options_;
@@ -116,30 +127,25 @@ class DistributedDataParallel {
   std::vector<Bucket> buckets_;  ///< in launch order
   std::unique_ptr<Hooks> hooks_;
 
+  /// Where the step stands (the order at the top of this file).
+  enum Phase : int {
+    kIdle,          ///< constructed, or a step ended by an error: begin_step next
+    kBegun,         ///< begin_step done: prepare_for_backward next
+    kAccumulating,  ///< an accumulation micro-step prepared: its backward, then prepare_for_backward
+    kLast,          ///< the last micro-step prepared: its backward (or sync_without_backward), then finish
+    kSynced,        ///< finish_grad_sync done: the gradients are read; begin_step next
+  };
+
   mutable std::mutex mutex_;  ///< guards the state below (hooks may run on autograd threads)
-  bool is_last_microbatch_ = true;
+  Phase phase_ = kIdle;
   std::vector<char> ready_;        ///< per parameter: gradient arrived this step; reset by reset_step
   size_t ready_count_ = 0;         ///< parameters ready this step; reset by reset_step
   size_t next_to_launch_ = 0;      ///< first bucket not yet launched; reset by reset_step
   size_t next_to_test_ = 0;        ///< first launched bucket not seen complete; reset by reset_step
-  bool synced_ = false;            ///< finish_grad_sync completed and no hook fired since
   int64_t buckets_launched_ = 0;   ///< total launches since construction
   at::Tensor count_;               ///< [1] float64: this rank's count, then the sum over ranks
   at::Tensor sum64_;               ///< reduce_dtype fp64 only: [buffer numel] float64 gradient sum
   WorkPtr count_work_;             ///< the count's all-reduce in flight; reset by reset_step
-};
-
-/// RAII "no_sync" scope: accumulation micro-steps inside it do not all-reduce
-/// (set_is_last_microbatch(false) now, true again at scope exit).
-class NoSyncScope {
- public:
-  explicit NoSyncScope(DistributedDataParallel& ddp) : ddp_(ddp) { ddp_.set_is_last_microbatch(false); }
-  ~NoSyncScope() { ddp_.set_is_last_microbatch(true); }
-  NoSyncScope(const NoSyncScope&) = delete;
-  NoSyncScope& operator=(const NoSyncScope&) = delete;
-
- private:
-  DistributedDataParallel& ddp_;
 };
 
 }  // namespace tupe::dist

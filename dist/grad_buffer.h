@@ -6,7 +6,7 @@
 // Contract: param.grad is made a VIEW into this buffer, so autograd's AccumulateGrad adds
 // (+=) each micro-step's gradient into the buffer in place. Anything that replaces .grad
 // (Module::zero_grad() with set_to_none, an optimizer setting None) detaches it; use
-// DistributedDataParallel::zero_grad_buffer(), which zeros the buffer and re-attaches.
+// DistributedDataParallel::begin_step(), which zeros the buffer and re-attaches.
 #pragma once
 #include <ATen/core/Tensor.h>
 

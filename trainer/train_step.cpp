@@ -56,26 +56,25 @@ StepResult TrainStep::run(int64_t micro_batches, const MicroBatchLossFn& loss, S
     for (const char* p : {"forward", "backward", "reduce", "optimizer"}) times->seconds[p] = 0;
 
   at::manual_seed(step_seed(seed_, t, rank_));  // dropout of step t, whatever ran before
-  ddp_->zero_grad_buffer();
+  ddp_->begin_step();  // the order of a step: dist/ddp.h
   at::Tensor loss_sum;
   int64_t local_count = 0;
   for (int64_t m = 0; m < micro_batches; ++m) {
     const bool last = m == micro_batches - 1;
-    ddp_->set_is_last_microbatch(last);  // only the last backward all-reduces
     const MicroBatchLoss l = loss(m);
     TUPE_CHECK(l.sum.defined() && l.sum.numel() == 1,
                "step " << t << ": the loss of micro-batch " << m << " is not one value");
     TUPE_CHECK(l.count >= 0, "step " << t << ": micro-batch " << m << " has a negative count " << l.count);
     local_count += l.count;
     phase_done("forward");
-    if (last) ddp_->start_count_sync(local_count);  // travels ahead of the gradient buckets
+    // Only the last backward all-reduces; the count travels ahead of its gradient buckets.
+    ddp_->prepare_for_backward(last, last ? std::optional<int64_t>(local_count) : std::nullopt);
     scaler_.scale_loss(l.sum).backward();
     loss_sum = m == 0 ? l.sum.detach() : loss_sum + l.sum.detach();
     phase_done("backward");
   }
   if (micro_batches == 0) {  // nothing on this rank: count 0 and a zero gradient, no forward
-    ddp_->set_is_last_microbatch(true);
-    ddp_->start_count_sync(0);
+    ddp_->prepare_for_backward(true, 0);
     ddp_->sync_without_backward();
     loss_sum = at::zeros({}, ddp_->buffer().data().options().dtype(
                                  ddp_->buffer().data().scalar_type() == at::kDouble ? at::kDouble : at::kFloat));

@@ -46,10 +46,11 @@ int train(const MpiEnv& env, const std::string& mode) {
   DistributedDataParallel ddp(context.comm(), mpitest::named_params(*net), context.options());
   for (int64_t step = 0; step < 6; ++step) {
     context.comm().set_step(step);
-    ddp.zero_grad_buffer();
+    ddp.begin_step();
     auto [x, y] = mpitest::batch(5, env.rank(), step);
     if (mode == "lone" && step == 3 && env.rank() == 1)
       TUPE_FAIL("injected failure: rank 1 fails alone in the forward of step 3");
+    ddp.prepare_for_backward(true);
     mpitest::loss(net, x, y).backward();
     ddp.finish_grad_sync();
     if (env.rank() == 0) std::printf("step %lld done\n", static_cast<long long>(step));

@@ -126,8 +126,9 @@ void train_until_the_stall(Job& job, int64_t stall_at, bool fail_in_wait) {
   DistributedDataParallel ddp(context->comm(), mpitest::named_params(*net), context->options());
   for (int step = 0; step < 3; ++step) {
     context->comm().set_step(step);
-    ddp.zero_grad_buffer();
+    ddp.begin_step();
     auto [x, y] = mpitest::batch(5, 0, step);
+    ddp.prepare_for_backward(true);
     mpitest::loss(net, x, y).backward();
     ddp.finish_grad_sync();
   }
@@ -160,7 +161,8 @@ TEST(DistAbort, DestroyingAfterTheErrorWasCaughtTouchesNothing) {
     mpitest::Net net(false, false);
     mpitest::init_params(*net, 1);
     DistributedDataParallel ddp(context->comm(), mpitest::named_params(*net), context->options());
-    ddp.zero_grad_buffer();
+    ddp.begin_step();
+    ddp.prepare_for_backward(true);
     auto [x, y] = mpitest::batch(5, 0, 0);
     try {
       mpitest::loss(net, x, y).backward();

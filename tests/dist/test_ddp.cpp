@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <map>
 #include <string>
 
@@ -54,11 +55,12 @@ int64_t wrong_vs_reference(Net& net, const Reference& ref, double scale) {
 
 /// One optimizer step's gradient work: micro-steps m = 0..n-1 with DDP.
 void grad_step(Net& net, DistributedDataParallel& ddp, int rank, int micro_steps) {
-  ddp.zero_grad_buffer();
+  ddp.begin_step();
   for (int m = 0; m < micro_steps; ++m) {
-    ddp.set_is_last_microbatch(m == micro_steps - 1);
     auto [x, y] = batch(kDataSeed, rank, m);
-    loss(net, x, y).backward();
+    const at::Tensor l = loss(net, x, y);
+    ddp.prepare_for_backward(m == micro_steps - 1);
+    l.backward();
   }
   ddp.finish_grad_sync();
 }
@@ -93,15 +95,15 @@ TEST(Ddp, AccumulationOverTwoMicroStepsEqualsOneBigStepWithoutEarlyAllReduce) {
   // Two micro-steps.
   Net net = make_net(*comm);
   DistributedDataParallel ddp(*comm, named_params(*net), options);
-  ddp.zero_grad_buffer();
-  ddp.set_is_last_microbatch(false);
+  ddp.begin_step();
+  ddp.prepare_for_backward(false);
   {
     auto [x, y] = batch(kDataSeed, rank, 0);
     loss(net, x, y).backward();
   }
   const int64_t after_first = comm->counts().all_reduce;
-  ddp.finish_grad_sync();  // no-op on an accumulation micro-step
-  ddp.set_is_last_microbatch(true);
+  EXPECT_THROW(ddp.finish_grad_sync(), Error);  // after an accumulation micro-step: out of order
+  ddp.prepare_for_backward(true);
   {
     auto [x, y] = batch(kDataSeed, rank, 1);
     loss(net, x, y).backward();
@@ -115,7 +117,8 @@ TEST(Ddp, AccumulationOverTwoMicroStepsEqualsOneBigStepWithoutEarlyAllReduce) {
   // One big step on the concatenated batch.
   Net big = make_net(*comm);
   DistributedDataParallel big_ddp(*comm, named_params(*big), options);
-  big_ddp.zero_grad_buffer();
+  big_ddp.begin_step();
+  big_ddp.prepare_for_backward(true);
   {
     auto [x0, y0] = batch(kDataSeed, rank, 0);
     auto [x1, y1] = batch(kDataSeed, rank, 1);
@@ -190,12 +193,15 @@ TEST(Ddp, Fp64SumIsBitwiseTheSameForEverySplitOverRanksAndMicroSteps) {
       options.bucket_size_bytes = 600;
       options.reduce_dtype = dtype;
       DistributedDataParallel ddp(*comm, named_params(*net), options);
-      ddp.zero_grad_buffer();
+      ddp.begin_step();
       for (int m = 0; m < per_rank; ++m) {
-        ddp.set_is_last_microbatch(m == per_rank - 1);
         const int i = strided ? m * world + rank : rank * per_rank + m;
         auto [x, y] = batch(kDataSeed, 0, i);
+        ddp.prepare_for_backward(m == per_rank - 1);
         loss(net, x, y).backward();
+        if (dtype == ReduceDtype::kFp64 && m + 1 < per_rank) {  // mid-step, fp64: .grad reads zero (dist/ddp.h)
+          EXPECT_EQ(ddp.buffer().data().abs().sum().item<double>(), 0.0);
+        }
       }
       ddp.finish_grad_sync();
       int64_t differ = 0, far = 0;
@@ -237,7 +243,8 @@ TEST(Ddp, UnusedParametersRaiseNamingThem) {
   options.bucket_size_bytes = 600;
   Net net = make_net(*comm, false, /*with_unused=*/true);
   DistributedDataParallel ddp(*comm, named_params(*net), options);
-  ddp.zero_grad_buffer();
+  ddp.begin_step();
+  ddp.prepare_for_backward(true);
   auto [x, y] = batch(kDataSeed, comm->rank(), 0);
   loss(net, x, y).backward();
   std::string message;
@@ -251,18 +258,39 @@ TEST(Ddp, UnusedParametersRaiseNamingThem) {
   EXPECT_NE(message.find("unused.bias"), std::string::npos) << message;
   EXPECT_EQ(message.find("l1.weight"), std::string::npos) << message;
   // finish without any backward reports every parameter.
-  ddp.zero_grad_buffer();
+  ddp.begin_step();
+  ddp.prepare_for_backward(true);
   EXPECT_THROW(ddp.finish_grad_sync(), Error);
 }
 
-TEST(Ddp, FinishTwiceLeavesTheSumUnscaled) {
+TEST(Ddp, CallsOutOfOrderAreOneErrorEachAndLeaveTheSumAlone) {
   auto comm = make_mpi_comm();
   DistOptions options;
   options.bucket_size_bytes = 600;
   Net net = make_net(*comm);
   DistributedDataParallel ddp(*comm, named_params(*net), options);
+  const auto error_of = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  // Before begin_step, prepare_for_backward and finish are refused (no collective started).
+  EXPECT_NE(error_of([&] { ddp.prepare_for_backward(true); }).find("prepare_for_backward before begin_step"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { ddp.finish_grad_sync(); }).find("finish_grad_sync before begin_step"), std::string::npos);
+  // A backward without prepare_for_backward: the first gradient's hook refuses it.
+  ddp.begin_step();
+  auto [x, y] = batch(kDataSeed, comm->rank(), 0);
+  EXPECT_NE(error_of([&] { loss(net, x, y).backward(); }).find("call prepare_for_backward before each backward"),
+            std::string::npos);
   grad_step(net, ddp, comm->rank(), 1);
-  ddp.finish_grad_sync();  // second call: nothing
+  // A second finish in one step, and a second last micro-step, are refused; the sum stays.
+  EXPECT_NE(error_of([&] { ddp.finish_grad_sync(); }).find("finish_grad_sync after finish_grad_sync"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { ddp.prepare_for_backward(true); }).find("call begin_step first"), std::string::npos);
   const Reference ref = reference_grads(false, false, kInitSeed, kDataSeed, all_batches(comm->world_size(), 1));
   EXPECT_EQ(sum_over_ranks(wrong_vs_reference(net, ref, 1.0)), 0);
 }
@@ -278,15 +306,15 @@ TEST(Ddp, CountTravelsWithTheSyncAndARankWithoutBackwardJoins) {
   DistributedDataParallel ddp(*comm, named_params(*net), options);
   const bool idle = rank == world - 1;
   for (int step = 0; step < 2; ++step) {  // twice: the count and the readiness reset per step
-    ddp.zero_grad_buffer();
+    ddp.begin_step();
     const int64_t before = comm->counts().all_reduce;
     if (idle) {
-      ddp.start_count_sync(0);
+      ddp.prepare_for_backward(true, 0);
       ddp.sync_without_backward();
     } else {
       auto [x, y] = batch(kDataSeed, rank, 0);
       const at::Tensor l = loss(net, x, y);
-      ddp.start_count_sync(rank + 1);
+      ddp.prepare_for_backward(true, rank + 1);
       l.backward();
     }
     ddp.finish_grad_sync();
@@ -305,15 +333,16 @@ TEST(Ddp, CountTravelsWithTheSyncAndARankWithoutBackwardJoins) {
       EXPECT_EQ(sum_over_ranks(wrong_vs_reference(net, ref, 1.0)), 0) << "step " << step;
     }
   }
-  // The count is refused when negative, twice in a step, or on an accumulation micro-step.
-  ddp.zero_grad_buffer();
-  EXPECT_THROW(ddp.start_count_sync(-1), Error);
-  ddp.set_is_last_microbatch(false);
-  EXPECT_THROW(ddp.start_count_sync(1), Error);
+  // The count is refused when negative, on an accumulation micro-step, or with a second last
+  // micro-step; sync_without_backward before the last micro-step is prepared.
+  ddp.begin_step();
+  EXPECT_THROW(ddp.prepare_for_backward(true, -1), Error);
+  EXPECT_THROW(ddp.prepare_for_backward(false, 1), Error);
   EXPECT_THROW(ddp.sync_without_backward(), Error);
-  ddp.set_is_last_microbatch(true);
-  ddp.start_count_sync(1);
-  EXPECT_THROW(ddp.start_count_sync(1), Error);
+  ddp.prepare_for_backward(false);
+  EXPECT_THROW(ddp.sync_without_backward(), Error);
+  ddp.prepare_for_backward(true, 1);
+  EXPECT_THROW(ddp.prepare_for_backward(true, 1), Error);
   ddp.sync_without_backward();
   ddp.finish_grad_sync();
   EXPECT_EQ(ddp.global_count().item<double>(), static_cast<double>(world));
@@ -326,7 +355,7 @@ TEST(Ddp, ConsecutiveStepsZeroTheBufferAndDetectADetachedGrad) {
   Net net = make_net(*comm);
   DistributedDataParallel ddp(*comm, named_params(*net), options);
   grad_step(net, ddp, comm->rank(), 1);
-  ddp.zero_grad_buffer();
+  ddp.begin_step();
   EXPECT_EQ(ddp.buffer().data().abs().sum().item<double>(), 0.0);
   for (auto& p : net->parameters()) EXPECT_EQ(p.grad().abs().sum().item<double>(), 0.0);
   // A second step (same data): same result as a first step.
@@ -343,7 +372,7 @@ TEST(Ddp, ConsecutiveStepsZeroTheBufferAndDetectADetachedGrad) {
     message = e.what();
   }
   EXPECT_NE(message.find("no longer views the gradient buffer"), std::string::npos) << message;
-  // zero_grad_buffer re-attaches; training goes on.
+  // begin_step re-attaches; training goes on.
   grad_step(net, ddp, comm->rank(), 1);
   EXPECT_EQ(sum_over_ranks(wrong_vs_reference(net, ref, 1.0)), 0);
 }

@@ -78,10 +78,10 @@ TEST(CudaDdp, WorldSizeOneEqualsPlainAccumulation) {
   for (auto& p : wrapped->named_parameters()) params.push_back({p.key(), p.value()});
   dist::DistributedDataParallel ddp(context.comm(), params, options);
   ASSERT_GT(ddp.num_buckets(), 1u);
-  ddp.zero_grad_buffer();
-  ddp.set_is_last_microbatch(false);
+  ddp.begin_step();
+  ddp.prepare_for_backward(false);
   mlm_loss(*wrapped, first, device).backward();
-  ddp.set_is_last_microbatch(true);
+  ddp.prepare_for_backward(true);
   mlm_loss(*wrapped, second, device).backward();
   ddp.finish_grad_sync();
   EXPECT_EQ(ddp.buckets_launched(), static_cast<int64_t>(ddp.num_buckets()));
