@@ -44,6 +44,7 @@
 #include "dist/device.h"
 #include "dist/grad_buffer.h"
 #include "model/attention.h"
+#include "model/sdpa_kernels.h"
 #include "model/tupe_bert.h"
 #include "trainer/autocast.h"
 #include "trainer/loss_scaler.h"

@@ -1,8 +1,6 @@
 #include "model/attention.h"
 
 #include <ATen/ATen.h>
-#include <ATen/Context.h>
-#include <ATen/SDPBackend.h>
 #include <ATen/autocast_mode.h>
 #include <torch/nn/init.h>
 
@@ -10,6 +8,7 @@
 
 #include "model/dropout.h"
 #include "model/linear.h"
+#include "model/sdpa_kernels.h"
 
 namespace tupe::model {
 
@@ -19,153 +18,6 @@ at::ScalarType attention_compute_dtype(const at::Tensor& like) {
       at::autocast::is_eligible(like, dev))
     return at::autocast::get_autocast_dtype(dev);
   return like.scalar_type();
-}
-
-std::string to_string(SdpaKernel k) {
-  switch (k) {
-    case SdpaKernel::kMath: return "math";
-    case SdpaKernel::kFlash: return "flash";
-    case SdpaKernel::kEfficient: return "efficient";
-    case SdpaKernel::kCudnn: return "cudnn";
-  }
-  return "?";
-}
-
-SdpaKernel parse_sdpa_kernel(const std::string& text) {
-  for (SdpaKernel k : {SdpaKernel::kMath, SdpaKernel::kFlash, SdpaKernel::kEfficient, SdpaKernel::kCudnn})
-    if (text == to_string(k)) return k;
-  TUPE_FAIL("SDPA kernel: '" << text << "' is not one of math, flash, efficient, cudnn");
-}
-
-namespace {
-
-// The FA3 / FA4 switches exist in some torch versions only (FA3 from 2.11, FA4 from 2.15):
-// reached through these templates, whose `requires` checks compile either way.
-template <class Ctx>
-bool fa3_get(const Ctx& c) {
-  if constexpr (requires { c.userEnabledFA3SDP(); })
-    return c.userEnabledFA3SDP();
-  else
-    return false;
-}
-template <class Ctx>
-bool fa3_set(Ctx& c, bool on) {
-  if constexpr (requires { c.setSDPUseFA3(on); }) {
-    c.setSDPUseFA3(on);
-    return true;
-  } else {
-    return false;
-  }
-}
-template <class Ctx>
-bool fa4_get(const Ctx& c) {
-  if constexpr (requires { c.userEnabledFA4SDP(); })
-    return c.userEnabledFA4SDP();
-  else
-    return false;
-}
-template <class Ctx>
-bool fa4_set(Ctx& c, bool on) {
-  if constexpr (requires { c.setSDPUseFA4(on); }) {
-    c.setSDPUseFA4(on);
-    return true;
-  } else {
-    return false;
-  }
-}
-template <class Ctx>
-constexpr bool has_fa3() {
-  return requires(Ctx& c) { c.setSDPUseFA3(true); };
-}
-template <class Ctx>
-constexpr bool has_fa4() {
-  return requires(Ctx& c) { c.setSDPUseFA4(true); };
-}
-
-}  // namespace
-
-bool sdpa_has_fa3_switch() { return has_fa3<at::Context>(); }
-bool sdpa_has_fa4_switch() { return has_fa4<at::Context>(); }
-bool sdpa_fa3_enabled() { return fa3_get(at::globalContext()); }
-bool sdpa_fa4_enabled() { return fa4_get(at::globalContext()); }
-bool set_sdpa_fa3(bool on) { return fa3_set(at::globalContext(), on); }
-bool set_sdpa_fa4(bool on) { return fa4_set(at::globalContext(), on); }
-
-SdpaKernelPin::SdpaKernelPin(SdpaKernel kernel) {
-  at::Context& ctx = at::globalContext();
-  flash_ = ctx.userEnabledFlashSDP();
-  efficient_ = ctx.userEnabledMemEfficientSDP();
-  cudnn_ = ctx.userEnabledCuDNNSDP();
-  math_ = ctx.userEnabledMathSDP();
-  fa3_ = fa3_get(ctx);
-  fa4_ = fa4_get(ctx);
-  ctx.setSDPUseFlash(kernel == SdpaKernel::kFlash);
-  ctx.setSDPUseMemEfficient(kernel == SdpaKernel::kEfficient);
-  ctx.setSDPUseCuDNN(kernel == SdpaKernel::kCudnn);
-  ctx.setSDPUseMath(kernel == SdpaKernel::kMath);
-  fa3_set(ctx, false);  // flash pinned = torch's own flash kernel, not FA3 / FA4
-  fa4_set(ctx, false);
-}
-
-SdpaKernelPin::~SdpaKernelPin() {
-  at::Context& ctx = at::globalContext();
-  ctx.setSDPUseFlash(flash_);
-  ctx.setSDPUseMemEfficient(efficient_);
-  ctx.setSDPUseCuDNN(cudnn_);
-  ctx.setSDPUseMath(math_);
-  fa3_set(ctx, fa3_);
-  fa4_set(ctx, fa4_);
-}
-
-bool cudnn_sdpa_avoided(const at::Tensor& q, const at::Tensor& mask, bool avoid_cudnn_in_training) {
-  if (!mask.defined() || !at::GradMode::is_enabled()) return false;
-  return mask.requires_grad() || (avoid_cudnn_in_training && q.requires_grad());
-}
-
-std::string sdpa_choice(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask,
-                        double dropout_p, double scale) {
-  int64_t choice = -1;
-  try {
-    choice = at::_fused_sdp_choice(q, k, v, mask.defined() ? std::optional<at::Tensor>(mask) : std::nullopt,
-                                   dropout_p, /*is_causal=*/false, scale);
-  } catch (const c10::Error&) {
-    return "none";  // no kernel is allowed that can serve these arguments
-  }
-  switch (static_cast<at::SDPBackend>(choice)) {
-    case at::SDPBackend::math: return "math";
-    case at::SDPBackend::flash_attention: return "flash_attention";
-    case at::SDPBackend::efficient_attention: return "efficient_attention";
-    case at::SDPBackend::cudnn_attention: return "cudnn_attention";
-    case at::SDPBackend::overrideable: return "overrideable";
-    default: return "none";
-  }
-}
-
-namespace {
-
-/// RAII: cuDNN attention off for one SDPA call, when it was on (see the top of attention.h).
-class CudnnSdpaOff {
- public:
-  CudnnSdpaOff() : was_on_(at::globalContext().userEnabledCuDNNSDP()) {
-    if (was_on_) at::globalContext().setSDPUseCuDNN(false);
-  }
-  ~CudnnSdpaOff() {
-    if (was_on_) at::globalContext().setSDPUseCuDNN(true);
-  }
-  CudnnSdpaOff(const CudnnSdpaOff&) = delete;
-  CudnnSdpaOff& operator=(const CudnnSdpaOff&) = delete;
-
- private:
-  bool was_on_;
-};
-
-}  // namespace
-
-std::string training_sdpa_choice(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                 const at::Tensor& mask, double dropout_p, double scale, bool avoid) {
-  if (!cudnn_sdpa_avoided(q, mask, avoid)) return sdpa_choice(q, k, v, mask, dropout_p, scale);
-  const CudnnSdpaOff no_cudnn;
-  return sdpa_choice(q, k, v, mask, dropout_p, scale);
 }
 
 SelfAttentionImpl::SelfAttentionImpl(const ModelOptions& c) : config(c) {
@@ -201,61 +53,81 @@ std::array<at::Tensor, 3> SelfAttentionImpl::project_qkv(const at::Tensor& x) co
   return {qkv[0].transpose(1, 2), qkv[1].transpose(1, 2), qkv[2].transpose(1, 2)};
 }
 
-std::array<at::Tensor, 3> SelfAttentionImpl::project_qkv(const at::Tensor& x, const at::Tensor& pos_q,
-                                                         const at::Tensor& pos_k) const {
-  auto qkv = project_qkv(x);
-  // BERT-A^d: (x W^Q + b^Q + pq)(x W^K + b^K + pk)^T expands into its four terms. A no-op
-  // cast when the encoder passed them in the compute dtype.
-  if (pos_q.defined()) qkv[0] = qkv[0] + pos_q.to(qkv[0].scalar_type());
-  if (pos_k.defined()) qkv[1] = qkv[1] + pos_k.to(qkv[1].scalar_type());
-  return qkv;
+AttentionInputs SelfAttentionImpl::inputs(const at::Tensor& x, const at::Tensor& bias, const at::Tensor& pos_q,
+                                          const at::Tensor& pos_k) const {
+  auto [q, k, v] = project_qkv(x);
+  AttentionInputs in{q, k, v};
+  // SDPA wants the mask in the query's dtype. Encoder passes it already in the compute
+  // dtype (cast once per forward for all layers): then this is a no-op, no graph node.
+  in.bias = bias.defined() ? bias.to(q.scalar_type()) : bias;
+  in.pos_q = pos_q;
+  in.pos_k = pos_k;
+  in.scale = config.attention_scale();
+  in.dropout = is_training() ? config.attention_dropout : 0.0;
+  return in;
 }
 
 at::Tensor SelfAttentionImpl::forward(const at::Tensor& x, const at::Tensor& bias, const at::Tensor& pos_q,
                                       const at::Tensor& pos_k) {
   const int64_t B = x.size(0), L = x.size(1);
-  const auto [q, k, v] = project_qkv(x, pos_q, pos_k);
-  const double p = is_training() ? config.attention_dropout : 0.0;
-  // SDPA wants the mask in the query's dtype. Encoder passes it already in the compute
-  // dtype (cast once per forward for all layers): then this is a no-op, no graph node.
-  at::Tensor mask = bias.defined() ? bias.to(q.scalar_type()) : bias;
-  at::Tensor ctx;  // (B, H, L, d_h)
-  // No mask (BERT-A without padding) is SDPA's nullopt: an undefined tensor would be a mask of no dtype.
-  const std::optional<at::Tensor> sdpa_mask = mask.defined() ? std::optional<at::Tensor>(mask) : std::nullopt;
-  if (x.device().is_cpu() && is_training() && (p > 0.0 || (mask.defined() && mask.requires_grad()))) {
-    ctx = explicit_attention(q, k, v, mask, p);
-  } else if (x.is_cuda() && cudnn_sdpa_avoided(q, mask, avoid_cudnn_in_training)) {
-    const CudnnSdpaOff no_cudnn;
-    ctx = at::scaled_dot_product_attention(q, k, v, sdpa_mask, p, /*is_causal=*/false, config.attention_scale());
-  } else {
-    ctx = at::scaled_dot_product_attention(q, k, v, sdpa_mask, p, /*is_causal=*/false, config.attention_scale());
-  }
+  const at::Tensor ctx = attend(inputs(x, bias, pos_q, pos_k), is_training(), avoid_cudnn_in_training);  // (B, H, L, d_h)
   return linear(output, ctx.transpose(1, 2).reshape({B, L, config.hidden_size}));
-}
-
-at::Tensor SelfAttentionImpl::explicit_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                                 const at::Tensor& mask, double p) const {
-  const int64_t B = q.size(0), H = q.size(1), L = q.size(2), dh = q.size(3);
-  const at::Tensor q3 = q.reshape({B * H, L, dh}), k3 = k.reshape({B * H, L, dh}), v3 = v.reshape({B * H, L, dh});
-  at::Tensor scores;  // (B*H, L, L) = mask + scale * q k^T in one GEMM (beta = 1, alpha = scale)
-  if (mask.defined()) {
-    // (B, H, Lq, L) with Lq = L or 1: a view for TUPE's full bias; BERT-A's (B, 1, 1, L)
-    // padding mask becomes (B*H, 1, L), which baddbmm broadcasts over the query rows.
-    const int64_t Lq = mask.size(-2);
-    const at::Tensor mask3 = mask.expand({B, H, Lq, L}).reshape({B * H, Lq, L});
-    scores = at::baddbmm(mask3, q3, k3.transpose(1, 2), /*beta=*/1.0, /*alpha=*/config.attention_scale());
-  } else {
-    scores = at::bmm(q3, k3.transpose(1, 2)).mul_(config.attention_scale());
-  }
-  const at::Tensor probs = model::dropout(at::softmax(scores, -1), p, /*training=*/true);
-  return at::bmm(probs, v3).view({B, H, L, dh});
 }
 
 at::Tensor SelfAttentionImpl::logits(const at::Tensor& x, const at::Tensor& bias, const at::Tensor& pos_q,
                                      const at::Tensor& pos_k) {
-  const auto [q, k, v] = project_qkv(x, pos_q, pos_k);  // the forward's projection (v unused here)
-  at::Tensor s = at::matmul(q, k.transpose(-2, -1)) * config.attention_scale();
-  return bias.defined() ? s + bias : s;
+  return attention_logits(inputs(x, bias, pos_q, pos_k));
+}
+
+namespace {
+
+/// The per-layer query/key terms: BERT-A^d's (x W^Q + b^Q + pq)(x W^K + b^K + pk)^T expands into
+/// its four terms. A no-op cast when the encoder passed them in the compute dtype.
+void add_query_key_terms(AttentionInputs& in) {
+  if (in.pos_q.defined()) in.q = in.q + in.pos_q.to(in.q.scalar_type());
+  if (in.pos_k.defined()) in.k = in.k + in.pos_k.to(in.k.scalar_type());
+}
+
+/// softmax(q k^T * scale + bias) v with model/dropout.h's dropout: (B, H, L, d_h), the bias add
+/// and the scale in one GEMM (CPU training).
+at::Tensor explicit_attention(const AttentionInputs& in) {
+  const int64_t B = in.q.size(0), H = in.q.size(1), L = in.q.size(2), dh = in.q.size(3);
+  const at::Tensor q3 = in.q.reshape({B * H, L, dh}), k3 = in.k.reshape({B * H, L, dh}),
+                   v3 = in.v.reshape({B * H, L, dh});
+  at::Tensor scores;  // (B*H, L, L) = bias + scale * q k^T in one GEMM (beta = 1, alpha = scale)
+  if (in.bias.defined()) {
+    // (B, H, Lq, L) with Lq = L or 1: a view for TUPE's full bias; BERT-A's (B, 1, 1, L)
+    // padding mask becomes (B*H, 1, L), which baddbmm broadcasts over the query rows.
+    const int64_t Lq = in.bias.size(-2);
+    const at::Tensor mask3 = in.bias.expand({B, H, Lq, L}).reshape({B * H, Lq, L});
+    scores = at::baddbmm(mask3, q3, k3.transpose(1, 2), /*beta=*/1.0, /*alpha=*/in.scale);
+  } else {
+    scores = at::bmm(q3, k3.transpose(1, 2)).mul_(in.scale);
+  }
+  const at::Tensor probs = model::dropout(at::softmax(scores, -1), in.dropout, /*training=*/true);
+  return at::bmm(probs, v3).view({B, H, L, dh});
+}
+
+}  // namespace
+
+at::Tensor attend(AttentionInputs in, bool training, bool avoid_cudnn_in_training) {
+  add_query_key_terms(in);
+  const double p = training ? in.dropout : 0.0;
+  if (in.q.device().is_cpu() && training && (p > 0.0 || (in.bias.defined() && in.bias.requires_grad())))
+    return explicit_attention(in);
+  // No bias (BERT-A without padding) is SDPA's nullopt: an undefined tensor would be a mask of no dtype.
+  const std::optional<at::Tensor> mask = in.bias.defined() ? std::optional<at::Tensor>(in.bias) : std::nullopt;
+  if (in.q.is_cuda() && cudnn_sdpa_avoided(in.q, in.bias, avoid_cudnn_in_training)) {
+    const CudnnSdpaOff no_cudnn;
+    return at::scaled_dot_product_attention(in.q, in.k, in.v, mask, p, /*is_causal=*/false, in.scale);
+  }
+  return at::scaled_dot_product_attention(in.q, in.k, in.v, mask, p, /*is_causal=*/false, in.scale);
+}
+
+at::Tensor attention_logits(AttentionInputs in) {
+  add_query_key_terms(in);
+  at::Tensor s = at::matmul(in.q, in.k.transpose(-2, -1)) * in.scale;
+  return in.bias.defined() ? s + in.bias : s;
 }
 
 }  // namespace tupe::model

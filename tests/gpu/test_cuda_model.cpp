@@ -16,6 +16,7 @@
 #include <string>
 
 #include "model/attention.h"
+#include "model/sdpa_kernels.h"
 #include "model/tupe_bert.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "trainer/autocast.h"

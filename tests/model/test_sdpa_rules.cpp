@@ -1,4 +1,4 @@
-// The SDPA switches tupe sets (model/attention.h), on the CPU: SdpaKernelPin allows exactly
+// The SDPA switches tupe sets (model/sdpa_kernels.h), on the CPU: SdpaKernelPin allows exactly
 // one kernel and turns the flash backend's FA3 / FA4 kernels off where this torch has those
 // switches, restoring every flag at scope exit; the cuDNN rule of a training forward
 // (cudnn_sdpa_avoided) in each case; and the kernel a CPU call is offered under a pin.
@@ -12,6 +12,7 @@
 #include <string>
 
 #include "model/attention.h"
+#include "model/sdpa_kernels.h"
 
 namespace {
 
