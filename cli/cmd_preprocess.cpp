@@ -52,11 +52,12 @@ int preprocess_job(const dist::MpiEnv& env, int argc, char** argv) {
   request.quiet = cli.vm().count("quiet") > 0;
   request.command_line = "tupe";
   for (int i = 0; i < argc; ++i) request.command_line += std::string(" ") + argv[i];
-  const auto summary = data_pipeline::run_preprocess(request, config, tokenizer, ranks);
-  if (env.rank() != 0) return 0;
-  log::info(data_pipeline::summary_line(summary, config, request.output));
-  // The effective config next to the shards, after success only (a failed run leaves nothing).
-  log::info(cli.write_effective((std::filesystem::path(request.output) / "effective_config.ini").string()));
+  request.on_success = [&](const data_pipeline::PreprocessSummary& summary) {
+    log::info(data_pipeline::summary_line(summary, config, request.output));
+    // The effective config next to the shards, after success only (a failed run leaves nothing).
+    log::info(cli.write_effective((std::filesystem::path(request.output) / "effective_config.ini").string()));
+  };
+  data_pipeline::run_preprocess(request, config, tokenizer, ranks);
   return 0;
 }
 

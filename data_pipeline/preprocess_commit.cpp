@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/folder_lock.h"
 #include "common/log.h"
 
 namespace tupe::data_pipeline {
@@ -65,10 +66,12 @@ struct Plan {
   std::vector<std::string> existing;  ///< shards already in the output folder
   std::string run_id;
   bool created_output = false;  ///< this run created the output folder (removed again if the run fails)
+  std::unique_ptr<FolderLock> lock;  ///< the output folder's lock (rank 0), held until the run ends
 };
 
-/// Phase 1: inputs, tokenizer and output folder; then the ranks agree on what the run is
-/// made of and share rank 0's run id; stale temporary files of this host are removed.
+/// Phase 1: inputs, tokenizer, the output folder and its lock (rank 0); the temporary files
+/// of killed runs are removed; then the ranks agree on what the run is made of and share
+/// rank 0's run id.
 void plan_run(Plan& p, const PreprocessRequest& request, const PreprocessOptions& config,
               const TokenizerOptions& tokenizer, RankAgreement& ranks) {
   const std::string& output = request.output;
@@ -76,14 +79,27 @@ void plan_run(Plan& p, const PreprocessRequest& request, const PreprocessOptions
     TUPE_CHECK(!request.inputs.empty(), "preprocess: no input given (--input FILE_OR_FOLDER)");
     p.plan = plan_preprocess(request.inputs, output, config);
     p.tokenizer = make_tokenizer(tokenizer);
+    std::error_code ec;
+    p.created_output = !fs::exists(output, ec);
+    if (ranks.rank() == 0) {  // one job per output folder; creates it
+      FolderLockOptions lock_options;
+      lock_options.key = "preprocess --output";
+      lock_options.command = "tupe preprocess";
+      lock_options.stale_after_s = lock_stale_after_s_from_env();
+      p.lock = FolderLock::acquire(output, lock_options);
+      if (!p.lock->notice().empty()) log::info(p.lock->notice());
+    }
     p.existing = existing_shards(output);
     TUPE_CHECK(p.existing.empty() || request.overwrite, output << ": already holds shards (" << p.existing.front()
                                                                << ", ...); pass --overwrite to replace them");
-    std::error_code ec;
-    p.created_output = !fs::exists(output, ec);
     fs::create_directories(output, ec);
     TUPE_CHECK(fs::is_directory(output), output << ": cannot create the output folder (" << ec.message() << ")");
   });
+  // Temporary files of killed runs, removed before any rank writes (the broadcast below holds
+  // the others until rank 0 is done): each rank those of its host's dead writers; rank 0, which
+  // holds the folder's lock, those of every host, so a healthy run has nothing to warn about.
+  for (const auto& f : remove_stale_temp_shards(output, /*every_host=*/ranks.rank() == 0))
+    log::warn("preprocess: removed " + f + ", left by a run that no longer runs");
   // Every rank must see the same inputs and settings: a mixed set is never written. The
   // ranks compare the output folder as an absolute path (one relative path from ranks
   // started in different working folders would split one set over two folders); the run id
@@ -95,12 +111,6 @@ void plan_run(Plan& p, const PreprocessRequest& request, const PreprocessOptions
   const std::string differ = ranks.first_difference("preprocess input check", compared);
   if (!differ.empty()) throw AgreedError(differ);
   p.run_id = ranks.broadcast(ranks.rank() == 0 ? preprocess_run_id(description, p.plan) : std::string(), 0);
-  std::vector<std::string> other_hosts;
-  for (const auto& f : remove_stale_temp_shards(output, &other_hosts))
-    log::warn("preprocess: removed " + f + ", left by a writer that no longer runs");
-  if (ranks.rank() == 0)
-    for (const auto& f : other_hosts)
-      log::warn("preprocess: kept " + f + " (written on another host; remove it if no run writes there)");
   log::info(
       "# " + std::to_string(p.plan.files.size()) + " input files, " + std::to_string(p.plan.pieces.size()) + " pieces" +
       (p.plan.streamed.empty()
@@ -230,11 +240,14 @@ PreprocessSummary run_preprocess(const PreprocessRequest& request, const Preproc
   Plan p;
   try {
     plan_run(p, request, config, tokenizer, ranks);
-    return write_and_commit(p, request, config, ranks);
+    const PreprocessSummary summary = write_and_commit(p, request, config, ranks);
+    if (ranks.rank() == 0 && request.on_success) request.on_success(summary);  // the lock still held
+    return summary;
   } catch (const AgreedError&) {
     // Every rank has removed its temporary files (the writers' destructors); an output folder
     // this run created is removed again when it is empty, so a failed run leaves nothing.
     ranks.barrier();
+    p.lock.reset();  // the lock file goes first: an output folder this run created is then empty
     std::error_code ec;
     if (ranks.rank() == 0 && p.created_output && fs::is_empty(request.output, ec)) fs::remove(request.output, ec);
     throw;

@@ -61,6 +61,8 @@ class RankAgreement {
 /// rank (a tupe::Error's text; "internal error: ..." for another std::exception). Collective.
 void run_agreed(RankAgreement& ranks, const std::function<void()>& phase);
 
+struct PreprocessSummary;
+
 /// One run as the command line gives it.
 struct PreprocessRequest {
   std::vector<std::string> inputs;  ///< text / JSON-lines files or folders (preprocess.h)
@@ -68,6 +70,9 @@ struct PreprocessRequest {
   bool overwrite = false;           ///< replace shards already in `output`
   bool quiet = false;               ///< no progress lines (rank 0 prints them, about one a second)
   std::string command_line;         ///< recorded in every shard's header
+  /// Rank 0, after a successful commit, while the output folder's lock is still held (the
+  /// effective config written beside the shards); may be empty.
+  std::function<void(const PreprocessSummary&)> on_success;
 };
 
 /// What a successful run wrote, summed over ranks.

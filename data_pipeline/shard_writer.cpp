@@ -168,7 +168,8 @@ std::string host_name() {
   return buf;
 }
 
-std::vector<std::string> remove_stale_temp_shards(const std::string& folder, std::vector<std::string>* kept) {
+std::vector<std::string> remove_stale_temp_shards(const std::string& folder, bool every_host,
+                                                  std::vector<std::string>* kept) {
   std::vector<std::string> removed;
   std::error_code ec;
   if (!std::filesystem::is_directory(folder, ec)) return removed;
@@ -184,7 +185,7 @@ std::vector<std::string> remove_stale_temp_shards(const std::string& folder, std
     if (pid_text.empty() || pid_text.find_first_not_of("0123456789") != std::string::npos || pid_text.size() > 9)
       continue;  // not one of ours
     const auto pid = static_cast<pid_t>(std::stol(pid_text));
-    const bool dead = writer_host == host && pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH;
+    const bool dead = writer_host == host ? pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH : every_host;
     if (!dead) {
       if (kept && writer_host != host) kept->push_back(e.path().string());
       continue;

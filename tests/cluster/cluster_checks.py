@@ -6,7 +6,7 @@ Usage: cluster_checks.py CHECK WORKDIR
   refuses     sim_cluster.sh refuses, in one line (exit 77), where namespaces are not permitted
               (run without CAP_SYS_ADMIN through setpriv)
   preprocess  2 nodes x 1 rank write one shard set into the shared folder, byte-identical to
-              1 rank's; the shards are the fixture of the checks below
+              1 rank's, with no warning; the shards are the fixture of the checks below
   placement   2 nodes x 2 ranks: local ranks 0,1 on each node, the debug log names host,
               local rank and device per rank; the weights equal 1 rank x the same global batch
   node_kill   every process of node2 killed mid-run: the job ends within 60 s, its last line
@@ -80,6 +80,9 @@ def check_preprocess(work):
     shutil.copytree(out, ref)
     with Cluster(work, "sim", 2) as c:
         p = c.run(*c.mpirun({"node1": 1, "node2": 1}, args))
+    warned = [line for line in (p.stdout + p.stderr).splitlines() if "warning" in line.lower()]
+    if warned:  # a healthy run: no rank reports another's temporary files
+        fail(f"the 2-node preprocess warned on a healthy run: {warned}")
     files = sorted(f for f in os.listdir(ref) if not f.startswith("effective_config"))
     same, differ, missing = filecmp.cmpfiles(ref, out, files, shallow=False)
     if differ or missing or not any(f.endswith(".h5") for f in same):

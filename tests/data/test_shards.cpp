@@ -219,13 +219,18 @@ TEST(DataShards, TemporaryFilesOfDeadWritersAreRemoved) {
   const std::string remote = touch("train-00002-of-00003.h5.tmp-node-that-is-not-this-one-" + dead);
   const std::string unrelated = touch("notes.txt");
   std::vector<std::string> kept;
-  auto removed = remove_stale_temp_shards(dir.str(), &kept);
+  auto removed = remove_stale_temp_shards(dir.str(), /*every_host=*/false, &kept);
   std::sort(removed.begin(), removed.end());
   std::vector<std::string> want{stale, legacy};
   std::sort(want.begin(), want.end());
   EXPECT_EQ(removed, want);
   EXPECT_EQ(kept, std::vector<std::string>{remote});
   for (const auto& f : {alive, remote, unrelated}) EXPECT_TRUE(std::filesystem::exists(f)) << f;
+  // Holding the folder's lock: another host's temporary file is a dead run's too.
+  kept.clear();
+  EXPECT_EQ(remove_stale_temp_shards(dir.str(), /*every_host=*/true, &kept), std::vector<std::string>{remote});
+  EXPECT_TRUE(kept.empty());
+  for (const auto& f : {alive, unrelated}) EXPECT_TRUE(std::filesystem::exists(f)) << f;
 }
 
 /// The formula of shard_files.py for row r.

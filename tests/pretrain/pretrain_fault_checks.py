@@ -88,7 +88,7 @@ def check_crash(work):
                check=False)
     metrics = os.path.join(metrics_dir, "rank_0.jsonl")
     trained = os.path.exists(metrics) and os.path.getsize(metrics) > 0
-    if p.returncode == 0 or "cannot create the checkpoint folder" not in p.stderr or trained:
+    if p.returncode == 0 or "ck: cannot create the folder: Not a directory" not in p.stderr or trained:
         sys.exit(f"FAILED: an unusable checkpoint.dir was not refused before step 1:\n{p.stderr[-1500:]}")
     print("crash OK: previous checkpoint taken after a crash and after a damaged file; damaged folders reported;"
           " unsafe fresh starts refused")

@@ -17,6 +17,7 @@
 #include "dist/small_collectives.h"
 #include "dist/context.h"
 #include "dist/device.h"
+#include "dist/folder_lock_agreed.h"
 #include "trainer/autocast.h"
 #include "trainer/finetune/model_tokenizer.h"
 #include "trainer/finetune/output_dir.h"
@@ -34,6 +35,7 @@ struct FinetuneJob {
   const dist::MpiEnv& env;
   const FinetuneJobConfig& c;
   const FinetuneOptions& cfg;
+  std::unique_ptr<FolderLock> folder_lock;  ///< output_dir's lock, held by rank 0 for the job's life
   // check_config
   TaskSpec custom;  ///< the [task] section's task; outlives every pointer to it in `tasks`
   std::vector<const TaskSpec*> tasks;
@@ -95,9 +97,11 @@ void check_config(FinetuneJob& job) {
   dist::require_agreement(job.env, "data check", describe_task_files(job.tasks, cfg.data_dir, cfg.predict_test));
 }
 
-/// Rank 0 refuses an output_dir holding a previous fine-tuning, or with finetune.overwrite
-/// removes that job's outputs whole (output_dir.h); every rank holds its verdict.
-void claim_job_output_dir(const FinetuneJob& job) {
+/// Rank 0 takes output_dir's lock (one job per folder: dist/folder_lock_agreed.h), then refuses
+/// an output_dir holding a previous fine-tuning, or with finetune.overwrite removes that job's
+/// outputs whole (output_dir.h); every rank holds its verdict.
+void claim_job_output_dir(FinetuneJob& job) {
+  job.folder_lock = dist::lock_output_folder(job.env, job.cfg.output_dir, "finetune.output_dir", "tupe finetune");
   std::string error;
   if (job.env.rank() == 0) {
     try {

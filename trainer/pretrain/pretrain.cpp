@@ -14,6 +14,7 @@
 #include "data_pipeline/shard_verify.h"
 #include "dist/consistency.h"
 #include "dist/device.h"
+#include "dist/folder_lock_agreed.h"
 #include "dist/small_collectives.h"
 #include "trainer/pretrain/cpu_peak.h"
 #include "trainer/pretrain/flops.h"
@@ -283,6 +284,8 @@ PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cf
   // Every rank runs the same effective config (the first differing key is named).
   dist::require_agreement(env, "config check", dist::config_entries(cfg.effective));
   PretrainJob job(env, cfg);
+  // One job per checkpoint folder: a second run into it refuses, naming the holder.
+  job.folder_lock = dist::lock_output_folder(env, cfg.checkpoint.dir, "checkpoint.dir", "tupe pretrain");
   job.max_steps = cfg.train.max_steps > 0 ? cfg.train.max_steps : cfg.optimizer.total_steps;
   setup_device(job);
   init_from_source(job);

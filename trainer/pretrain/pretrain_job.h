@@ -17,6 +17,7 @@
 #include <string>
 
 #include "checkpoint/checkpoint_store.h"
+#include "common/folder_lock.h"
 #include "checkpoint/model_checkpoint.h"
 #include "checkpoint/trainer_state.h"
 #include "checkpoint/warm_start.h"
@@ -40,6 +41,7 @@ struct PretrainJob {
   PretrainConfig cfg;  ///< the run's config, a copy: open_data resolves model.vocab_size = 0 (and its effective key)
   const int rank, world;
   int64_t max_steps = 0;  ///< train.max_steps, else optimizer.total_steps
+  std::unique_ptr<FolderLock> folder_lock;  ///< checkpoint.dir's lock, held by rank 0 for the job's life
 
   // setup_device
   std::unique_ptr<dist::DistContext> context;  ///< communicator and watchdog of this rank
