@@ -130,7 +130,7 @@ std::string run_identity(const ShardHeader& h) {
     os << h.run_id;
   } else {
     os << h.command_line << "|" << h.seed << "|" << h.validation_ratio << "|" << h.vocab_sha256 << "|"
-       << h.piece_bytes << "|" << h.max_seq_len << "|" << h.packing << "|" << h.documents;
+       << h.piece_bytes << "|" << h.max_seq_len << "|" << h.packing << "|" << h.documents << "|" << h.split_rule;
   }
   return os.str();
 }

@@ -7,7 +7,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/sha256.h"
-#include "data_pipeline/counter_rng.h"
+#include "data_pipeline/document_split.h"
 
 namespace fs = std::filesystem;
 
@@ -123,14 +123,6 @@ std::vector<std::string> existing_shards(const std::string& output_dir) {
 
 namespace {
 
-bool goes_to_validation(const PreprocessOptions& config, int64_t file, int64_t doc_begin) {
-  if (config.split == SplitMode::kValidation) return true;
-  if (config.validation_ratio <= 0) return false;
-  CounterRng rng(rng_key(RngDomain::kSplit, static_cast<uint64_t>(config.seed), static_cast<uint64_t>(file),
-                         static_cast<uint64_t>(doc_begin)));
-  return rng.uniform() < config.validation_ratio;
-}
-
 ShardHeader make_header(const ShardJob& job, const PreprocessOptions& config, int64_t piece_bytes, const Tokenizer& tok,
                         const std::string& command_line, const std::string& run_id) {
   ShardHeader h;
@@ -149,6 +141,7 @@ ShardHeader make_header(const ShardJob& job, const PreprocessOptions& config, in
   h.seed = config.seed;
   h.validation_ratio = config.validation_ratio;
   h.piece_bytes = piece_bytes;
+  h.split_rule = kSplitRuleDocumentText;
   h.run_id = run_id;
   return h;
 }
@@ -197,8 +190,10 @@ void pack_columnar_file(const PreprocessPlan& plan, const PreprocessOptions& con
     const auto add = [&](std::string_view line) { packer.add_tokens(tokenizer.encode(line)); };
     for (size_t i = 0; i < rows.texts.size(); ++i) {
       if (rows.null[i]) continue;
-      if (goes_to_validation(config, f, columnar_document_key(group, static_cast<int64_t>(i))) != want_validation)
-        continue;
+      DocumentDigest digest;
+      if (split_needs_text(config))
+        for_each_text_line(rows.texts[i], [&digest](std::string_view line) { digest.add_line(line); });
+      if (goes_to_validation(config, digest) != want_validation) continue;
       packer.begin_document();
       for_each_text_line(rows.texts[i], add);
     }
@@ -220,6 +215,7 @@ std::vector<std::pair<std::string, std::string>> describe_preprocess_run(const P
   out.emplace_back("tokenizer", tokenizer.kind() + ", vocabulary " + std::to_string(tokenizer.vocab_size()) + " " +
                                     tokenizer.vocab_sha256() + (tokenizer.lower_case() ? ", lower-cased" : ", cased"));
   out.emplace_back("output", output_dir);
+  out.emplace_back("split rule", kSplitRuleDocumentText);  // a new rule: another run id
   for (size_t i = 0; i < plan.files.size(); ++i)
     out.emplace_back("input " + std::to_string(i),
                      plan.files[i].path + ", " + std::to_string(plan.files[i].size_bytes) + " bytes, " +
@@ -301,7 +297,16 @@ std::vector<std::unique_ptr<ShardWriter>> run_preprocess_jobs(const PreprocessPl
     // a train and a validation shard of this rank is read once.
     PieceText text;
     int64_t text_piece = -1;
+    std::vector<uint8_t> to_validation;  // per document of the piece (document_split.h)
     std::string record_text, record_error;
+    // A JSON-lines record's text, or the error naming its line.
+    const auto record_of = [&](const DocumentSpan& doc) -> const std::string& {
+      const std::string_view record = std::string_view(text.bytes).substr(static_cast<size_t>(doc.begin),
+                                                                          static_cast<size_t>(doc.end - doc.begin));
+      TUPE_CHECK(json_record_text(record, config.text_field, record_text, record_error),
+                 input.path << ": line " << line_number_at(input.path, text.base + doc.begin) << ": " << record_error);
+      return record_text;
+    };
     for (size_t si = 0; si < streams.size(); ++si) {
       const auto [p, k] = streams[si];
       const Piece& piece = plan.pieces[static_cast<size_t>(p)];
@@ -311,6 +316,18 @@ std::vector<std::unique_ptr<ShardWriter>> run_preprocess_jobs(const PreprocessPl
         text_piece = p;
         TUPE_CHECK(piece.begin > 0 || !text.docs.empty() || file_has_text(input.path, input.size_bytes),
                    input.path << ": no text (only blank lines, spaces or control characters)");
+        to_validation.assign(text.docs.size(), 0);
+        for (size_t i = 0; i < text.docs.size(); ++i) {
+          DocumentDigest digest;
+          const auto add_line = [&digest](std::string_view line) { digest.add_line(line); };
+          if (split_needs_text(config)) {
+            if (input.json_lines)
+              for_each_text_line(record_of(text.docs[i]), add_line);
+            else
+              for_each_line(text.bytes, text.docs[i], add_line);
+          }
+          to_validation[i] = goes_to_validation(config, digest) ? 1 : 0;
+        }
       }
       const bool want_validation = mine[k]->split == "validation";
       ShardWriter& writer = *writers[k];
@@ -319,19 +336,14 @@ std::vector<std::unique_ptr<ShardWriter>> run_preprocess_jobs(const PreprocessPl
         ++prog.sequences;
         prog.tokens += n;
       });
-      for (const DocumentSpan& doc : text.docs) {
-        if (goes_to_validation(config, f, text.base + doc.begin) != want_validation) continue;
+      const auto add = [&](std::string_view line) { packer.add_tokens(tokenizer.encode(line)); };
+      for (size_t i = 0; i < text.docs.size(); ++i) {
+        if ((to_validation[i] != 0) != want_validation) continue;
         packer.begin_document();
-        const auto add = [&](std::string_view line) { packer.add_tokens(tokenizer.encode(line)); };
-        if (!input.json_lines) {
-          for_each_line(text.bytes, doc, add);
-          continue;
-        }
-        const std::string_view record = std::string_view(text.bytes).substr(
-            static_cast<size_t>(doc.begin), static_cast<size_t>(doc.end - doc.begin));
-        TUPE_CHECK(json_record_text(record, config.text_field, record_text, record_error),
-                   input.path << ": line " << line_number_at(input.path, text.base + doc.begin) << ": " << record_error);
-        for_each_text_line(record_text, add);
+        if (input.json_lines)
+          for_each_text_line(record_of(text.docs[i]), add);
+        else
+          for_each_line(text.bytes, text.docs[i], add);
       }
       packer.finish();
       ++prog.pieces_done;
@@ -346,7 +358,27 @@ std::vector<std::unique_ptr<ShardWriter>> run_preprocess_jobs(const PreprocessPl
     std::vector<std::unique_ptr<SequencePacker>> packers(mine.size());  // of the current piece, per job
     int64_t current = -1;
     SequencePacker* target = nullptr;  // the packer of the current document, if it is this rank's
+    // With a drawn split, a document's lines are held until its end (its digest decides the packer).
+    bool held = false;
+    DocumentDigest digest;
+    std::vector<std::string> held_lines;
+    const auto pick_target = [&](bool validation) {
+      target = nullptr;
+      for (size_t k = 0; k < mine.size(); ++k)
+        if (packers[k] && (mine[k]->split == "validation") == validation) target = packers[k].get();
+      if (target) target->begin_document();
+    };
+    const auto release_held = [&] {
+      if (!held) return;
+      held = false;
+      pick_target(goes_to_validation(config, digest));
+      if (target)
+        for (const std::string& line : held_lines) target->add_tokens(tokenizer.encode(line));
+      held_lines.clear();
+      target = nullptr;
+    };
     auto finish_piece = [&] {
+      release_held();
       for (auto& p : packers)
         if (p) {
           p->finish();
@@ -355,6 +387,7 @@ std::vector<std::unique_ptr<ShardWriter>> run_preprocess_jobs(const PreprocessPl
     };
     DocumentCallbacks cb;
     cb.begin = [&](int64_t offset) {
+      release_held();
       const int64_t piece = first_piece + offset / plan.piece_bytes;
       if (piece != current) {
         finish_piece();
@@ -370,14 +403,22 @@ std::vector<std::unique_ptr<ShardWriter>> run_preprocess_jobs(const PreprocessPl
                                                           });
           }
       }
-      const bool validation = goes_to_validation(config, f, offset);
-      target = nullptr;
-      for (size_t k = 0; k < mine.size(); ++k)
-        if (packers[k] && (mine[k]->split == "validation") == validation) target = packers[k].get();
-      if (target) target->begin_document();
-      return target != nullptr;
+      if (!split_needs_text(config)) {
+        pick_target(goes_to_validation(config, DocumentDigest{}));
+        return target != nullptr;
+      }
+      held = std::any_of(packers.begin(), packers.end(), [](const auto& p) { return p != nullptr; });
+      digest = DocumentDigest{};
+      return held;
     };
-    cb.line = [&](std::string_view line) { target->add_tokens(tokenizer.encode(line)); };
+    cb.line = [&](std::string_view line) {
+      if (!held) {
+        target->add_tokens(tokenizer.encode(line));
+        return;
+      }
+      digest.add_line(line);
+      held_lines.emplace_back(line);
+    };
     const int64_t bytes_before = prog.bytes_done;
     cb.progress = [&](int64_t consumed) {
       prog.bytes_done = bytes_before + consumed;

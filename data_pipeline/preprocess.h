@@ -12,9 +12,8 @@
 // Pieces are numbered over all uncompressed files in order, then over the compressed files in order (those cannot be read
 // at an offset: each rank reads them whole from the start and keeps the documents of its
 // pieces, so their piece counts are learnt while reading); piece p goes to train shard
-// p mod N and to validation shard p mod Nv. A document goes to validation when
-// uniform(seed, file index, document's first byte) < validation_ratio (a columnar row's
-// key is its group and row: columnar_document_key). Each (split, piece)
+// p mod N and to validation shard p mod Nv. Whether a document goes to validation is drawn
+// from its text and the seed alone (document_split.h). Each (split, piece)
 // is packed as one stream (packing.h), so the sequences of shard s are a pure function of the
 // input bytes, the config and the seed. Shards (train 0..N-1, then validation 0..Nv-1) are
 // dealt to ranks round-robin (job j to rank j mod W): every rank count writes byte-identical

@@ -49,6 +49,7 @@ void write_shard_header(const std::string& path, hid_t file, const ShardHeader& 
   write_int_attribute(path, file, "seed", h.seed);
   write_double_attribute(path, file, "validation_ratio", h.validation_ratio);
   write_int_attribute(path, file, "piece_bytes", h.piece_bytes);
+  write_string_attribute(path, file, "split_rule", h.split_rule);
   if (!h.run_id.empty()) write_string_attribute(path, file, "run_id", h.run_id);
 }
 
@@ -100,6 +101,7 @@ ShardHeader read_shard_header(const std::string& path, hid_t file) {
   h.seed = read_int_attribute(path, file, "seed");
   h.validation_ratio = read_double_attribute(path, file, "validation_ratio");
   h.piece_bytes = read_int_attribute(path, file, "piece_bytes");
+  if (has_attribute(file, "split_rule")) h.split_rule = read_string_attribute(path, file, "split_rule");
   if (has_attribute(file, "run_id")) h.run_id = read_string_attribute(path, file, "run_id");
   return h;
 }

@@ -36,6 +36,7 @@
 //   max_seq_len, packing (full_sentences | document), documents (blank_line | line)
 //   num_sequences (= N), num_tokens (= T)
 //   command_line, seed, validation_ratio, piece_bytes   what produced the shard
+//   split_rule (optional)                     document_text; absent in older shards: file_offset
 //   run_id (optional)                         the run that wrote the set; all its shards agree
 // No masks are stored: masking is dynamic, in the loader. Readers refuse other format names
 // and versions above their own.
@@ -78,6 +79,9 @@ struct ShardHeader {
   int64_t seed = 0;             ///< seed of the train/validation split
   double validation_ratio = 0;  ///< fraction of documents sent to validation
   int64_t piece_bytes = 0;      ///< stream size of the packing (bytes of input text)
+  /// How documents were split (document_split.h): "document_text" (a keyed hash of the text),
+  /// or "file_offset" for shards written before the attribute (file index, first byte).
+  std::string split_rule = "file_offset";
   /// Identity of the preprocess run that wrote the set (hex digest of its inputs and
   /// settings, preprocess_run_id); "" in shards written before it was recorded.
   std::string run_id;

@@ -75,7 +75,7 @@ std::string ShardVerdict::encode() const {
   w.put(int64_t{h.special.pad}).put(int64_t{h.special.unk}).put(int64_t{h.special.cls}).put(int64_t{h.special.sep});
   w.put(int64_t{h.special.mask});
   w.put(h.max_seq_len).put(h.packing).put(h.documents).put(h.num_sequences).put(h.num_tokens).put(h.command_line);
-  w.put(h.seed).put(h.validation_ratio).put(h.piece_bytes).put(h.run_id);
+  w.put(h.seed).put(h.validation_ratio).put(h.piece_bytes).put(h.run_id).put(h.split_rule);
   return w.str();
 }
 
@@ -114,6 +114,7 @@ ShardVerdict ShardVerdict::decode(const std::string& bytes) {
   h.validation_ratio = r.real();
   h.piece_bytes = r.integer();
   h.run_id = r.text();
+  h.split_rule = r.text();
   return v;
 }
 
