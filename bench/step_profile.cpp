@@ -29,6 +29,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bench/bench_setup.h"
 #include "common/error.h"
 #include "common/host_memory.h"
 #include "data_pipeline/loader.h"
@@ -147,21 +148,11 @@ int main(int argc, char** argv) {
     dist_options.timeout_s = 0;
     dist::DistContext context(env, dist_options, device);
 
-    data_pipeline::DataOptions lc;
-    lc.global_batch_size = batch;
-    lc.pad_to_max_seq_len = true;
-    auto ds = data_pipeline::open_pretrain_dataset(split_comma_list(shards), lc.dataset_options("train", ""));
-    data_pipeline::Loader loader(ds, lc, 0, 1);
-
-    model::ModelOptions mc;
-    mc.vocab_size = ds->info().vocab_size;
-    mc.hidden_size = hidden;
-    mc.num_layers = layers;
-    mc.num_heads = hidden / 64;
-    mc.ffn_size = 4 * hidden;
-    mc.max_positions = ds->info().max_seq_len;
-    mc.position_encoding = model::parse_position_encoding(variant);
-    mc.untie_cls = mc.has_untied_positions() || mc.has_relative_bias();  // BERT-A, BERT-A^d: nothing to untie
+    bench::BenchData data = bench::open_bench_data(shards, batch);
+    const auto& ds = data.dataset;
+    data_pipeline::Loader& loader = *data.loader;
+    const model::ModelOptions mc =
+        bench::bench_model(ds->info().vocab_size, hidden, layers, ds->info().max_seq_len, variant);
     at::manual_seed(1);
     model::TupeBert net(mc);
     net->to(device);
@@ -169,7 +160,8 @@ int main(int argc, char** argv) {
 
     pretrain::PretrainConfig cfg;
     cfg.model = mc;
-    cfg.data = lc;
+    cfg.data.global_batch_size = batch;
+    cfg.data.pad_to_max_seq_len = true;
     cfg.precision.precision = precision == "bf16" ? trainer::Precision::kBf16 : trainer::Precision::kFp32;
     cfg.train.micro_batch_size = micro;
     cfg.optimizer.warmup_steps = 10;

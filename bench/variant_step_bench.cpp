@@ -38,6 +38,7 @@
 #include <iostream>
 #include <optional>
 
+#include "bench/bench_setup.h"
 #include "common/error.h"
 #include "common/host_memory.h"
 #include "data_pipeline/loader.h"
@@ -154,11 +155,9 @@ int main(int argc, char** argv) {
     };
     at::set_num_threads(static_cast<int>(threads));
 
-    data_pipeline::DataOptions lc;
-    lc.global_batch_size = batch;
-    lc.pad_to_max_seq_len = true;
-    auto ds = data_pipeline::open_pretrain_dataset(split_comma_list(shards), lc.dataset_options("train", ""));
-    data_pipeline::Loader loader(ds, lc, 0, 1);
+    bench::BenchData data = bench::open_bench_data(shards, batch);
+    const auto& ds = data.dataset;
+    data_pipeline::Loader& loader = *data.loader;
 
     trainer::OptimizerOptions oo;
     trainer::PrecisionOptions po;
@@ -166,15 +165,7 @@ int main(int argc, char** argv) {
     const trainer::LrSchedule schedule(oo);
     std::vector<Variant> variants;
     for (const char* v : {"bert-absolute", "bert-absolute-untied", "tupe-absolute", "bert-relative", "tupe-relative"}) {
-      model::ModelOptions mc;
-      mc.vocab_size = ds->info().vocab_size;
-      mc.hidden_size = hidden;
-      mc.num_layers = layers;
-      mc.num_heads = hidden / 64;
-      mc.ffn_size = 4 * hidden;
-      mc.max_positions = seq;
-      mc.position_encoding = model::parse_position_encoding(v);
-      mc.untie_cls = mc.has_untied_positions() || mc.has_relative_bias();  // BERT-A, BERT-A^d: nothing to untie
+      const model::ModelOptions mc = bench::bench_model(ds->info().vocab_size, hidden, layers, seq, v);
       at::manual_seed(1);
       Variant var;
       var.name = v;
