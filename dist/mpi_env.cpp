@@ -8,6 +8,7 @@
 
 #include "common/log.h"
 #include "dist/check.h"
+#include "dist/startup.h"
 #include "dist/stall_injection.h"
 
 namespace tupe::dist {
@@ -94,6 +95,17 @@ MpiEnv::~MpiEnv() {
 std::unique_lock<std::mutex> MpiEnv::lock() const {
   if (thread_multiple()) return std::unique_lock<std::mutex>();
   return std::unique_lock<std::mutex>(mpi_mutex_);
+}
+
+void MpiEnv::end_startup() const {
+  in_startup_.store(false);
+  // Test hook (dist/stall_injection.h): TUPE_TEST_STALL="rank=R,phase=work[,freeze=1]".
+  const StallInjection stall = stall_injection_from_env();
+  if (stall.active() && stall.phase == kWorkPhase && stall.rank == rank_ && !work_stall_done_.exchange(true)) {
+    log::warn(std::string(kStallInjectionEnv) + " stall injection: " + (stall.freeze ? "stopping (SIGSTOP)" : "sleeping") +
+              " as the work begins");
+    sleep_for_stall(stall, "rank " + std::to_string(rank_) + " at work");
+  }
 }
 
 void MpiEnv::abort(const std::string& message, int exit_code, const std::function<void()>& before_exit) const {

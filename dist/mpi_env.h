@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "dist/startup.h"
-
 namespace tupe::dist {
+
+class StartupWatch;  // dist/startup.h, which includes this file (not the other way round)
 
 class MpiEnv {
  public:
@@ -62,7 +62,7 @@ class MpiEnv {
   double startup_timeout_s() const { return startup_timeout_s_.load(); }
   /// The job's work begins: later StartupPhases are no-ops (waits on slower ranks are then
   /// the work's own, bounded by the collective watchdog where there is one).
-  void end_startup() const { in_startup_.store(false); }
+  void end_startup() const;
   bool in_startup() const { return in_startup_.load(); }
   /// The communicator of the start-up arrival messages (a duplicate of MPI_COMM_WORLD).
   MPI_Comm arrival_comm() const { return arrival_comm_; }
@@ -81,6 +81,7 @@ class MpiEnv {
   // Start-up state: set by the job through the const interface the job layers hold.
   mutable std::atomic<double> startup_timeout_s_{0};
   mutable std::atomic<bool> in_startup_{true};
+  mutable std::atomic<bool> work_stall_done_{false};  ///< the test hook fires once
   mutable int64_t startup_sequence_ = 0;  ///< main thread only
   std::atomic<bool> mpi_up_{false};       ///< MPI_Init_thread returned (the watch may call MPI_Abort)
   std::unique_ptr<StartupWatch> watch_;   ///< started before MPI_Init_thread

@@ -19,9 +19,11 @@ import time
 import numpy as np
 from safetensors.numpy import load_file
 
-TUPE = os.environ["TUPE_BIN"]
-SRC = os.environ["TUPE_SOURCE_DIR"]
-DATA = os.environ.get("TUPE_SHARED_DATA", os.path.join(SRC, "..", "shared", "data"))
+# Real paths: the nodes see this machine's folders bound at their real places, so a path through
+# a symbolic link (a ../shared that links to a folder elsewhere) would not resolve on a node.
+TUPE = os.path.realpath(os.environ["TUPE_BIN"])
+SRC = os.path.realpath(os.environ["TUPE_SOURCE_DIR"])
+DATA = os.path.realpath(os.environ.get("TUPE_SHARED_DATA", os.path.join(SRC, "..", "shared", "data")))
 SIM = os.path.join(SRC, "launch", "sim_cluster.sh")
 TUPE_MPIRUN = os.path.join(SRC, "launch", "tupe-mpirun")
 SKIP = 77

@@ -26,7 +26,7 @@ import signal
 import sys
 import time
 
-from cluster_lib import (SRC, TUPE, Cluster, fail, max_rel_diff, pretrain_args, require_namespaces,
+from cluster_lib import (DATA, SRC, TUPE, Cluster, fail, max_rel_diff, pretrain_args, require_namespaces,
                          state, wait_for, weights, whole_checkpoints)
 
 SBATCH = os.path.join(SRC, "launch", "tupe.sbatch")
@@ -289,7 +289,7 @@ def check_two_phase(work):
     shutil.rmtree(os.path.join(work, "chain"), ignore_errors=True)
     chain = os.path.join(work, "chain")
     presets = [os.path.join(SRC, "configs", "two-phase", f"toy-phase{n}.ini") for n in (1, 2)]
-    data = os.environ.get("TUPE_SHARED_DATA", os.path.join(SRC, "..", "shared", "data"))
+    data = DATA
     corpus = os.path.join(data, "text", "wikitext-2", "wiki.test.raw")
     vocab = os.path.join(data, "vocab", "bert-base-uncased-vocab.txt")
     for n, preset in enumerate(presets, 1):  # the shards, made here (the chain's --corpus does it on the login node)
