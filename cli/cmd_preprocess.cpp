@@ -13,6 +13,7 @@
 #include "cli/rank_guard.h"
 #include "common/log.h"
 #include "data_pipeline/preprocess_commit.h"
+#include "dist/heartbeat.h"
 #include "dist/mpi_env.h"
 
 namespace po = boost::program_options;
@@ -48,6 +49,11 @@ int preprocess_job(const dist::MpiEnv& env, int argc, char** argv) {
       tokenizer.kind = data_pipeline::resolve_tokenizer_kind(tokenizer, cli.given().count("tokenizer.kind") > 0);
   });
   if (help) return 0;
+  // Past start-up, a frozen or lost node ends the job within the heartbeat timeout.
+  double heartbeat_timeout_s = 0;
+  data_pipeline::run_agreed(ranks, [&] { heartbeat_timeout_s = dist::heartbeat_timeout_from_env(); });
+  dist::Heartbeat heartbeat(env, heartbeat_timeout_s, "tupe preprocess");
+  ranks.set_heartbeat(&heartbeat);
   request.overwrite = cli.vm().count("overwrite") > 0;
   request.quiet = cli.vm().count("quiet") > 0;
   request.command_line = "tupe";

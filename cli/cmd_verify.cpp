@@ -19,6 +19,7 @@
 #include "data_pipeline/shard_readers.h"
 #include "data_pipeline/shard_verify.h"
 #include "dist/small_collectives.h"
+#include "dist/heartbeat.h"
 #include "dist/mpi_env.h"
 
 namespace po = boost::program_options;
@@ -82,10 +83,12 @@ int verify_job(const dist::MpiEnv& env, int argc, char** argv) {
       "checkpoint", po::value<std::string>(&checkpoint_path),
       "a checkpoint folder (step_<N>), or a checkpoint.dir: every step_<N> folder in it");
   bool help = false;
+  double heartbeat_timeout_s = 0;
   const std::string parse_error = dist::first_error(env, [&] {
     try {
       help = !cli.parse(argc, argv);
       TUPE_CHECK(help || shards.empty() != checkpoint_path.empty(), "give --shards or --checkpoint (one of them)");
+      heartbeat_timeout_s = dist::heartbeat_timeout_from_env();
       return std::string();
     } catch (const Error& e) {
       return std::string(e.what());
@@ -93,15 +96,21 @@ int verify_job(const dist::MpiEnv& env, int argc, char** argv) {
   }(), "options");
   if (!parse_error.empty()) throw AgreedError(parse_error);
   if (help) return 0;
-  env.end_startup();  // verification is the work: ranks wait for the slowest one
+  // Verification is the work: ranks wait for the slowest one, and a frozen or lost node ends
+  // the job within the heartbeat timeout.
+  dist::Heartbeat heartbeat(env, heartbeat_timeout_s, "tupe verify");
+  env.end_startup();
   if (!checkpoint_path.empty()) {
     // One process hashes (under mpirun, rank 0); the others agree on its verdict.
+    heartbeat.set_activity(env.rank() == 0 ? "hashing the checkpoint" : "waiting for rank 0's checkpoint verdict");
     const int mine = env.rank() == 0 ? verify_checkpoints(checkpoint_path) : 0;
     return static_cast<int>(dist::sum_over_ranks(env, {mine}, "checkpoint verdict").front());
   }
+  heartbeat.set_activity("verifying its shards");
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<std::string> files = data_pipeline::list_all_shard_files(shards);
-  const auto gather = [&env](const std::string& mine) {
+  const auto gather = [&env, &heartbeat](const std::string& mine) {
+    heartbeat.set_activity("waiting for the other ranks' verdicts");
     std::vector<std::string> all;  // one broadcast per rank: every rank's verdicts on every rank
     for (int r = 0; r < env.world_size(); ++r) all.push_back(dist::broadcast_string(env, mine, "verdicts", r));
     return all;

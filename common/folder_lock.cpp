@@ -268,13 +268,20 @@ std::unique_ptr<FolderLock> FolderLock::acquire(const std::filesystem::path& fol
   lock->heartbeat_ = std::make_unique<Heartbeat>();
   Heartbeat* hb = lock->heartbeat_.get();
   const int fd = lock->fd_;
-  hb->thread = std::thread([hb, fd, path, period, me]() mutable {
+  const auto on_lost = options.on_lost;
+  hb->thread = std::thread([hb, fd, path, period, me, on_lost]() mutable {
     std::unique_lock<std::mutex> lk(hb->mu);
     while (!hb->cv.wait_for(lk, period, [hb] { return hb->stop; })) {
       const std::optional<LockHolder> now_in_file = read_record(fd, nullptr);
       if (now_in_file && !same_holder(*now_in_file, me)) {
-        log::warn(path + ": this job's lock was taken over by " + now_in_file->describe(now_unix_s()) +
-                  " (was this job's heartbeat stopped for longer than TUPE_LOCK_STALE_S?)");
+        const std::string message = path + ": this job's lock was taken over by " +
+                                    now_in_file->describe(now_unix_s()) +
+                                    " (this job's heartbeat stopped for longer than TUPE_LOCK_STALE_S)";
+        lk.unlock();
+        if (on_lost)
+          on_lost(message);
+        else
+          log::warn(message);
         return;
       }
       me.heartbeat_unix_s = now_unix_s();

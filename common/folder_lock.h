@@ -17,6 +17,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -44,6 +45,10 @@ struct FolderLockOptions {
   /// A heartbeat older than this (seconds) marks a holder on another host as gone; the
   /// heartbeat period is a eighth of it (at least 1 s). Default: TUPE_LOCK_STALE_S, else 120.
   double stale_after_s = 120;
+  /// Called once, on the heartbeat thread, when this job finds its lock taken over by another
+  /// (its heartbeat stopped for longer than the bound: a stopped node that came back), with a
+  /// one-line message; it should end the job. Empty: the message is logged as a warning.
+  std::function<void(const std::string& message)> on_lost;
 };
 
 /// TUPE_LOCK_STALE_S (seconds, > 0), else 120. Throws tupe::Error naming the variable for a

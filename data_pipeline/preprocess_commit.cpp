@@ -99,7 +99,7 @@ void plan_run(Plan& p, const PreprocessRequest& request, const PreprocessOptions
   // the others until rank 0 is done): each rank those of its host's dead writers; rank 0, which
   // holds the folder's lock, those of every host, so a healthy run has nothing to warn about.
   for (const auto& f : remove_stale_temp_shards(output, /*every_host=*/ranks.rank() == 0))
-    log::warn("preprocess: removed " + f + ", left by a run that no longer runs");
+    log::warn("preprocess: removed " + f + ", left by a writer that no longer runs");
   // Every rank must see the same inputs and settings: a mixed set is never written. The
   // ranks compare the output folder as an absolute path (one relative path from ranks
   // started in different working folders would split one set over two folders); the run id

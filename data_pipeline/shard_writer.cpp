@@ -185,7 +185,10 @@ std::vector<std::string> remove_stale_temp_shards(const std::string& folder, boo
     if (pid_text.empty() || pid_text.find_first_not_of("0123456789") != std::string::npos || pid_text.size() > 9)
       continue;  // not one of ours
     const auto pid = static_cast<pid_t>(std::stol(pid_text));
-    const bool dead = writer_host == host ? pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH : every_host;
+    // With every_host no live writer can own it (see shard_writer.h), whatever its pid says: a
+    // killed job's ranks may linger as zombies that kill(pid, 0) still finds.
+    const bool dead = pid != ::getpid() &&
+                      (every_host || (writer_host == host && ::kill(pid, 0) != 0 && errno == ESRCH));
     if (!dead) {
       if (kept && writer_host != host) kept->push_back(e.path().string());
       continue;

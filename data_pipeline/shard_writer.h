@@ -61,10 +61,10 @@ class ShardWriter {
 
 /// Removes the temporary shard files ("*.tmp-<host>-<pid>", and the older "*.tmp-<pid>")
 /// in `folder` left by writers that died (killed preprocess runs): those of this host whose
-/// process no longer exists, and with `every_host` those of other hosts too (the caller holds
-/// the folder's lock, common/folder_lock.h, and no rank of its job writes yet, so no live
-/// writer can own them). Without it, files of other hosts are kept (their writers cannot be
-/// probed from here) and returned in `kept`. Returns the removed paths.
+/// process no longer exists; with `every_host`, every one but this process's, of any host (the
+/// caller holds the folder's lock, common/folder_lock.h, and no rank of its job writes yet,
+/// so no live writer can own them). Without it, files of other hosts are kept (their writers
+/// cannot be probed from here) and returned in `kept`. Returns the removed paths.
 std::vector<std::string> remove_stale_temp_shards(const std::string& folder, bool every_host,
                                                   std::vector<std::string>* kept = nullptr);
 

@@ -17,6 +17,11 @@ std::unique_ptr<FolderLock> lock_output_folder(const MpiEnv& env, const std::fil
       options.key = key;
       options.command = command;
       options.stale_after_s = lock_stale_after_s_from_env();
+      // A job that lost its folder to another must not write on: it ends at once.
+      const std::string sub = command.rfind("tupe ", 0) == 0 ? command.substr(5) : command;  // abort says "tupe: "
+      options.on_lost = [&env, sub](const std::string& message) {
+        env.abort(sub + ": " + message + "; ending this job, which no longer owns the folder");
+      };
       lock = FolderLock::acquire(folder, options);
       if (!lock->notice().empty()) log::info(lock->notice());
     } catch (const Error& e) {

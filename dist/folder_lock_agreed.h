@@ -11,7 +11,8 @@
 namespace tupe::dist {
 
 /// Rank 0 takes `folder`'s lock (created if missing; stale bound TUPE_LOCK_STALE_S) and logs
-/// a take-over notice; returns the lock on rank 0 and nullptr on the others. `key` names the
+/// a take-over notice; returns the lock on rank 0 and nullptr on the others. A job whose
+/// lock is later taken over (it was stopped past the bound) ends through env.abort. `key` names the
 /// folder in messages ("checkpoint.dir"), `command` is written into the record ("tupe
 /// pretrain"). Throws tupe::AgreedError on every rank with rank 0's one-line refusal
 /// ("<key> <folder> is in use by ...") or its cause (a folder that cannot be created).

@@ -1,5 +1,6 @@
 #include "dist/stall_injection.h"
 
+#include <csignal>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -31,13 +32,15 @@ StallInjection parse_stall_injection(const std::string& text) {
         s.step = parse_int(key, value);
       } else if (key == "seconds") {
         s.seconds = parse_double(key, value);
+      } else if (key == "freeze") {
+        s.freeze = parse_int(key, value) != 0;
       } else if (key == "marker") {
         s.marker = value;
       } else if (key == "phase") {
         TUPE_CHECK(!value.empty(), "phase: empty");
         s.phase = value;
       } else {
-        TUPE_FAIL("unknown key '" << key << "' (expected rank, step, seconds, phase, marker)");
+        TUPE_FAIL("unknown key '" << key << "' (expected rank, step, seconds, phase, freeze, marker)");
       }
     } catch (const Error& e) {
       TUPE_FAIL(kStallInjectionEnv << ": " << e.what());
@@ -56,6 +59,10 @@ StallInjection stall_injection_from_env() {
 
 void sleep_for_stall(const StallInjection& s, const std::string& where) {
   if (!s.marker.empty()) std::ofstream(s.marker) << where << "\n";
+  if (s.freeze) {
+    ::raise(SIGSTOP);
+    return;
+  }
   std::this_thread::sleep_for(std::chrono::duration<double>(s.seconds));
 }
 

@@ -10,6 +10,10 @@
 // seconds  length of the sleep (default 3600)
 // phase    a start-up phase (dist/startup.h): the rank sleeps on entering that phase
 //          instead, e.g. TUPE_TEST_STALL="rank=2,phase=config check,seconds=600"
+//          phase=work: when the job's work begins (MpiEnv::end_startup), past start-up
+// freeze   1: instead of sleeping, the rank stops itself with SIGSTOP (its heartbeat thread
+//          too: a frozen node, dist/heartbeat.h); 0 (default): a sleep (a slow rank, whose
+//          heartbeat goes on)
 // marker   a file the rank creates when its sleep begins (a test waits for it, then
 //          freezes the rank's node)
 // The sleep happens once per communicator. Unset or empty: off.
@@ -28,6 +32,7 @@ struct StallInjection {
   double seconds = 3600.0;  ///< length of the sleep (seconds)
   std::string phase;        ///< a start-up phase to sleep in; empty: a training step's collective
   std::string marker;       ///< file created when the sleep begins; empty: none
+  bool freeze = false;      ///< SIGSTOP the process instead of sleeping
 
   bool active() const { return rank >= 0; }
 };
@@ -39,7 +44,11 @@ StallInjection parse_stall_injection(const std::string& text);
 /// parse_stall_injection($TUPE_TEST_STALL); off when the variable is unset.
 StallInjection stall_injection_from_env();
 
-/// The sleep itself: writes `where` to s.marker (when set), then sleeps s.seconds.
+/// The phase name of the moment a job's work begins (MpiEnv::end_startup).
+inline constexpr const char* kWorkPhase = "work";
+
+/// The sleep itself: writes `where` to s.marker (when set), then sleeps s.seconds (or, with
+/// s.freeze, stops the whole process with SIGSTOP until a SIGCONT or SIGKILL).
 void sleep_for_stall(const StallInjection& s, const std::string& where);
 
 }  // namespace tupe::dist

@@ -212,8 +212,8 @@ if [ $rc -eq 0 ] || [ "$(grep -c 'preprocess input check: rank 1 differs from ra
 else
   echo "ok: preprocess ranks resolving the output folder differently refused"
 fi
-# finetune under mpirun: rank 0 cannot create its output folder; every rank ends at once with
-# rank 0's error printed once (before: rank 1 waited for the watchdog, 600 s).
+# finetune under mpirun: rank 0 cannot create its output folder (taking its lock); every rank
+# ends at once with rank 0's error printed once (before: rank 1 waited for the watchdog, 600 s).
 "$TUPE_BIN" pretrain --config "$cfg" --data.train_shards "$work/good" --data.validation_shards '' --train.max_steps 2 \
   --resume none --checkpoint.dir "$work/ft-ck" --checkpoint.every_steps 2 --train.progress false > /dev/null 2>&1
 ck="$(ls -d "$work/ft-ck"/step_* 2>/dev/null | tail -1)"
@@ -224,7 +224,7 @@ out="$(timeout 120 "${mpirun[@]}" -np 2 "$TUPE_BIN" finetune --config "$TUPE_SOU
        --finetune.train_rows 64 --tokenizer.vocab "$vocab" --finetune.output_dir "$work/not-a-folder/glue" 2>&1)"; rc=$?
 took=$((SECONDS - start))
 if [ -z "$ck" ] || [ $rc -eq 0 ] || [ $rc -eq 124 ] || [ $took -gt 60 ] ||
-   [ "$(grep -c '^tupe finetune: rank [0-9]: error: .*not-a-folder' <<<"$out")" -ne 1 ]; then
+   [ "$(grep -cE '^tupe finetune: (rank [0-9]: )?error: .*not-a-folder' <<<"$out")" -ne 1 ]; then
   echo "FAILED: finetune rank failure: checkpoint '$ck', exit $rc after $took s: $out"; fail=1
 else
   echo "ok: finetune rank failure ended every rank in $took s, error printed once"

@@ -9,6 +9,9 @@ Usage: cluster_checks.py CHECK WORKDIR
               1 rank's, with no warning; the shards are the fixture of the checks below
   placement   2 nodes x 2 ranks: local ranks 0,1 on each node, the debug log names host,
               local rank and device per rank; the weights equal 1 rank x the same global batch
+  work_stop   node2 frozen past start-up while 2 nodes x 2 ranks preprocess: the heartbeat ends
+              the job within its timeout + 30 s naming node2's ranks; the rerun on node1
+              takes the folder's lock over and removes the frozen run's temporary shards
   node_kill   every process of node2 killed mid-run: the job ends within 60 s, its last line
               names the lost ranks and host, the newest whole checkpoint is intact, and node1's
               2 ranks resume from it exactly as a 2-rank run from it outside the cluster
@@ -35,7 +38,9 @@ Usage: cluster_checks.py CHECK WORKDIR
 Environment: TUPE_BIN, TUPE_SOURCE_DIR, TUPE_SHARED_DATA.
 """
 import filecmp
+import glob
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -363,6 +368,52 @@ def check_startup_stop(work):
     if left:
         fail(f"the stopped preprocess left its output folder ({left})")
     print(f"startup_stop OK: {len(batch) + 1} phases in {time.time() - t0:.0f} s")
+
+
+HEARTBEAT_S = 10  # TUPE_HEARTBEAT_TIMEOUT_S of the frozen-node checks below
+
+
+def check_work_stop(work):
+    """Past start-up, node2 frozen (SIGSTOP, its daemon too) while 2 nodes x 2 ranks preprocess
+    mixed-english (35 MB): the job ends within the heartbeat timeout + 30 s with rank 0's line
+    naming node2's ranks (2-3, or the one silent first); node2 is then killed and the same command on node1 alone takes the
+    folder's lock over, removes the frozen run's temporary shards and writes the shards (verify,
+    pretrain, finetune and evaluate: tests/cli/frozen_rank_checks.py, one frozen rank each)."""
+    require_namespaces()
+    vocab = os.path.join(DATA, "vocab", "bert-base-uncased-vocab.txt")
+    out = os.path.join(work, "pp-frozen")
+    shutil.rmtree(out, ignore_errors=True)
+    args = ["preprocess", "--config", os.path.join(SRC, "configs", "tiny.ini"), "--input",
+            os.path.join(DATA, "text", "mixed-english", "train.txt"), "--tokenizer.vocab", vocab, "--output", out,
+            "--preprocess.num_shards", 4, "--overwrite", "--quiet"]
+    env = ["env", "TUPE_MPIRUN_ABORT_GRACE_S=2", f"TUPE_HEARTBEAT_TIMEOUT_S={HEARTBEAT_S}"]
+
+    def frozen_end(c, job, what, ready):
+        wait_for(ready, 300, f"{what}: its work under way", job)
+        c.fault("stop", "node2")
+        took, o, e = ended_within(job, HEARTBEAT_S + 90, what)
+        text = o + e
+        line = next((l for l in text.splitlines() if "heartbeat:" in l), last_line(e))
+        print(f"{what}: ended {took:.1f} s after node2 froze (exit {job.returncode}): {line}")
+        # The ranks silent when rank 0 judged: both of node2's, or the first of them a period earlier.
+        if job.returncode == 0 or not re.search(r"heartbeat: (rank [23]|ranks 2-3) \(node2\) sent none for", line):
+            fail(f"{what}: the job did not end naming node2's ranks:\n{text[-3000:]}")
+        if took > HEARTBEAT_S + 30:
+            fail(f"{what}: the job took {took:.1f} s to end (target {HEARTBEAT_S + 30} s)")
+        c.fault("kill", "node2")
+
+    with Cluster(work, "sim", 2) as c:
+        host, cmd = c.tupe_mpirun(work, ["node1", "node2"], 2, [str(a) for a in args])
+        job = c.popen(host, env + cmd)
+        frozen_end(c, job, "preprocess", lambda: bool(glob.glob(os.path.join(out, "*.h5.tmp-*"))))
+        left = glob.glob(os.path.join(out, "*.tmp-*"))
+        p = c.run(*c.mpirun({"node1": 2}, [str(a) for a in args]))
+        text = p.stdout + p.stderr
+        if "took over the lock of tupe preprocess" not in text or glob.glob(os.path.join(out, "*.tmp-*")):
+            fail(f"the rerun on node1 did not take the lock over and clear {left}:\n{text[-2000:]}")
+        print(f"preprocess rerun on node1: the lock taken over, {len(left)} temporary shard(s) of the frozen run "
+              f"removed")
+    print("work_stop OK")
 
 
 def check_tmp_state(work):

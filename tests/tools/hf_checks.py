@@ -302,7 +302,7 @@ def finetuned(work, pretrained_work=None):
     # Fine-tuning long enough that the predictions differ from row to row (the comparisons
     # below mean little for a model that predicts one class).
     for name, variant, untie, rows, epochs, lr in (("tupe-r", "tupe-relative", "true", "2000", "2", "1e-3"),
-                                                   ("bert-a", "bert-absolute", "false", "1000", "1", "3e-3"),
+                                                   ("bert-a", "bert-absolute", "false", "2000", "2", "1e-3"),
                                                    ("bert-a-d", "bert-absolute-untied", "false", "2000", "2", "1e-3")):
         print(f"\n=== {name}")
         if pretrained_work:

@@ -18,6 +18,7 @@
 #include "dist/small_collectives.h"
 #include "dist/context.h"
 #include "dist/device.h"
+#include "dist/heartbeat.h"
 #include "trainer/autocast.h"
 #include "trainer/finetune/evaluation.h"
 #include "trainer/finetune/model_tokenizer.h"
@@ -185,6 +186,8 @@ void write_outputs(EvaluateJob& job) {
 void run_evaluate_job(const dist::MpiEnv& env, const EvaluateJobConfig& config) {
   EvaluateJob job(env, config);
   check_config(job);
+  const auto heartbeat = dist::start_heartbeat(env, "tupe evaluate");  // past start-up: a lost node ends the job
+  heartbeat->set_activity("evaluating");
   load_model(job);
   choose_output_dir(job);
   setup_inference(job);
