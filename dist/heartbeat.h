@@ -17,7 +17,11 @@
 //   - the other ranks: rank 0 silent for the timeout + 10 s (so that rank 0's line comes first
 //     when rank 0 is alive) ends the job naming rank 0.
 // The thread beats while the main thread computes or waits in a collective, so a working rank
-// is never taken for a lost one; a stopped or dead process stops beating. The job ends through
+// is never taken for a lost one; a stopped or dead process stops beating.
+// Used by preprocess, verify and evaluate, whose waits past start-up nothing else bounds.
+// Pre-training and fine-tuning do not start it: their step collectives are the watchdog's
+// (dist/watchdog.h), and under srun a node killed mid-collective made a rank crash inside Open
+// MPI while the heartbeat thread called it from a second thread (cluster_slurm_node_down). The job ends through
 // MpiEnv::abort (MPI_Abort; the launcher stops every rank, the stopped ones with SIGKILL).
 // Under MPI_THREAD_SERIALIZED every MPI call holds MpiEnv::lock(), which the main thread never
 // holds while it waits.

@@ -1,5 +1,5 @@
 """Past start-up, a slow rank is waited for and a frozen one ends the job (dist/heartbeat.h),
-in every subcommand that runs on several ranks.
+in preprocess, verify and evaluate.
 
 Usage: frozen_rank_checks.py WORKDIR
 The test hook TUPE_TEST_STALL="rank=R,phase=work,..." acts when the job's work begins
@@ -12,10 +12,8 @@ TUPE_HEARTBEAT_TIMEOUT_S=5 throughout.
                       the next run into the folder takes the lock over and leaves no temporary
                       shard of the frozen run
   frozen verify       rank 1 of 3 stops while the shards are verified: the same line for rank 1
-  frozen pretrain     rank 2 of 3 stops as training begins (dist.timeout_s 120, above the
-                      heartbeat's): the heartbeat's line, not the watchdog's
-  frozen finetune     rank 1 of 2 stops: the line names rank 1
   frozen evaluate     rank 1 of 2 stops: the line names rank 1
+(pretrain and finetune have no heartbeat: their collectives are the watchdog's, dist/heartbeat.h.)
 Environment: TUPE_BIN, TUPE_SOURCE_DIR, TUPE_SHARED_DATA.
 """
 import glob
@@ -119,9 +117,6 @@ def main():
 
     frozen("frozen verify", 3, 1, ["verify", "--shards", shards], shards, "verify")
 
-    ck = os.path.join(work, "ck")
-    frozen("frozen pretrain", 3, 2, tiny_pretrain(ck, 20, shards) + ["--dist.timeout_s", 120], ck, "pretrain")
-
     encoder = os.path.join(work, "encoder")
     p = mpirun(1, tiny_pretrain(encoder, 4, shards))
     check(p.returncode == 0, "an encoder for fine-tuning", p.text)
@@ -130,7 +125,6 @@ def main():
           "--finetune.data_dir", GLUE, "--finetune.train_rows", 32, "--finetune.epochs", 1, "--finetune.batch_size",
           8, "--finetune.learning_rates", "1e-3", "--finetune.max_length", 32, "--finetune.threads", 1,
           "--finetune.output_dir", out, "--overwrite"]
-    frozen("frozen finetune", 2, 1, ft, out, "finetune")
     p = mpirun(1, ft)
     check(p.returncode == 0, "a fine-tuning to evaluate", p.text)
     ev = ["evaluate", "--model", os.path.join(out, "models", "RTE"), "--finetune.data_dir", GLUE,

@@ -18,7 +18,6 @@
 #include "dist/context.h"
 #include "dist/device.h"
 #include "dist/folder_lock_agreed.h"
-#include "dist/heartbeat.h"
 #include "trainer/autocast.h"
 #include "trainer/finetune/model_tokenizer.h"
 #include "trainer/finetune/output_dir.h"
@@ -280,8 +279,6 @@ std::vector<TaskResult> run_finetune_job(const dist::MpiEnv& env, const Finetune
   FinetuneJob job(env, config);
   const FinetuneOptions& cfg = job.cfg;
   check_config(job);
-  const auto heartbeat = dist::start_heartbeat(env, "tupe finetune");  // past start-up: a lost node ends the job
-  heartbeat->set_activity("fine-tuning");
   claim_job_output_dir(job);
   try {
     return run_claimed(job, on_start);

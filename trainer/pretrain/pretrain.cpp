@@ -286,8 +286,6 @@ PretrainResult run_pretraining(const dist::MpiEnv& env, const PretrainConfig& cf
   PretrainJob job(env, cfg);
   // One job per checkpoint folder: a second run into it refuses, naming the holder.
   job.folder_lock = dist::lock_output_folder(env, cfg.checkpoint.dir, "checkpoint.dir", "tupe pretrain");
-  job.heartbeat = dist::start_heartbeat(env, "tupe pretrain");
-  job.heartbeat->set_activity("pre-training (start-up, steps, validation or a checkpoint)");
   job.max_steps = cfg.train.max_steps > 0 ? cfg.train.max_steps : cfg.optimizer.total_steps;
   setup_device(job);
   init_from_source(job);

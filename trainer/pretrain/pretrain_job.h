@@ -24,7 +24,6 @@
 #include "data_pipeline/dataset.h"
 #include "data_pipeline/loader.h"
 #include "dist/context.h"
-#include "dist/heartbeat.h"
 #include "model/tupe_bert.h"
 #include "trainer/pretrain/batch_plan.h"
 #include "trainer/pretrain/metrics.h"
@@ -43,7 +42,6 @@ struct PretrainJob {
   const int rank, world;
   int64_t max_steps = 0;  ///< train.max_steps, else optimizer.total_steps
   std::unique_ptr<FolderLock> folder_lock;  ///< checkpoint.dir's lock, held by rank 0 for the job's life
-  std::unique_ptr<dist::Heartbeat> heartbeat;  ///< a frozen or lost node ends the job (dist/heartbeat.h)
 
   // setup_device
   std::unique_ptr<dist::DistContext> context;  ///< communicator and watchdog of this rank
