@@ -11,6 +11,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/error.h"
+
 namespace tupe::common_test {
 
 /// A fresh folder, removed with its contents when the object goes.
@@ -58,6 +60,17 @@ inline std::string run_python(const std::string& script, const ScratchDir& dir) 
   for (size_t n; (n = std::fread(buf, 1, sizeof(buf), p.get())) > 0;) out.append(buf, n);
   if (pclose(p.release()) != 0) throw std::runtime_error(python() + " " + path + " failed; output: " + out);
   return out;
+}
+
+/// The message of the tupe::Error `f` throws ("" when it throws none).
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
 }
 
 }  // namespace tupe::common_test

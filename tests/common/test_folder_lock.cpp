@@ -22,6 +22,7 @@
 namespace tupe {
 namespace {
 
+using common_test::error_of;
 using common_test::ScratchDir;
 
 int64_t now_s() {
@@ -51,17 +52,6 @@ int64_t dead_pid() {
   if (child == 0) ::_exit(0);
   ::waitpid(child, nullptr, 0);
   return child;
-}
-
-/// The message of the Error that `f` throws ("" when none).
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 TEST(FolderLock, FreeFolderTakenAndReleased) {
