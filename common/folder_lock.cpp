@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "common/host_name.h"
 #include "common/log.h"
 
 namespace tupe {
@@ -36,12 +37,6 @@ std::string utc_time(int64_t unix_s) {
   gmtime_r(&t, &tm);
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &tm);
-  return buf;
-}
-
-std::string host_name() {
-  char buf[256] = {0};
-  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown-host";
   return buf;
 }
 
@@ -261,6 +256,7 @@ std::unique_ptr<FolderLock> FolderLock::acquire(const std::filesystem::path& fol
     }
     lock->fd_ = fd;
     lock->flock_held_ = held;
+    lock->holder_ = me;
     break;
   }
   // The heartbeat: every stale_after_s / 8 (at least 1 s).
@@ -295,7 +291,7 @@ FolderLock::~FolderLock() {
   heartbeat_.reset();  // stops and joins the thread
   if (fd_ < 0) return;
   const std::optional<LockHolder> in_file = read_record(fd_, nullptr);
-  if (in_file && in_file->host == this_process_as_holder("").host && in_file->pid == static_cast<int64_t>(getpid())) {
+  if (in_file && same_holder(*in_file, holder_)) {
     // Removed while still locked: a job that opened the old file finds it unlinked and retries.
     if (unlink(path_.c_str()) != 0) (void)ftruncate(fd_, 0);
   }

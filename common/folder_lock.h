@@ -86,6 +86,7 @@ class FolderLock {
   std::filesystem::path path_;
   int fd_ = -1;
   bool flock_held_ = false;
+  LockHolder holder_;  ///< the record this process wrote (host, pid, start)
   std::string notice_;
   std::unique_ptr<Heartbeat> heartbeat_;
 };

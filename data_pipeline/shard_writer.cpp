@@ -162,12 +162,6 @@ void ShardWriter::commit() {
   fsync_path(std::filesystem::path(final_path_).parent_path().string());
 }
 
-std::string host_name() {
-  char buf[HOST_NAME_MAX + 1] = {0};
-  if (::gethostname(buf, sizeof buf - 1) != 0 || !buf[0]) return "localhost";
-  return buf;
-}
-
 std::vector<std::string> remove_stale_temp_shards(const std::string& folder, bool every_host,
                                                   std::vector<std::string>* kept) {
   std::vector<std::string> removed;

@@ -5,6 +5,8 @@
 #pragma once
 #include <cstdint>
 #include <string>
+
+#include "common/host_name.h"
 #include <vector>
 
 #include "data_pipeline/hdf5_util.h"
@@ -67,8 +69,5 @@ class ShardWriter {
 /// cannot be probed from here) and returned in `kept`. Returns the removed paths.
 std::vector<std::string> remove_stale_temp_shards(const std::string& folder, bool every_host,
                                                   std::vector<std::string>* kept = nullptr);
-
-/// This host's name (gethostname), "localhost" when unknown.
-std::string host_name();
 
 }  // namespace tupe::data_pipeline

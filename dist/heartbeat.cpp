@@ -53,7 +53,6 @@ struct Heartbeat::State {
   std::vector<int64_t> recv_value, send_value;
   std::vector<MPI_Request> recvs, sends;
   std::vector<Clock::time_point> last_heard;
-  std::vector<uint8_t> heard;
   std::mutex mu;
   std::condition_variable cv;
   bool stop = false;
@@ -92,10 +91,6 @@ struct Heartbeat::State {
         }
         if (!done) break;
         last_heard[i] = now;
-        {
-          std::lock_guard<std::mutex> lk(mu);
-          heard[i] = 1;
-        }
         post_receive(i);
       }
     }
@@ -161,7 +156,6 @@ Heartbeat::Heartbeat(const MpiEnv& env, double timeout_s, std::string command) {
   s.recvs.assign(n, MPI_REQUEST_NULL);
   s.sends.assign(n, MPI_REQUEST_NULL);
   s.last_heard.assign(n, Clock::now());
-  s.heard.assign(n, 0);
   for (size_t i = 0; i < n; ++i) s.post_receive(i);
   s.thread = std::thread([&s] { s.run(); });
 }
@@ -192,14 +186,6 @@ void Heartbeat::set_activity(const std::string& activity) {
   if (!state_) return;
   std::lock_guard<std::mutex> lk(state_->mu);
   state_->activity = activity;
-}
-
-int Heartbeat::heard_ranks() const {
-  if (!state_) return 1;
-  std::lock_guard<std::mutex> lk(state_->mu);
-  int n = 1;
-  for (const uint8_t h : state_->heard) n += h;
-  return n;
 }
 
 std::unique_ptr<Heartbeat> start_heartbeat(const MpiEnv& env, const std::string& command) {

@@ -57,9 +57,6 @@ class Heartbeat {
   /// for the other ranks in 'commit'"). Thread-safe.
   void set_activity(const std::string& activity);
 
-  /// For tests: the ranks rank 0 has heard from at least once (rank 0 itself included).
-  int heard_ranks() const;
-
  private:
   struct State;
   std::unique_ptr<State> state_;

@@ -11,6 +11,7 @@
 
 #include "common/crc32c.h"
 #include "common/error.h"
+#include "common/host_name.h"
 #ifdef TUPE_HAVE_TENSORBOARD
 #include "metrics/tensorboard_event.pb.h"
 #endif
@@ -19,12 +20,6 @@ namespace tupe::metrics {
 namespace {
 
 constexpr uint32_t kCrcMaskDelta = 0xA282EAD8u;
-
-[[maybe_unused]] std::string host_name() {
-  char name[256] = {};
-  if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "localhost";
-  return name;
-}
 
 [[maybe_unused]] void put_le(std::string& out, uint64_t v, int bytes) {
   for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
