@@ -11,6 +11,8 @@ import re
 import shutil
 import subprocess
 import sys
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from script_checks import check  # noqa: E402
 
 SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PAPER = os.path.join(SRC, "bench", "paper", "paper.py")
@@ -53,12 +55,6 @@ CASES = [
     ("slurm_launcher = mpirun", "slurm_launcher = torchrun", "must be srun or mpirun"),
     ("corpus = wikitext-2-test", "corpus = wiki", "must be mixed-english or wikitext-2-test"),
 ]
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        sys.exit(1)
 
 
 def refused(args, want, work, where=None):

@@ -38,6 +38,9 @@ import shutil
 import subprocess
 import sys
 import time
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from script_checks import check, one_line_refusal  # noqa: E402
+from script_checks import run as run_command  # noqa: E402
 
 TUPE = os.environ["TUPE_BIN"]
 SRC = os.environ["TUPE_SOURCE_DIR"]
@@ -53,25 +56,8 @@ QUICK = ["--train.max_steps", "2", "--checkpoint.every_steps", "2", "--optimizer
 
 
 def run(args, cwd=None, ok=True):
-    t = time.time()
-    p = subprocess.run([str(a) for a in args], cwd=cwd, env=ENV, capture_output=True, text=True, timeout=600)
-    tail = "\n".join((p.stdout + p.stderr).strip().splitlines()[-3:])
-    print(f"$ {' '.join(map(str, args))}  (in {cwd or '.'}) -> {p.returncode} ({time.time() - t:.1f} s)\n{tail}")
-    if ok and p.returncode != 0:
-        sys.exit(f"FAILED: exit {p.returncode}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
-    return p
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        sys.exit(1)
-
-
-def one_line_refusal(p, *needles):
-    err = [l for l in p.stderr.splitlines() if "error" in l]
-    check(p.returncode != 0 and len(err) == 1 and all(n in err[0] for n in needles),
-          f"refused in one line containing {needles}: exit {p.returncode}, {err}")
+    """`args` run with the test environment (script_checks.run)."""
+    return run_command(*args, cwd=cwd, ok=ok, env=ENV, timeout=600)
 
 
 def fresh(path):

@@ -21,13 +21,14 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 
 import torch
 from safetensors.torch import load_file
 from transformers.utils import logging as hf_logging
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from script_checks import check, run  # noqa: E402
 
 TUPE = os.environ["TUPE_BIN"]
 DATA = os.environ["TUPE_SHARED_DATA"]
@@ -39,22 +40,6 @@ TOL = 1e-5
 torch.set_num_threads(1)
 hf_logging.set_verbosity_error()
 hf_logging.disable_progress_bar()
-
-
-def run(*args, ok=True, stdin=None):
-    t = time.time()
-    p = subprocess.run([str(a) for a in args], capture_output=True, text=True, input=stdin)
-    tail = "\n".join(p.stderr.strip().splitlines()[-3:])
-    print(f"$ {' '.join(str(a) for a in args)} -> {p.returncode} ({time.time() - t:.1f} s)\n{tail}")
-    if ok and p.returncode != 0:
-        sys.exit(f"FAIL: command failed with {p.returncode}:\n{p.stdout[-2000:]}{p.stderr}")
-    return p
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        sys.exit(1)
 
 
 def masked_lines(work):

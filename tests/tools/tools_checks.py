@@ -20,30 +20,17 @@ import json
 import os
 import shutil
 import struct
-import subprocess
 import sys
 
 import numpy as np
 from safetensors.numpy import load_file
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from script_checks import check, run  # noqa: E402
 
 TUPE = os.environ["TUPE_BIN"]
 FIXTURE = os.environ["TUPE_TOOLS_FIXTURE"]
 VOCAB = os.path.join(os.environ["TUPE_SHARED_DATA"], "vocab", "bert-base-uncased-vocab.txt")
 CASED_VOCAB = os.path.join(os.environ["TUPE_SHARED_DATA"], "vocab", "bert-base-cased-vocab.txt")
-
-
-def run(*args, ok=True):
-    p = subprocess.run([str(a) for a in args], capture_output=True, text=True)
-    print("$", " ".join(str(a) for a in args), f"-> {p.returncode}\n{p.stdout}{p.stderr}")
-    if ok and p.returncode != 0:
-        sys.exit(f"FAIL: command failed with {p.returncode}")
-    return p
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        sys.exit(1)
 
 
 def make(work, name, variant, table):

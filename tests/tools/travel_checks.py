@@ -30,9 +30,9 @@ import json
 import os
 import shutil
 import struct
-import subprocess
 import sys
-import time
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from script_checks import check, one_line_refusal, run  # noqa: E402
 
 TUPE = os.environ["TUPE_BIN"]
 DATA = os.environ["TUPE_SHARED_DATA"]
@@ -41,28 +41,6 @@ CASED = os.path.join(DATA, "vocab", "bert-base-cased-vocab.txt")
 WIKI = os.path.join(DATA, "text", "wikitext-2", "wiki.test.raw")
 GLUE = os.path.join(DATA, "glue")
 LINE_MAX = 160
-
-
-def run(*args, ok=True, env=None):
-    t = time.time()
-    p = subprocess.run([str(a) for a in args], capture_output=True, text=True, env=env)
-    tail = "\n".join((p.stdout + p.stderr).strip().splitlines()[-3:])
-    print(f"$ {' '.join(str(a) for a in args)} -> {p.returncode} ({time.time() - t:.1f} s)\n{tail}")
-    if ok and p.returncode != 0:
-        sys.exit(f"FAIL: command failed with {p.returncode}:\n{p.stdout[-3000:]}{p.stderr[-3000:]}")
-    return p
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        sys.exit(1)
-
-
-def one_line_refusal(p, *needles):
-    err = [l for l in p.stderr.splitlines() if "error" in l]
-    check(p.returncode != 0 and len(err) == 1 and all(n in err[0] for n in needles),
-          f"refused in one line containing {needles}: rc {p.returncode}, {err}")
 
 
 def sha256(path):
