@@ -10,7 +10,7 @@
 #
 # Usage: launch/chaos.sh WORK [--seed S] [--faults N] [--every K] [--shards DIR] [--replay]
 #                             [--lock FILE] [--segment-minutes M] [--report FILE] [--fresh]
-#   WORK      the soak's folder (not under /tmp): state, shards, checkpoint tmpfs, report.
+#   WORK      the soak's folder: state, shards, checkpoint tmpfs, report.
 #             Run the same command again to continue a soak that was stopped.
 #   --seed    the schedule's seed (default 1); --faults N (default 8: every kind once)
 #   --replay  also replay the attempts' world sizes without the faults: the end state must

@@ -164,8 +164,9 @@ inner() {
 }
 
 # A private /tmp (a tmpfs of SIZE) in this mount namespace, with the folders listed in
-# DIR/shares (this machine's, under /tmp) bound into it at their paths. The machine's /tmp
-# stays reachable through a descriptor opened before the mount (fd 9) while they are bound.
+# DIR/shares (this machine's, under /tmp) bound into it at their paths, each with the mounts
+# it holds when the cluster starts. The machine's /tmp stays reachable through a descriptor
+# opened before the mount (fd 9) while they are bound.
 private_tmp() {
   local dir="$1" label="$2" size="$3" shared=() f
   [ -f "$dir/shares" ] && mapfile -t shared < "$dir/shares"
@@ -173,7 +174,9 @@ private_tmp() {
   mount -t tmpfs -o "size=$size" "$label" /tmp
   for f in "${shared[@]}"; do
     mkdir -p "$f"
-    mount --no-canonicalize --bind "/proc/self/fd/9/${f#/tmp/}" "$f"  # (canonicalized, the source would be the new /tmp)
+    # --rbind: with the mounts inside it (a test's checkpoint tmpfs); canonicalized, the source
+    # would be the new /tmp.
+    mount --no-canonicalize --rbind "/proc/self/fd/9/${f#/tmp/}" "$f"
   done
   exec 9<&-
 }
