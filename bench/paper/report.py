@@ -63,23 +63,29 @@ def majority(glue_dir, task):
 
 
 def pilot_lines(s):
-    """The pilot's numbers: per task and LR, the dev score x100 after each epoch (the best in bold)."""
-    out = []
+    """The pilot's numbers: per task and LR, the score x100 after each epoch (the best in bold)
+    on the split that chose: the selection split held out of train ([finetune]
+    selection_fraction), else the dev set."""
+    out, on = [], set()
     for t in s.tasks:
         f = os.path.join(s.work, "pilot", t, "results.json")
         if not os.path.exists(f):
             continue
         task = json.load(open(f))["tasks"][0]
         metric = task["primary_metric"]
+        chosen_on = task.get("chosen_on", "dev")
+        on.add(chosen_on)
         for r in task["runs"]:
-            scores = [100 * e["dev"]["dev"][metric] for e in r["epochs"]]
+            scores = [100 * (e["selection"][metric] if chosen_on == "selection" else e["dev"]["dev"][metric])
+                      for e in r["epochs"]]
             best = max(range(len(scores)), key=lambda i: scores[i])
             cells = [f"**{v:.1f}**" if i == best else f"{v:.1f}" for i, v in enumerate(scores)]
             out.append(f"| {t} | {r['lr']:g} | {r['seed']} | " + " | ".join(cells) + " |")
     if not out:
         return []
     epochs = max(line.count("|") - 4 for line in out)
-    return ["## The pilot (BERT-A, first seed): dev x100 after each epoch", "",
+    split = " and ".join("the selection split" if o == "selection" else "dev" for o in sorted(on))
+    return [f"## The pilot (BERT-A, first seed): {split} x100 after each epoch", "",
             "| task | LR | seed | " + " | ".join(f"epoch {i + 1}" for i in range(epochs)) + " |",
             "|---" * (epochs + 3) + "|"] + out + [""]
 

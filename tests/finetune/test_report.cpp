@@ -14,6 +14,7 @@ RunRecord run(double lr, int64_t seed, double acc, double f1) {
   r.lr = lr;
   r.seed = seed;
   r.score = acc;
+  r.selection_score = acc;  // no selection split: the first dev split chose
   r.selected = {{{"accuracy", acc}, {"f1", f1}}};
   r.selected_epoch = 1;
   return r;
@@ -41,6 +42,29 @@ TEST(GlueReport, MedianPerLrAndBestLr) {
   EXPECT_EQ(r.submission_run, 3u);  // the best run (0.85) of the best LR
 }
 
+TEST(GlueReport, WithASelectionSplitTheSelectionChoosesAndTheDevIsReported) {
+  TaskResult r;
+  r.task = &find_task("MRPC", "t");
+  // Dev accuracy would pick LR 1e-5 (median 0.90 against 0.70); the selection split's
+  // medians (0.60 against 0.75) pick 2e-5, whose dev median 0.70 is then the one reported;
+  // the submission run is 2e-5's best on the selection split (seed 3: 0.80), not on dev.
+  const double dev[2][3] = {{0.90, 0.91, 0.89}, {0.70, 0.72, 0.65}};
+  const double sel[2][3] = {{0.60, 0.55, 0.62}, {0.75, 0.70, 0.80}};
+  for (int l = 0; l < 2; ++l)
+    for (int s = 0; s < 3; ++s) {
+      RunRecord x = run(l ? 2e-5 : 1e-5, s + 1, dev[l][s], 0.5);
+      x.selection_score = sel[l][s];
+      r.runs.push_back(x);
+    }
+  summarize_runs(r, {1e-5, 2e-5}, 3);
+  EXPECT_DOUBLE_EQ(r.by_lr[0].median_selection_score, 0.60);
+  EXPECT_DOUBLE_EQ(r.by_lr[1].median_selection_score, 0.75);
+  EXPECT_DOUBLE_EQ(r.by_lr[0].median_score, 0.90);
+  EXPECT_EQ(r.best_lr, 1u);
+  EXPECT_DOUBLE_EQ(r.by_lr[r.best_lr].median.at(0).at("accuracy"), 0.70);
+  EXPECT_EQ(r.submission_run, 5u);
+}
+
 TEST(GlueReport, SubmissionFileLayout) {
   const TaskSpec& rte = find_task("RTE", "t");
   Predictions p;
@@ -65,7 +89,7 @@ TEST(GlueReport, TableOneLayoutAndAverage) {
     RunRecord one;
     one.lr = 2e-5;
     for (double v : values) one.selected.push_back({{r.task->primary_metric, v}});
-    one.score = values[0];
+    one.score = one.selection_score = values[0];
     r.runs.push_back(one);
     summarize_runs(r, {2e-5}, 1);
     results.push_back(r);

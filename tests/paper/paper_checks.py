@@ -44,12 +44,32 @@ def harness(work, *extra):
 
 
 def best_lr_median(results):
+    """The dev median x100 at the LR whose runs' median selection score is best (the selection
+    split's, or the dev set's without one), recomputed from the runs; and the pre-training steps."""
     t = json.load(open(results))["tasks"][0]
-    by_lr = {}
+    chosen_by, dev = {}, {}
     for r in t["runs"]:
-        by_lr.setdefault(r["lr"], []).append(r["score"])
-    best = max(by_lr, key=lambda lr: (statistics.median(by_lr[lr]), -lr))
-    return 100 * statistics.median(by_lr[best]), json.load(open(results))["pretrain_steps"]
+        chosen_by.setdefault(r["lr"], []).append(r.get("selection_score", r["score"]))
+        dev.setdefault(r["lr"], []).append(r["score"])
+    best = max(chosen_by, key=lambda lr: (statistics.median(chosen_by[lr]), -lr))
+    check(best == t["best_lr"], f"{results}: best LR {t['best_lr']}, recomputed {best}")
+    return 100 * statistics.median(dev[best]), json.load(open(results))["pretrain_steps"]
+
+
+def check_dev_scored_once(work):
+    """Every fine-tuning of the toy (selection_fraction 0.1 of the 64 WNLI train rows it keeps):
+    epochs and LRs chosen on the 6 held-out rows, the dev set scored exactly once per run."""
+    found = [os.path.join(d, "results.json") for d, _, files in os.walk(work) if "results.json" in files]
+    runs = bad = 0
+    for f in found:
+        t = json.load(open(f))["tasks"][0]
+        ok = t.get("chosen_on") == "selection" and t.get("selection_rows") == int(0.1 * 64 + 0.5) and t["train_rows"] == 58
+        for r in t["runs"]:
+            runs += 1
+            ok = ok and r.get("dev_evaluations") == 1 and all("selection" in e and not e["dev"] for e in r["epochs"])
+        bad += not ok
+    check(found and runs and not bad, f"{len(found)} fine-tunings, {runs} runs: each chose on the selection split "
+                                      f"(6 of 64 rows) and scored the dev set once ({bad} did not)")
 
 
 def main(work):
@@ -109,6 +129,7 @@ def main(work):
     check(os.path.isfile(os.path.join(work, "figure5a", "validation.png")) and
           os.path.isfile(os.path.join(work, "figure5c", "glue_curve.png")), "Figures 5a and 5c drawn")
     check(os.path.isfile(os.path.join(work, "pilot", "WNLI", "results.json")), "the pilot ran")
+    check_dev_scored_once(work)
     def jobs_run(out):
         return [line for line in out.splitlines() if re.match(r"\[paper [0-9:]+\] \S+: ", line)]
 

@@ -98,8 +98,14 @@ void add_run_fields(FieldTable<C>& t) {
       .or_zero()
       .integer("train_rows", &C::train_rows, 0, "rows", "train on a random subset of this many; 0 = all")
       .at_least(0)
-      .integer("data_seed", &C::data_seed, 1, "", "seed of the train_rows subset")
+      .integer("data_seed", &C::data_seed, 1, "", "seed of the train_rows subset and of the selection split")
       .at_least(0)
+      .real("selection_fraction", &C::selection_fraction, 0.0, "fraction",
+            "of the train rows held out as a selection split (a fixed subset drawn with data_seed) that chooses "
+            "each run's epoch and the task's LR, the dev sets then scored once per run, at its chosen epoch; "
+            "0 = choose on the first dev split, the paper's way")
+      .at_least(0)
+      .below(1)
       .integer("eval_batch_size", &C::eval_batch_size, 64, "examples", "per rank per forward in evaluation")
       .positive()
       .choice("select_epoch", &C::select_epoch, kSelectEpochWords, SelectEpoch::kBest,

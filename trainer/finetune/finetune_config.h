@@ -47,6 +47,7 @@ struct FinetuneOptions {
   int64_t max_length;
   int64_t train_rows;
   int64_t data_seed;
+  double selection_fraction;
   int64_t eval_batch_size;
   SelectEpoch select_epoch;
   dist::DeviceRequest device;

@@ -34,15 +34,18 @@ void summarize_runs(TaskResult& result, const std::vector<double>& lrs, size_t n
       s.median.push_back(m);
     }
     s.median_score = s.median.at(0).at(task.primary_metric);
+    std::vector<double> chosen_by;
+    for (size_t r : s.runs) chosen_by.push_back(result.runs[r].selection_score);
+    s.median_selection_score = median(chosen_by);
     result.by_lr.push_back(std::move(s));
   }
   result.best_lr = 0;
   for (size_t l = 1; l < result.by_lr.size(); ++l)
-    if (result.by_lr[l].median_score > result.by_lr[result.best_lr].median_score) result.best_lr = l;
+    if (result.by_lr[l].median_selection_score > result.by_lr[result.best_lr].median_selection_score) result.best_lr = l;
   const LrSummary& best = result.by_lr[result.best_lr];
   result.submission_run = best.runs.front();
   for (size_t r : best.runs)
-    if (result.runs[r].score > result.runs[result.submission_run].score) result.submission_run = r;
+    if (result.runs[r].selection_score > result.runs[result.submission_run].selection_score) result.submission_run = r;
 }
 
 TaskResult run_task(const RunEnvironment& env, const TaskData& data, const std::vector<double>& lrs,
@@ -53,10 +56,12 @@ TaskResult run_task(const RunEnvironment& env, const TaskData& data, const std::
   result.epochs = epochs;
   result.train_rows = static_cast<int64_t>(data.train.size());
   result.train_rows_in_file = data.train_rows_in_file;
+  result.selection_rows = static_cast<int64_t>(data.selection.size());
   result.max_length = data.max_length;
   result.skipped_rows = data.skipped_rows;
   result.skipped_messages = data.skipped_messages;
   result.truncated[data.task->train.name] = data.train.truncated;
+  if (result.selection_rows > 0) result.truncated[data.selection.name] = data.selection.truncated;
   for (const auto& d : data.dev) result.truncated[d.name] = d.truncated;
   for (const auto& t : data.test) result.truncated[t.name] = t.truncated;
   result.test_specs = data.test_specs;
@@ -69,8 +74,8 @@ TaskResult run_task(const RunEnvironment& env, const TaskData& data, const std::
   for (size_t l = 0; l < lrs.size(); ++l) {
     for (int64_t seed : seeds) {
       RunRecord rec = run_finetuning(env, data, lrs[l], seed, epochs, keep_weights);
-      if (keep_weights && rec.score > best_score[l]) {
-        best_score[l] = rec.score;
+      if (keep_weights && rec.selection_score > best_score[l]) {
+        best_score[l] = rec.selection_score;
         best_weights[l] = std::move(rec.weights);
       }
       rec.weights.clear();

@@ -2,7 +2,9 @@
 // the grid with every seed; per LR the MEDIAN over seeds of each dev metric (at each run's
 // selected epoch); the LR with the best median primary metric is reported. The submission
 // predictions (and the saved model) come from the best run (highest primary metric) of the
-// reported LR.
+// reported LR. With a selection split (finetune.selection_fraction > 0) the choices -- the
+// LR, and the submission run -- are made on the selection split's primary metric instead
+// (RunRecord::selection_score), and the dev medians of the chosen LR are reported.
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -19,6 +21,7 @@ struct LrSummary {
   double lr = 0;
   std::vector<size_t> runs;           ///< indices into TaskResult::runs
   double median_score = 0;            ///< median primary metric (first dev split)
+  double median_selection_score = 0;  ///< median of the runs' selection_score (= median_score without a selection split)
   std::vector<MetricValues> median;   ///< per dev split, each metric's median over the seeds
 };
 
@@ -27,6 +30,7 @@ struct TaskResult {
   int64_t epochs = 0;                 ///< epochs of every run
   int64_t train_rows = 0;             ///< rows trained on
   int64_t train_rows_in_file = 0;     ///< usable rows of train.tsv
+  int64_t selection_rows = 0;         ///< rows held out of train to choose epochs and LRs (0: the dev set chose)
   int64_t max_length = 0;
   std::map<std::string, int64_t> skipped_rows;  ///< per split read
   std::vector<std::string> skipped_messages;

@@ -69,14 +69,19 @@ json run_json(const TaskSpec& task, const RunRecord& run) {
   j["seconds"] = run.seconds;
   j["selected_epoch"] = run.selected_epoch;
   j["score"] = run.score;
+  j["selection_score"] = run.selection_score;
+  j["dev_evaluations"] = run.dev_evaluations;
   j["dev"] = dev_json(task, run.selected);
   j["epochs"] = json::array();
-  for (const auto& e : run.history)
-    j["epochs"].push_back({{"epoch", e.epoch},
-                           {"step", e.step},
-                           {"train_loss", e.train_loss},
-                           {"learning_rate", e.learning_rate},
-                           {"dev", dev_json(task, e.dev)}});
+  for (const auto& e : run.history) {
+    json epoch = {{"epoch", e.epoch},
+                  {"step", e.step},
+                  {"train_loss", e.train_loss},
+                  {"learning_rate", e.learning_rate},
+                  {"dev", dev_json(task, e.dev)}};
+    if (!e.selection.empty()) epoch["selection"] = metrics_json(e.selection);
+    j["epochs"].push_back(std::move(epoch));
+  }
   return j;
 }
 
@@ -92,6 +97,8 @@ json task_json(const TaskResult& r) {
   t["max_length"] = r.max_length;
   t["train_rows"] = r.train_rows;
   t["train_rows_in_file"] = r.train_rows_in_file;
+  t["selection_rows"] = r.selection_rows;
+  t["chosen_on"] = r.selection_rows > 0 ? "selection" : "dev";
   t["skipped_rows"] = r.skipped_rows;
   t["skipped_examples"] = r.skipped_messages;
   t["truncated_examples"] = r.truncated;
@@ -104,7 +111,8 @@ json task_json(const TaskResult& r) {
     json seeds = json::array();
     for (size_t i : s.runs) seeds.push_back(r.runs[i].seed);
     t["by_lr"].push_back(
-        {{"lr", s.lr}, {"seeds", seeds}, {"median_score", s.median_score}, {"median", dev_json(task, s.median)}});
+        {{"lr", s.lr}, {"seeds", seeds}, {"median_score", s.median_score},
+         {"median_selection_score", s.median_selection_score}, {"median", dev_json(task, s.median)}});
   }
   const LrSummary& best = r.by_lr.at(r.best_lr);
   t["best_lr"] = best.lr;
@@ -170,8 +178,8 @@ void glue_table(std::ostringstream& md, const ReportHeader& header, const std::v
 /// One row per task: the reported metrics, the LR grid's medians, epochs, rows, runs.
 void per_task_table(std::ostringstream& md, const std::vector<TaskResult>& results) {
   md << "## Per task\n\n"
-     << "| task | reported (best LR) | best LR | median primary metric per LR | epochs | train rows | runs | "
-        "skipped rows |\n"
+     << "| task | reported (best LR) | best LR | median primary metric per LR (chosen on) | epochs | train rows | "
+        "runs | skipped rows |\n"
      << "|---|---|---|---|---|---|---|---|\n";
   for (const auto& r : results) {
     const TaskSpec& task = *r.task;
@@ -180,11 +188,14 @@ void per_task_table(std::ostringstream& md, const std::vector<TaskResult>& resul
     for (size_t s = 0; s < best.median.size(); ++s)
       for (const auto& [name, v] : best.median[s])
         reported << (reported.tellp() > 0 ? ", " : "") << task.dev[s].table_column << " " << name << " " << percent(v);
-    for (const auto& s : r.by_lr) per_lr << (per_lr.tellp() > 0 ? ", " : "") << s.lr << ": " << percent(s.median_score);
+    for (const auto& s : r.by_lr) per_lr << (per_lr.tellp() > 0 ? ", " : "") << s.lr << ": " << percent(s.median_selection_score);
+    per_lr << (r.selection_rows > 0 ? " (selection split)" : " (dev)");
     int64_t skipped_total = 0;
     for (const auto& [split, n] : r.skipped_rows) skipped_total += n;
     md << "| " << task.name << " | " << reported.str() << " | " << best.lr << " | " << per_lr.str() << " | " << r.epochs
-       << " | " << r.train_rows << " of " << r.train_rows_in_file << " | " << r.runs.size() << " | " << skipped_total
+       << " | " << r.train_rows << " of " << r.train_rows_in_file
+       << (r.selection_rows > 0 ? " (" + std::to_string(r.selection_rows) + " held out for selection)" : std::string())
+       << " | " << r.runs.size() << " | " << skipped_total
        << " |\n";
   }
 }

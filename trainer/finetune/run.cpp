@@ -215,22 +215,51 @@ EpochRecord train_epoch(Run& r, int64_t epoch) {
   return er;
 }
 
-/// The dev metrics after an epoch, and its log line.
-void evaluate_epoch(Run& r, EpochRecord& er) {
+bool has_selection(const Run& r) { return r.data.selection.size() > 0; }
+
+/// The task's metrics on every dev split with the weights in place (counted: with a
+/// selection split a run scores the dev sets once).
+std::vector<MetricValues> score_dev(Run& r) {
+  std::vector<MetricValues> dev;
   for (const auto& split : r.data.dev) {
     const at::Tensor outputs = predict_outputs(*r.net, split, r.comm, r.env.inference);
-    er.dev.push_back(score_predictions(r.task, to_predictions(r.task, outputs), split));
+    dev.push_back(score_predictions(r.task, to_predictions(r.task, outputs), split));
   }
-  er.score = er.dev.at(0).at(r.task.primary_metric);
+  ++r.rec.dev_evaluations;
+  return dev;
+}
+
+std::string selection_text(const MetricValues& m) {
+  std::string out;
+  char buf[64];
+  for (const auto& [name, value] : m) {
+    std::snprintf(buf, sizeof buf, "%sselection %s %.4f", out.empty() ? "" : ", ", name.c_str(), value);
+    out += buf;
+  }
+  return out;
+}
+
+/// After an epoch: the metrics of the split that chooses (the selection split, else the dev
+/// splits), and its log line.
+void evaluate_epoch(Run& r, EpochRecord& er) {
+  if (has_selection(r)) {
+    const at::Tensor outputs = predict_outputs(*r.net, r.data.selection, r.comm, r.env.inference);
+    er.selection = score_predictions(r.task, to_predictions(r.task, outputs), r.data.selection);
+    er.score = er.selection.at(r.task.primary_metric);
+  } else {
+    er.dev = score_dev(r);
+    er.score = er.dev.at(0).at(r.task.primary_metric);
+  }
   char buf[128];
   std::snprintf(buf, sizeof buf, "%s lr %g seed %lld epoch %lld/%lld: train loss %.4f, ", r.task.name.c_str(), r.rec.lr,
                 static_cast<long long>(r.rec.seed), static_cast<long long>(er.epoch),
                 static_cast<long long>(r.rec.epochs), er.train_loss);
-  log::info(buf + metrics_text(r.task, er.dev) + " (" + std::to_string(static_cast<int>(seconds_since(r.start))) +
-            " s)");
+  log::info(buf + (has_selection(r) ? selection_text(er.selection) : metrics_text(r.task, er.dev)) + " (" +
+            std::to_string(static_cast<int>(seconds_since(r.start))) + " s)");
   if (r.tensorboard) {
     std::vector<std::pair<std::string, double>> scalars{{"train/loss", er.train_loss},
                                                         {"train/learning_rate", er.learning_rate}};
+    for (const auto& [metric, value] : er.selection) scalars.emplace_back("selection/" + metric, value);
     for (size_t s = 0; s < er.dev.size(); ++s)
       for (const auto& [metric, value] : er.dev[s]) scalars.emplace_back("dev/" + r.task.dev.at(s).name + "/" + metric, value);
     const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -244,20 +273,32 @@ void keep_if_selected(Run& r, EpochRecord er) {
   if (r.cfg.select_epoch == SelectEpoch::kLast || er.score > r.best_score) {
     r.best_score = er.score;
     r.rec.selected_epoch = er.epoch;
-    r.rec.score = er.score;
-    r.rec.selected = er.dev;
-    const bool need_weights = r.keep_weights || !r.data.test.empty();
+    r.rec.selection_score = er.score;
+    if (!has_selection(r)) {
+      r.rec.score = er.score;
+      r.rec.selected = er.dev;
+    }
+    const bool need_weights = r.keep_weights || !r.data.test.empty() || has_selection(r);
     if (need_weights && er.epoch < r.rec.epochs) r.selected_weights = snapshot(r.params);
   }
   r.rec.history.push_back(std::move(er));
 }
 
-/// The selected epoch's weights back in place, the test predictions, the weights to keep.
+/// The selected epoch's weights back in place; with a selection split, the dev sets scored
+/// (once, now); the test predictions; the weights to keep.
 void finish_run(Run& r) {
   const bool selected_last = r.rec.selected_epoch == r.rec.epochs;
   if (!selected_last && !r.selected_weights.empty()) {
     c10::NoGradGuard no_grad;
     for (size_t i = 0; i < r.params.size(); ++i) r.params[i].second.copy_(r.selected_weights[i].second);
+  }
+  if (has_selection(r)) {
+    r.rec.selected = score_dev(r);
+    r.rec.score = r.rec.selected.at(0).at(r.task.primary_metric);
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "%s lr %g seed %lld: dev at the selection's epoch %lld: ", r.task.name.c_str(),
+                  r.rec.lr, static_cast<long long>(r.rec.seed), static_cast<long long>(r.rec.selected_epoch));
+    log::info(buf + metrics_text(r.task, r.rec.selected));
   }
   for (const auto& split : r.data.test)
     r.rec.test.push_back(to_predictions(r.task, predict_outputs(*r.net, split, r.comm, r.env.inference)));

@@ -15,8 +15,10 @@
 // examples in b_t joins the step with none). So the update equals one rank's on the whole
 // batch whatever W (docs/architecture.md "Data parallel is exact"). Dropout is seeded per
 // step t and rank r from a seed derived from the run's seed (trainer::step_seed).
-// After every epoch: the dev metrics; the run reports the best (or last) epoch by the task's
-// primary metric on its first dev split.
+// After every epoch: the metrics of the split that chooses (the selection split held out of
+// train when finetune.selection_fraction > 0, else the first dev split); the run reports the
+// best (or last) epoch by the task's primary metric there. With a selection split the dev
+// sets are scored once, after the last epoch, with the chosen epoch's weights.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -57,8 +59,9 @@ struct EpochRecord {
   int64_t step = 0;                ///< optimizer steps done at its end
   double train_loss = 0;           ///< mean loss per training example over the epoch (all ranks)
   double learning_rate = 0;        ///< LR of the epoch's last step
-  std::vector<MetricValues> dev;   ///< per dev split (TaskData::dev order)
-  double score = 0;                ///< primary metric on the first dev split
+  std::vector<MetricValues> dev;   ///< per dev split (TaskData::dev order); empty with a selection split
+  MetricValues selection;          ///< on the selection split (empty without one)
+  double score = 0;                ///< primary metric on the split that chooses (selection, else first dev)
 };
 
 struct RunRecord {
@@ -70,7 +73,11 @@ struct RunRecord {
   std::string optimizer;           ///< the step's optimizer, as it was built ("adamw" | "lamb")
   std::vector<EpochRecord> history;
   int64_t selected_epoch = 0;      ///< 1-based epoch the run reports (select_epoch best | last)
-  double score = 0;                ///< primary metric at selected_epoch
+  double score = 0;                ///< primary dev metric (first dev split) at selected_epoch
+  /// Primary metric at selected_epoch on the split that chose it: the selection split, or
+  /// the first dev split (then equal to score). The protocol chooses LRs by it.
+  double selection_score = 0;
+  int64_t dev_evaluations = 0;     ///< times the dev sets were scored (epochs, or 1 with a selection split)
   std::vector<MetricValues> selected;   ///< dev metrics at selected_epoch
   std::vector<Predictions> test;        ///< per TaskData::test split, from the selected epoch's weights
   checkpoint::NamedTensors weights;        ///< selected epoch's parameters (CPU), when asked to keep them

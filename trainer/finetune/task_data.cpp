@@ -1,6 +1,7 @@
 #include "trainer/finetune/task_data.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <sstream>
 
@@ -11,6 +12,9 @@
 namespace tupe::finetune {
 
 namespace {
+
+/// The stream of data_seed the selection split is drawn with (the train_rows subset: data_seed itself).
+constexpr uint64_t kSelectionStream = 2;
 
 /// Uniform integer in [0, bound) by rejection (no modulo bias).
 uint64_t uniform_below(uint64_t& state, uint64_t bound) {
@@ -105,6 +109,19 @@ void check_task_files(const std::vector<const TaskSpec*>& tasks, const std::stri
                      << (missing_test == missing.size() ? " (finetune.predict_test = false skips the test files)" : ""));
 }
 
+std::pair<std::vector<int64_t>, std::vector<int64_t>> selection_rows(const std::string& task, int64_t rows,
+                                                                     double fraction, int64_t data_seed) {
+  const auto held = static_cast<int64_t>(std::llround(fraction * static_cast<double>(rows)));
+  TUPE_CHECK(held >= 1 && held < rows, task << ": finetune.selection_fraction " << fraction << " of " << rows
+                                            << " train rows leaves " << held << " for selection and " << rows - held
+                                            << " to train; each needs at least one");
+  std::vector<int64_t> order = permutation(rows, hash_words({static_cast<uint64_t>(data_seed), kSelectionStream}));
+  std::vector<int64_t> selection(order.begin(), order.begin() + held), train(order.begin() + held, order.end());
+  std::sort(selection.begin(), selection.end());
+  std::sort(train.begin(), train.end());
+  return {std::move(train), std::move(selection)};
+}
+
 TaskData load_task_data(const TaskSpec& task, const FinetuneOptions& config, const data_pipeline::Tokenizer& tokenizer,
                         int64_t max_length, bool with_test, int num_threads) {
   TUPE_CHECK(max_length >= 3, task.name << ": max_length must be >= 3, got " << max_length);
@@ -122,6 +139,19 @@ TaskData load_task_data(const TaskSpec& task, const FinetuneOptions& config, con
     subset.reserve(keep.size());
     for (int64_t i : keep) subset.push_back(std::move(train.examples[static_cast<size_t>(i)]));
     train.examples = std::move(subset);
+  }
+  if (config.selection_fraction > 0) {
+    auto [keep, held_out] = selection_rows(task.name, static_cast<int64_t>(train.examples.size()),
+                                           config.selection_fraction, config.data_seed);
+    SplitData selection = train;  // same file, task and labels; its own rows
+    selection.split = "selection";
+    selection.examples.clear();
+    for (int64_t i : held_out) selection.examples.push_back(train.examples[static_cast<size_t>(i)]);
+    std::vector<Example> rest;
+    rest.reserve(keep.size());
+    for (int64_t i : keep) rest.push_back(std::move(train.examples[static_cast<size_t>(i)]));
+    train.examples = std::move(rest);
+    data.selection = encode_split(tokenizer, task, selection, task.train.pair(), max_length, num_threads);
   }
   data.train = encode_split(tokenizer, task, train, task.train.pair(), max_length, num_threads);
   load_eval_splits(data, task, config, tokenizer, with_test, num_threads);

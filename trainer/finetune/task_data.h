@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "data_pipeline/tokenizer.h"
@@ -17,6 +18,9 @@ namespace tupe::finetune {
 struct TaskData {
   const TaskSpec* task = nullptr;
   EncodedSplit train;                      ///< the rows trained on (subset when train_rows > 0)
+  /// The rows held out of train to choose epochs and LRs (finetune.selection_fraction > 0;
+  /// name "selection"); empty otherwise, and then the first dev split chooses.
+  EncodedSplit selection;
   std::vector<EncodedSplit> dev;           ///< aligned with task->dev
   std::vector<const SplitSpec*> test_specs;///< test files read (empty without predict_test)
   std::vector<EncodedSplit> test;          ///< aligned with test_specs
@@ -40,10 +44,18 @@ void check_task_files(const std::vector<const TaskSpec*>& tasks, const std::stri
 std::vector<std::pair<std::string, std::string>> describe_task_files(const std::vector<const TaskSpec*>& tasks,
                                                                      const std::string& data_dir, bool with_test);
 
+/// Splits `rows` train rows into (train, selection) row indices, each in file order: the
+/// selection split is the first round(fraction x rows) of permutation(rows, seed') with
+/// seed' = hash_words({data_seed, 2}), a pure function of (rows, fraction, data_seed).
+/// Throws tupe::Error "<task>: finetune.selection_fraction ..." when either side would be empty.
+std::pair<std::vector<int64_t>, std::vector<int64_t>> selection_rows(const std::string& task, int64_t rows,
+                                                                     double fraction, int64_t data_seed);
+
 /// Reads and encodes `task`'s files under config.data_dir: train (subset of
-/// config.train_rows rows drawn with config.data_seed, kept in file order), the dev splits,
-/// and the test splits when config.predict_test. `max_length` >= 3. Throws tupe::Error
-/// naming the file (and line) on bad input.
+/// config.train_rows rows drawn with config.data_seed, kept in file order; with
+/// config.selection_fraction > 0, the selection split then held out of it by selection_rows),
+/// the dev splits, and the test splits when config.predict_test. `max_length` >= 3. Throws
+/// tupe::Error naming the file (and line) on bad input.
 TaskData load_task_data(const TaskSpec& task, const FinetuneOptions& config, const data_pipeline::Tokenizer& tokenizer,
                         int64_t max_length, bool with_test, int num_threads);
 
