@@ -64,7 +64,9 @@ int pretrain_job(const dist::MpiEnv& env, int argc, char** argv) {
     line << "pre-training " << (result.stopped_by_signal ? "stopped by signal" : "finished") << " at step "
          << result.final_step;
     if (result.last_logged_step > 0) line << "; loss " << result.last_loss << " at step " << result.last_logged_step;
-    if (result.validation_loss >= 0) line << ", validation loss " << result.validation_loss;
+    if (result.validation_loss >= 0)
+      line << ", validation loss " << result.validation_loss << " (masked-token accuracy "
+           << result.validation_accuracy << ")";
     if (!result.last_checkpoint.empty()) line << "; checkpoint " << result.last_checkpoint.string();
     log::info(line.str());
   }

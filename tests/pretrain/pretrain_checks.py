@@ -25,7 +25,8 @@ warnings); the helpers they share in pretrain_common.py.
   learns      tiny TUPE-R under mpirun -np 2 lowers its MLM loss clearly
   validation  the validation loss of a 2-rank job (its evaluation: device sums, one
               all-reduce) equals a float64 recomputation from its checkpoint on one process
-              ($TUPE_VALIDATION_REFERENCE, validation_reference.cpp) to 1e-6 relative
+              ($TUPE_VALIDATION_REFERENCE, validation_reference.cpp) to 1e-6 relative, and its
+              masked-token accuracy (above 0) the recomputation's, token for token but near ties
   tensorboard pretrain's and finetune's TensorBoard scalars (read by the tensorboard package)
               equal their metrics JSONL / results.json; off when switched off
   mfu         with an empty $TUPE_CACHE, fp32 and bf16: step 1 is logged within 10 s of the
@@ -242,14 +243,17 @@ def check_validation(work):
     ck = os.path.join(work, "validation")
     shutil.rmtree(ck, ignore_errors=True)
     # Micro-batches of 2 rows (2 accumulation steps a rank): evaluation takes whole batches.
-    mpirun(2, pretrain_args(work, ck, **{"train.max_steps": 4, "checkpoint.every_steps": 4,
+    # 30 steps at LR 1e-2: enough for the model to name some masked tokens (accuracy above 0).
+    mpirun(2, pretrain_args(work, ck, **{"train.max_steps": 30, "checkpoint.every_steps": 30,
+                                          "optimizer.lr": 1e-2, "optimizer.total_steps": 30,
                                           "train.micro_batch_size": 2, "data.validation_shards": f"{work}/../shards",
-                                          "train.eval_every": 4, "train.eval_batches": 5}) + ["--resume", "none"])
+                                          "train.eval_every": 30, "train.eval_batches": 5}) + ["--resume", "none"])
     records = [json.loads(l) for l in open(os.path.join(ck, "metrics", "rank_0.jsonl"))]
     logged = [r["validation_loss"] for r in records if "validation_loss" in r]
+    accuracy = [r["validation_accuracy"] for r in records if "validation_loss" in r]
     if len(logged) != 1:
         sys.exit(f"FAILED: expected one validation record, got {logged}")
-    p = subprocess.run([os.environ["TUPE_VALIDATION_REFERENCE"], os.path.join(ck, "step_00000004")],
+    p = subprocess.run([os.environ["TUPE_VALIDATION_REFERENCE"], os.path.join(ck, "step_00000030")],
                        capture_output=True, text=True, timeout=300)
     if p.returncode != 0:
         sys.exit(f"FAILED: validation_reference exit {p.returncode}: {p.stderr[-2000:]}")
@@ -259,6 +263,12 @@ def check_validation(work):
           f"{ref['masked']} masked tokens in {ref['steps']} steps; relative difference {rel:.2e}")
     if not rel <= 1e-6:
         sys.exit(f"FAILED: the job's validation loss differs from the recomputation by {rel:.2e} (> 1e-6)")
+    # Accuracy: the same tokens right, but for those the float64 logits call a near tie.
+    diff_tokens = abs(accuracy[0] - ref["validation_accuracy"]) * ref["masked"]
+    print(f"masked-token accuracy: job {accuracy[0]:.6f}, float64 recomputation {ref['validation_accuracy']:.6f} "
+          f"({diff_tokens:.1f} tokens apart; near ties {ref['near_ties']})")
+    if not (0 < ref["validation_accuracy"] < 1 and diff_tokens <= ref["near_ties"] + 1e-6):
+        sys.exit(f"FAILED: the job's accuracy {accuracy[0]} is not the recomputation's {ref['validation_accuracy']}")
     print("validation OK")
 
 

@@ -61,6 +61,7 @@ struct PretrainResult {
   double last_loss = 0;                   ///< global MLM loss of the last logged step
   int64_t last_logged_step = 0;           ///< that step (0: no step was logged in this run)
   double validation_loss = -1;            ///< last validation loss (-1: none)
+  double validation_accuracy = -1;        ///< its masked-token accuracy (-1: none)
   std::filesystem::path last_checkpoint;  ///< "" when none was written
 };
 

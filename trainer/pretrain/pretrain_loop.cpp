@@ -27,14 +27,21 @@ extern "C" void on_checkpoint_signal(int) { g_checkpoint_signal = 1; }
 
 using Clock = std::chrono::steady_clock;
 
-/// Validation MLM loss over the held-out split: (sum of CE, masked tokens) over all ranks.
-/// Batches come pinned on CUDA (the resolved loader config) and the loss is summed on the
-/// device: one host sync per evaluation, in the final all-reduce.
-double evaluate(PretrainJob& job) {
+/// What one validation measured over all ranks.
+struct Validation {
+  double loss = 0;      ///< mean CE per masked token (nats)
+  double accuracy = 0;  ///< fraction of masked tokens whose argmax is the original id
+};
+
+/// Validation over the held-out split: (sum of CE, correct argmaxes, masked tokens) over all
+/// ranks (step.h's masked_lm_eval_sums). Batches come pinned on CUDA (the resolved loader
+/// config) and the sums stay on the device: one host sync per evaluation, in the final
+/// all-reduce.
+Validation evaluate(PretrainJob& job) {
   const PretrainConfig& cfg = job.cfg;
   data_pipeline::EvalIterator it(job.validation_data, job.loader_config, job.rank, job.world);
   job.net->eval();
-  at::Tensor sums = at::zeros({2}, at::TensorOptions().dtype(at::kDouble).device(job.device()));  // CE sum, count
+  at::Tensor sums = at::zeros({3}, at::TensorOptions().dtype(at::kDouble).device(job.device()));  // CE, correct, count
   double count = 0;
   {
     at::NoGradGuard no_grad;
@@ -44,15 +51,15 @@ double evaluate(PretrainJob& job) {
       if (!b) break;
       if (b->rows() == 0 || b->masked_positions.numel() == 0) continue;
       const data_pipeline::MlmBatch d = data_pipeline::to_device(*b, job.device());
-      sums[0] += masked_lm_loss_sum(*job.net, d, amp, job.device()).to(at::kDouble);
+      sums.narrow(0, 0, 2).add_(masked_lm_eval_sums(*job.net, d, amp, job.device()));
       count += static_cast<double>(b->masked_positions.numel());
     }
   }
   job.net->train();
-  sums[1].fill_(count);
+  sums[2].fill_(count);
   const std::vector<double> total = dist::all_reduce_sum(job.comm(), sums, "validation loss");
-  TUPE_CHECK(total[1] > 0, "validation: the validation split has no masked tokens");
-  return total[0] / total[1];
+  TUPE_CHECK(total[2] > 0, "validation: the validation split has no masked tokens");
+  return Validation{total[0] / total[2], total[1] / total[2]};
 }
 
 /// Rank 0 saves; every rank learns whether the save worked (one byte each).
@@ -151,12 +158,17 @@ void validate_if_due(PretrainJob& job) {
   const int64_t step = job.step->step();
   const int64_t every = job.cfg.train.eval_every;
   if (!job.validation_data || !((every > 0 && step % every == 0) || step == job.max_steps)) return;
-  const double loss = evaluate(job);
-  job.result.validation_loss = loss;
+  const Validation v = evaluate(job);
+  job.result.validation_loss = v.loss;
+  job.result.validation_accuracy = v.accuracy;
   std::ostringstream msg;
-  msg << "validation at step " << step << ": MLM loss " << loss << ", perplexity " << std::exp(loss);
+  msg << "validation at step " << step << ": MLM loss " << v.loss << ", perplexity " << std::exp(v.loss)
+      << ", masked-token accuracy " << v.accuracy;
   job.progress->message(msg.str());
-  job.metrics->write({{"step", step}, {"validation_loss", loss}, {"validation_perplexity", std::exp(loss)}});
+  job.metrics->write({{"step", step},
+                      {"validation_loss", v.loss},
+                      {"validation_perplexity", std::exp(v.loss)},
+                      {"validation_accuracy", v.accuracy}});
 }
 
 }  // namespace

@@ -30,6 +30,25 @@ at::Tensor masked_lm_loss_sum(model::TupeBertImpl& net, const data_pipeline::Mlm
   return at::cross_entropy_loss(l, b.masked_labels, /*weight=*/{}, at::Reduction::Sum);
 }
 
+at::Tensor mlm_eval_sums(const at::Tensor& logits, const at::Tensor& labels) {
+  TUPE_CHECK(logits.dim() == 2 && labels.dim() == 1 && logits.size(0) == labels.size(0),
+             "mlm_eval_sums: logits " << logits.sizes() << " and labels " << labels.sizes() << " do not pair up");
+  const at::Tensor l = logits.scalar_type() == at::kDouble ? logits : logits.to(at::kFloat);
+  const at::Tensor ce = at::cross_entropy_loss(l, labels, /*weight=*/{}, at::Reduction::Sum).to(at::kDouble);
+  const at::Tensor correct = l.argmax(/*dim=*/1).eq(labels).sum().to(at::kDouble);
+  return at::stack({ce, correct});
+}
+
+at::Tensor masked_lm_eval_sums(model::TupeBertImpl& net, const data_pipeline::MlmBatch& b, at::ScalarType amp,
+                               const c10::Device& device) {
+  at::Tensor logits;
+  {
+    trainer::AutocastScope autocast(device.type(), amp);
+    logits = net.mlm_logits(b.input_ids, b.attention_mask, b.segment_ids, b.masked_positions);  // (M, V)
+  }
+  return mlm_eval_sums(logits, b.masked_labels);
+}
+
 trainer::StepResult run_mlm_step(trainer::TrainStep& step, model::TupeBertImpl& net,
                                  const data_pipeline::MlmBatch& batch, const BatchPlan& plan, at::ScalarType amp,
                                  trainer::StepTimes* times, const trainer::StepPhaseHook& hook) {

@@ -31,6 +31,18 @@ trainer::TrainStepOptions step_options(const PretrainConfig& cfg, trainer::Preci
 at::Tensor masked_lm_loss_sum(model::TupeBertImpl& net, const data_pipeline::MlmBatch& b, at::ScalarType amp,
                               const c10::Device& device);
 
+/// Sums of an MLM evaluation from the logits of M masked tokens: a (2) float64 tensor on the
+/// logits' device, (sum over m of CE(logits[m], labels[m]), number of m whose argmax over the
+/// vocabulary equals labels[m]); ties go to the lowest id, as at::argmax (the first maximum).
+/// `logits` (M, V) of any floating dtype (half/bfloat16 are widened to float32, float32 and
+/// float64 kept); `labels` (M) int64. Masked-token accuracy is the second sum over M (the
+/// figure MLPerf's BERT target is stated in).
+at::Tensor mlm_eval_sums(const at::Tensor& logits, const at::Tensor& labels);
+
+/// mlm_eval_sums of the masked tokens of `b` (on `device`), the forward under autocast `amp`.
+at::Tensor masked_lm_eval_sums(model::TupeBertImpl& net, const data_pipeline::MlmBatch& b, at::ScalarType amp,
+                               const c10::Device& device);
+
 /// One pre-training step of `step` on this rank's host batch, in plan.accumulation
 /// micro-batches of plan.micro_batch rows. `times`/`hook` as TrainStep::run. Throws
 /// tupe::Error from the step, or for a batch without sample_indices.
