@@ -29,7 +29,8 @@ namespace tupe::cli {
 int run_analyze(int argc, char** argv) {
   std::string checkpoint, output, metrics, python, script, reference;
   std::vector<std::string> runs, glue;
-  int64_t positions = 128, seed = 1;
+  std::string validation_shards;
+  int64_t positions = 128, seed = 1, eval_batches = 0;
   ConfigCli cli("analyze",
                 "Analyses a pre-training checkpoint: positional-correlation heatmaps per head (PNG), the\n"
                 "position-embedding probes of Wang & Chen (2020) (position regression MAE, pairwise order\n"
@@ -52,6 +53,11 @@ int run_analyze(int argc, char** argv) {
       "plotting/probe script (default: the built-in tools/analyze/analyze_plots.py, with --run "
       "compare_plots.py, copied to the output folder)")(
       "seed", po::value<int64_t>(&seed)->default_value(1), "seed of the probes' train/test split")(
+      "validation-shards", po::value<std::string>(&validation_shards),
+      "with --checkpoint: also the masked-LM loss and accuracy by position bucket on these validation shards "
+      "(masked as the run validated; mlm_by_position.csv)")(
+      "eval-batches", po::value<int64_t>(&eval_batches)->default_value(0),
+      "with --validation-shards: the global batches scored (0 = all)")(
       "run", po::value<std::vector<std::string>>(&runs)->composing(),
       "NAME=DIR: a run to compare (DIR a checkpoint.dir or a metrics JSONL); repeat it, a NAME once per seed")(
       "glue", po::value<std::vector<std::string>>(&glue)->composing(),
@@ -65,6 +71,8 @@ int run_analyze(int argc, char** argv) {
              "analyze: --output " << output << ": a file, not a folder");
   TUPE_CHECK(static_cast<int>(!runs.empty()) + static_cast<int>(!glue.empty()) + static_cast<int>(!checkpoint.empty()) <= 1,
              "analyze: give one of --checkpoint (one checkpoint), --run (runs to compare) or --glue (fine-tuning results)");
+  TUPE_CHECK(validation_shards.empty() || (runs.empty() && glue.empty()),
+             "analyze: --validation-shards belongs to --checkpoint (one checkpoint scored by position)");
   if (!glue.empty()) {
     TUPE_CHECK(metrics.empty() && reference.empty(), "analyze: --metrics and --reference do not apply to --glue");
     analyze::GlueCurveOptions curve;
@@ -89,6 +97,7 @@ int run_analyze(int argc, char** argv) {
     return 0;
   }
   TUPE_CHECK(reference.empty(), "analyze: --reference belongs to --run");
+  TUPE_CHECK(eval_batches >= 0, "analyze: --eval-batches " << eval_batches << ": must be >= 0");
   TUPE_CHECK(!checkpoint.empty(), "analyze: no checkpoint given (--checkpoint DIR, or --run NAME=DIR to compare runs)");
   analyze::AnalyzeOptions options;
   options.checkpoint = checkpoint;
@@ -98,6 +107,8 @@ int run_analyze(int argc, char** argv) {
   options.python = python;
   options.script = script;
   options.seed = seed;
+  options.validation_shards = validation_shards;
+  options.eval_batches = eval_batches;
   std::cout << analyze::analyze_checkpoint(options);
   log::info("wrote " + output);
   return 0;

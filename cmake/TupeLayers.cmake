@@ -25,7 +25,7 @@ set(TUPE_LAYERS
     "tupe_pretrain|trainer/pretrain|tupe_metrics,tupe_trainer,tupe_checkpoint,tupe_model,tupe_data_pipeline,tupe_text,tupe_dist,tupe_common"
     "tupe_finetune|trainer/finetune|tupe_metrics,tupe_trainer,tupe_checkpoint,tupe_model,tupe_text,tupe_dist,tupe_common"
     "tupe_export|tools/export|tupe_checkpoint,tupe_model,tupe_data_pipeline,tupe_text,tupe_common"
-    "tupe_analyze|tools/analyze|tupe_checkpoint,tupe_model,tupe_common"
+    "tupe_analyze|tools/analyze|tupe_checkpoint,tupe_model,tupe_data_pipeline,tupe_text,tupe_common"
     "tupe_predict|tools/predict|tupe_export,tupe_trainer,tupe_checkpoint,tupe_model,tupe_text,tupe_dist,tupe_common"
     "tupe|cli|*")
 # Files outside their library's folder: the tokenizer interface is tupe_text's.

@@ -26,7 +26,8 @@ warnings); the helpers they share in pretrain_common.py.
   validation  the validation loss of a 2-rank job (its evaluation: device sums, one
               all-reduce) equals a float64 recomputation from its checkpoint on one process
               ($TUPE_VALIDATION_REFERENCE, validation_reference.cpp) to 1e-6 relative, and its
-              masked-token accuracy (above 0) the recomputation's, token for token but near ties
+              masked-token accuracy (above 0) the recomputation's, token for token but near ties;
+              tupe analyze --validation-shards: its position buckets add up to the same
   tensorboard pretrain's and finetune's TensorBoard scalars (read by the tensorboard package)
               equal their metrics JSONL / results.json; off when switched off
   mfu         with an empty $TUPE_CACHE, fp32 and bf16: step 1 is logged within 10 s of the
@@ -269,6 +270,24 @@ def check_validation(work):
           f"({diff_tokens:.1f} tokens apart; near ties {ref['near_ties']})")
     if not (0 < ref["validation_accuracy"] < 1 and diff_tokens <= ref["near_ties"] + 1e-6):
         sys.exit(f"FAILED: the job's accuracy {accuracy[0]} is not the recomputation's {ref['validation_accuracy']}")
+    # tupe analyze by position: its buckets add up to the same tokens, loss and accuracy.
+    out = os.path.join(work, "validation-analyze")
+    p = subprocess.run([os.environ["TUPE_BIN"], "analyze", "--checkpoint", os.path.join(ck, "step_00000030"),
+                        "--validation-shards", f"{work}/../shards", "--eval-batches", "5", "--output", out],
+                       capture_output=True, text=True, timeout=300)
+    if p.returncode != 0:
+        sys.exit(f"FAILED: tupe analyze --validation-shards exit {p.returncode}: {p.stderr[-2000:]}")
+    rows = [line.split(",") for line in open(os.path.join(out, "mlm_by_position.csv")).read().split("\n")[1:] if line]
+    buckets, total = [r for r in rows if r[0] != "all"], next(r for r in rows if r[0] == "all")
+    masked = sum(int(r[3]) for r in buckets)
+    loss = sum(int(r[3]) * float(r[4]) for r in buckets) / masked
+    right = sum(int(r[3]) * float(r[5]) for r in buckets)
+    print(f"by position: {len(buckets)} buckets, {masked} masked tokens, loss {loss:.9f}, accuracy {right / masked:.6f}; "
+          f"all: {total[3:]}")
+    if not (masked == ref["masked"] == int(total[3]) and abs(loss - ref["validation_loss"]) / ref["validation_loss"] <= 1e-6
+            and abs(right - ref["validation_accuracy"] * masked) <= ref["near_ties"] + 1e-3 and len(buckets) >= 3
+            and "| positions | masked | loss | accuracy |" in p.stdout):
+        sys.exit(f"FAILED: the buckets of tupe analyze do not add up to the recomputation's {ref}")
     print("validation OK")
 
 

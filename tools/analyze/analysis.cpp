@@ -16,6 +16,7 @@
 #include "checkpoint/safetensors.h"
 #include "common/error.h"
 #include "tools/analyze/analyze_plots_source.h"
+#include "tools/analyze/mlm_by_position.h"
 #include "tools/analyze/plot_script.h"
 
 namespace tupe::analyze {
@@ -74,6 +75,25 @@ checkpoint::NamedTensors position_table(model::TupeBertImpl& net) {
 
 void write_text(const fs::path& path, const std::string& text) { checkpoint::write_file_atomic(path, text); }
 
+/// The buckets as a Markdown table ("" without them).
+std::string by_position_table(const std::vector<BucketSums>& sums) {
+  if (sums.empty()) return "";
+  std::ostringstream md;
+  md << "\nMasked-LM loss and accuracy by position (validation):\n\n| positions | masked | loss | accuracy |\n"
+     << "|---|---|---|---|\n";
+  char line[128];
+  for (size_t k = 0; k < sums.size(); ++k) {
+    if (sums[k].masked == 0) continue;
+    const auto [first, last] = bucket_range(static_cast<int64_t>(k));
+    const double n = static_cast<double>(sums[k].masked);
+    std::snprintf(line, sizeof line, "| %lld-%lld | %lld | %.4f | %.4f |\n", static_cast<long long>(first),
+                  static_cast<long long>(last), static_cast<long long>(sums[k].masked), sums[k].loss_sum / n,
+                  static_cast<double>(sums[k].correct) / n);
+    md << line;
+  }
+  return md.str();
+}
+
 }  // namespace
 
 std::string metrics_jsonl_to_csv(const fs::path& path) {
@@ -113,10 +133,16 @@ std::string analyze_checkpoint(const AnalyzeOptions& options) {
   const bool have_curves = !metrics.empty();
   // Parsed before anything is written: a bad metrics file leaves no partial analysis.
   const std::string curves_csv = have_curves ? metrics_jsonl_to_csv(metrics) : std::string();
+  // So are the shards scored: bad shards leave nothing either.
+  const std::vector<BucketSums> by_position =
+      options.validation_shards.empty() ? std::vector<BucketSums>{}
+                                        : mlm_by_position(ckpt, options.validation_shards, options.eval_batches);
 
   fs::create_directories(options.output);
   if (have_curves) write_text(options.output / "curves.csv", curves_csv);
   else fs::remove(options.output / "curves.csv");
+  if (!by_position.empty()) write_text(options.output / "mlm_by_position.csv", by_position_csv(by_position));
+  else fs::remove(options.output / "mlm_by_position.csv");
 
   at::NoGradGuard no_grad;
   checkpoint::NamedTensors terms;
@@ -135,14 +161,15 @@ std::string analyze_checkpoint(const AnalyzeOptions& options) {
   nlohmann::json info = {{"checkpoint", ckpt.dir.string()},         {"step", ckpt.contents.state.step},
                          {"position_encoding", variant},             {"untie_cls", c.untie_cls},
                          {"num_heads", c.num_heads},                 {"heatmap_positions", L},
-                         {"metrics", have_curves ? metrics.string() : ""}, {"seed", options.seed}};
+                         {"metrics", have_curves ? metrics.string() : ""}, {"seed", options.seed},
+                         {"mlm_by_position", by_position.empty() ? "" : "mlm_by_position.csv"}};
   write_text(options.output / "analysis_input.json", info.dump(2) + "\n");
 
   const std::string script = run_plot_script(plotting_python(options.python), options.script, "analyze_plots.py",
                                              kAnalyzePlotsPy, options.output);
   const fs::path table = options.output / "probes.md";
   TUPE_CHECK(fs::exists(table), script << ": did not write " << table.string());
-  return checkpoint::read_file_bytes(table);
+  return checkpoint::read_file_bytes(table) + by_position_table(by_position);
 }
 
 }  // namespace tupe::analyze

@@ -21,6 +21,8 @@
 //       table rows 0..max_positions-1; TUPE: table rows of positions t >= 1, i.e. rows t + 1 with the
 //       [CLS] untie, rows t without) for the probes of Wang & Chen (2020).
 //   curves.csv  step,loss,lr,validation_loss from the metrics JSONL (empty = not logged).
+//   mlm_by_position.csv  with validation shards: the masked-LM loss and accuracy per position
+//       bucket (mlm_by_position.h), also printed as a table after the probes.
 //   analyze_plots.py  the built-in script that drew the rest (unless --script names another).
 //   analysis.json  what was written, the variant, and the plot/probe outputs of the script:
 //       positional_heads.png, word_to_position.png (BERT-A, BERT-A^d), probes.csv, probes.md,
@@ -39,6 +41,8 @@ struct AnalyzeOptions {
   std::string python;                ///< Python with numpy/scikit-learn/matplotlib ("" = $TUPE_PYTHON, else the configured one)
   std::string script;  ///< plotting script ("" = the built-in analyze_plots.py, written to the output folder)
   int64_t seed = 1;                  ///< probe train/test split and pair sampling
+  std::string validation_shards;     ///< "" = no loss by position; else shards scored as the run validated
+  int64_t eval_batches = 0;          ///< global batches of them scored (0 = all)
 };
 
 /// Writes the numbers, then runs the plotting/probe script. Returns the probe table text
