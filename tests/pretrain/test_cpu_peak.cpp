@@ -27,6 +27,33 @@ TEST(CpuPeak, FlopsPerCycleFromTheIsaFlags) {
   EXPECT_THROW(flops_per_cycle("avx2 fma", "fp16"), Error);
 }
 
+TEST(CpuPeak, Avx512OnTwo256BitPipesCountsHalf) {
+  CpuFacts zen4;  // AMD EPYC 9004 (Genoa): family 25 (19h), model 17 (11h), as this CI machine
+  zen4.vendor = "AuthenticAMD";
+  zen4.family = 25;
+  zen4.model_number = 17;
+  zen4.flags = "sse2 avx avx2 fma avx512f avx512_bf16";
+  // 2 pipes x 8 fp32 lanes (256 bits) x 2 FLOPs (the FMA's multiply and add) = 32.
+  EXPECT_EQ(flops_per_cycle(zen4, "fp32").first, 32);
+  EXPECT_EQ(flops_per_cycle(zen4, "bf16").first, 64);
+  EXPECT_NE(flops_per_cycle(zen4, "fp32").second.find("avx512f on 256-bit pipes: Zen 4"), std::string::npos);
+  CpuFacts zen3 = zen4;  // Zen 3 (also family 19h) has no AVX-512: the avx2 row, unchanged
+  zen3.flags = "sse2 avx avx2 fma";
+  EXPECT_EQ(flops_per_cycle(zen3, "fp32"), std::make_pair(32.0, std::string("avx2+fma")));
+  CpuFacts turin = zen4;  // Zen 5 server (family 1Ah, model 02h): 512-bit pipes
+  turin.family = 0x1A;
+  turin.model_number = 0x02;
+  EXPECT_EQ(flops_per_cycle(turin, "fp32").first, 64);
+  CpuFacts strix = turin;  // Zen 5 mobile (model 24h): 256-bit
+  strix.model_number = 0x24;
+  EXPECT_EQ(flops_per_cycle(strix, "fp32").first, 32);
+  CpuFacts xeon = zen4;  // Intel with AVX-512: the flags' figure, an upper bound
+  xeon.vendor = "GenuineIntel";
+  xeon.family = 6;
+  xeon.model_number = 143;
+  EXPECT_EQ(flops_per_cycle(xeon, "fp32"), std::make_pair(64.0, std::string("avx512f")));
+}
+
 TEST(CpuPeak, ThreadsTimesClockTimesFlopsPerCycle) {
   CpuFacts f;
   f.model = "Test CPU";

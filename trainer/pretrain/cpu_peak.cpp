@@ -68,6 +68,13 @@ CpuFacts cpu_facts() {
   std::string line;
   while (std::getline(in, line)) {
     if (std::string v = cpuinfo_value(line, "model name"); !v.empty() && facts.model == "unknown CPU") facts.model = v;
+    if (std::string v = cpuinfo_value(line, "vendor_id"); !v.empty() && facts.vendor.empty()) facts.vendor = v;
+    try {
+      if (std::string v = cpuinfo_value(line, "cpu family"); !v.empty() && facts.family < 0) facts.family = std::stoi(v);
+      if (std::string v = cpuinfo_value(line, "model"); !v.empty() && facts.model_number < 0)
+        facts.model_number = std::stoi(v);
+    } catch (const std::exception&) {  // not a number: left unknown
+    }
     if (std::string v = cpuinfo_value(line, "flags"); !v.empty() && facts.flags.empty()) facts.flags = v;
     if (std::string v = cpuinfo_value(line, "Features"); !v.empty() && facts.flags.empty()) facts.flags = v;
     if (std::string v = cpuinfo_value(line, "cpu MHz"); !v.empty()) {
@@ -104,9 +111,19 @@ std::pair<double, std::string> flops_per_cycle(const std::string& flags, const s
   return {8, "sse2 or scalar"};
 }
 
+std::pair<double, std::string> flops_per_cycle(const CpuFacts& facts, const std::string& dtype) {
+  auto [per_cycle, isa] = flops_per_cycle(facts.flags, dtype);
+  if (isa != "avx512f" && isa != "avx512_bf16") return {per_cycle, isa};
+  for (const NarrowAvx512Row& row : kNarrowAvx512)
+    if (facts.vendor == row.vendor && facts.family == row.family && facts.model_number >= row.model_first &&
+        facts.model_number <= row.model_last)
+      return {per_cycle / 2, isa + " on 256-bit pipes: " + row.name + "; " + row.source};
+  return {per_cycle, isa};
+}
+
 PeakFigure cpu_peak(const CpuFacts& facts, int threads, const std::string& dtype) {
   TUPE_CHECK(threads >= 1, "CPU peak: " << threads << " threads; need at least 1");
-  const auto [per_cycle, isa] = flops_per_cycle(facts.flags, dtype);
+  const auto [per_cycle, isa] = flops_per_cycle(facts, dtype);
   const int used = facts.cpus > 0 ? std::min(threads, facts.cpus) : threads;
   if (facts.clock_ghz <= 0)
     return {0, "unknown: no CPU clock in /proc/cpuinfo or cpufreq (" + facts.model +
@@ -117,7 +134,7 @@ PeakFigure cpu_peak(const CpuFacts& facts, int threads, const std::string& dtype
                   facts.reported_clock_ghz);
   else
     std::snprintf(clock, sizeof clock, "%.4g GHz", facts.clock_ghz);
-  char text[320];
+  char text[512];
   std::snprintf(text, sizeof text, "CPU figures: %d thread(s) x %s x %g %s FLOP/cycle (%s; %s)", used, clock,
                 per_cycle, dtype.c_str(), isa.c_str(), facts.model.c_str());
   return {used * facts.clock_ghz * per_cycle / 1e3, text};
