@@ -1,5 +1,6 @@
 #include "data_pipeline/loader.h"
 
+#include <chrono>
 
 #include "common/error.h"
 #include "common/log.h"
@@ -78,16 +79,20 @@ void Loader::worker() {
 }
 
 MlmBatch Loader::next() {
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto since_t0 = [&t0] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   if (threads_.empty()) {
     MlmBatch b = build(handed_, sync_ws_);
     std::lock_guard<std::mutex> lock(mutex_);
     ++handed_;
+    wait_seconds_ += since_t0();
     return b;
   }
   MlmBatch batch;
   {
     std::unique_lock<std::mutex> lock(mutex_);
     ready_cv_.wait(lock, [this] { return ready_.count(handed_) > 0; });
+    wait_seconds_ += since_t0();
     auto it = ready_.find(handed_);
     // A failed step stays in place (not consumed): every later call rethrows its error.
     if (it->second.error) std::rethrow_exception(it->second.error);
@@ -97,6 +102,11 @@ MlmBatch Loader::next() {
   }
   work_cv_.notify_all();
   return batch;
+}
+
+double Loader::wait_seconds() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return wait_seconds_;
 }
 
 LoaderState Loader::state() const {

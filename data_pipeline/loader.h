@@ -42,6 +42,10 @@ class Loader {
   /// Position after the last batch returned by next() (normalised: an exhausted epoch
   /// reads as (epoch + 1, 0)). Save it in checkpoints; pass it back as `start`.
   LoaderState state() const;
+  /// Seconds next() has spent so far waiting for batches: blocked until a worker handed the
+  /// next one over, or (num_threads 0) building it. The trainer reports its share of each log
+  /// window's time (metrics "data_wait_fraction"). Thread-safe.
+  double wait_seconds() const;
   /// floor(N / B), the same for every world size.
   int64_t steps_per_epoch() const { return sampler_.steps_per_epoch(); }
   /// B / W.
@@ -69,6 +73,7 @@ class Loader {
   std::map<int64_t, Slot> ready_;
   bool stop_ = false;
   BatchWorkspace sync_ws_;  // used when num_threads == 0
+  double wait_seconds_ = 0;  // guarded by mutex_
   std::vector<std::thread> threads_;
 };
 

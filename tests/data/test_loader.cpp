@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <map>
 #include <set>
 
@@ -102,6 +104,50 @@ DataOptions config(int64_t batch) {
   c.seed = 77;
   c.prefetch_batches = 3;
   return c;
+}
+
+/// A dataset whose every sample read takes `ms` milliseconds (the samples of `inner`).
+class SlowDataset final : public PretrainDataset {
+ public:
+  SlowDataset(std::shared_ptr<const PretrainDataset> inner, int ms) : inner_(std::move(inner)), ms_(ms) {}
+  int64_t size() const override { return inner_->size(); }
+  int64_t length(int64_t i) const override { return inner_->length(i); }
+  int64_t ordinary_tokens(int64_t i) const override { return inner_->ordinary_tokens(i); }
+  int64_t static_mask_count(int64_t i) const override { return inner_->static_mask_count(i); }
+  void get(int64_t i, Sample& out) const override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms_));
+    inner_->get(i, out);
+  }
+  const DatasetInfo& info() const override { return inner_->info(); }
+
+ private:
+  std::shared_ptr<const PretrainDataset> inner_;
+  int ms_;
+};
+
+TEST(DataLoader, WaitSecondsIsTheTimeTheConsumerWaitedForBatches) {
+  // 4 rows a batch at 10 ms a sample: 40 ms to build a batch on one worker; 8 batches.
+  const auto slow = std::make_shared<SlowDataset>(synthetic(64), 10);
+  DataOptions cfg = config(4);
+  cfg.num_threads = 1;
+  cfg.prefetch_batches = 2;
+  {  // A consumer with no work of its own waits for nearly every batch: >= 70% of 8 x 40 ms.
+    Loader loader(slow, cfg, 0, 1);
+    for (int k = 0; k < 8; ++k) loader.next();
+    EXPECT_GE(loader.wait_seconds(), 0.7 * 8 * 0.040);
+  }
+  {  // One taking 100 ms a step finds batches ready but the first: far below its 800 ms.
+    Loader loader(slow, cfg, 0, 1);
+    for (int k = 0; k < 8; ++k) {
+      loader.next();
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    EXPECT_LE(loader.wait_seconds(), 0.3);
+  }
+  cfg.num_threads = 0;  // built in next(): every build is waited for
+  Loader sync(slow, cfg, 0, 1);
+  for (int k = 0; k < 4; ++k) sync.next();
+  EXPECT_GE(sync.wait_seconds(), 0.9 * 4 * 0.040);
 }
 
 TEST(DataSampler, PermutationIsABijectionKeyedBySeedAndEpoch) {

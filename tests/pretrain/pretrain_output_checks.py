@@ -190,6 +190,8 @@ def check_mfu(work):
                          f"{clock_ghz} GHz x the FLOPs/cycle it names: {src}")
             if not (0 < r["mfu"] <= 1 and abs(mfu - r["mfu"]) <= 1e-6 * mfu):
                 sys.exit(f"FAILED: MFU {r['mfu']} (recomputed {mfu}) is not in (0, 1]")
+            if not 0 <= r["data_wait_fraction"] <= 1:
+                sys.exit(f"FAILED: data_wait_fraction {r['data_wait_fraction']} is not a share of the window")
         if os.listdir(cache):
             sys.exit(f"FAILED: the run wrote into $TUPE_CACHE: {os.listdir(cache)}")
     print("MFU: instant start, honest figures OK")

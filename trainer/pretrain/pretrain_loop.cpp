@@ -93,8 +93,10 @@ void save_checkpoint(PretrainJob& job) {
 /// is kept out of it (start moves forward by their duration), so tokens/s and MFU are the
 /// training steps' own.
 struct Window {
+  explicit Window(double wait_s) : data_wait_start_s(wait_s) {}
   Clock::time_point start = Clock::now();
   int64_t steps = 0, tokens = 0;
+  double data_wait_start_s = 0;  ///< the loader's wait_seconds() when the window began
 };
 
 /// A log step: the global loss (one all-reduce), the progress line and a metrics record.
@@ -143,6 +145,7 @@ void log_step(PretrainJob& job, const data_pipeline::MlmBatch& batch, const trai
        {"loss_scale", scaler.scale()},
        {"tokens_per_s", p.tokens_per_s},
        {"step_time_s", dt / static_cast<double>(window.steps)},
+       {"data_wait_fraction", dt > 0 ? (job.loader->wait_seconds() - window.data_wait_start_s) / dt : 0.0},
        {"skipped_steps", p.skipped},
        {"flops_per_token", flops_per_token},
        {"mfu", p.mfu >= 0 ? p.mfu : -1.0},
@@ -150,7 +153,7 @@ void log_step(PretrainJob& job, const data_pipeline::MlmBatch& batch, const trai
        {"mfu_peak_source", job.peak_source}});
   job.result.last_loss = global_loss;
   job.result.last_logged_step = step;
-  window = Window{};
+  window = Window(job.loader->wait_seconds());
 }
 
 /// Validation every train.eval_every steps and at the last step.
@@ -179,7 +182,7 @@ void install_checkpoint_signal_handlers() {
 }
 
 void train_loop(PretrainJob& job) {
-  Window window;
+  Window window(job.loader->wait_seconds());
   const auto amp = trainer::autocast_dtype(job.precision);
   while (job.step->step() < job.max_steps) {
     const int64_t step = job.step->step() + 1;
