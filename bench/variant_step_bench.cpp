@@ -90,26 +90,6 @@ void set_avoid_cudnn(model::TupeBert& net, bool avoid) {
     if (auto* a = dynamic_cast<model::SelfAttentionImpl*>(m.get())) a->avoid_cudnn_in_training = avoid;
 }
 
-/// The SDPA kernel a training forward of `c` gets on `device` in dtype `dtype` under the
-/// current flags: q/k/v (B, H, L, d_h) needing gradients; the mask BERT-A's (B, 1, 1, L)
-/// padding mask, or a TUPE/BERT-R (B, H, L, L) bias (TUPE's needs a gradient), under the
-/// cuDNN rule of model/attention.h with avoid_cudnn_in_training = `avoid` (a bias that needs a
-/// gradient never gets cuDNN).
-std::string kernel_for(const model::ModelOptions& c, int64_t batch, const c10::Device& device, at::ScalarType dtype,
-                       bool avoid) {
-  if (!device.is_cuda()) return "explicit (CPU training)";
-  const auto opts = at::TensorOptions().device(device).dtype(dtype);
-  const int64_t H = c.num_heads, L = c.max_positions, dh = c.head_size();
-  const at::Tensor q = at::randn({batch, H, L, dh}, opts).requires_grad_(), k = at::randn({batch, H, L, dh}, opts),
-                   v = at::randn({batch, H, L, dh}, opts);
-  at::Tensor mask;
-  if (!c.has_positional_logit_term())
-    mask = at::zeros({batch, 1, 1, L}, opts);  // the padding mask only (BERT-A^d: positions ride in q and k)
-  else
-    mask = at::zeros({batch, H, L, L}, opts).requires_grad_(c.has_untied_positions());
-  return model::training_sdpa_choice(q, k, v, mask, c.attention_dropout, c.attention_scale(), avoid);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -251,8 +231,8 @@ int main(int argc, char** argv) {
       const Variant& tupe_r = variants.back();
       std::printf("sdpa %s: %s (BERT-A %s, TUPE-R %s)\n", mode.c_str(),
                   pinned ? ("pinned to " + model::to_string(pin)).c_str() : "torch's choice, cuDNN allowed",
-                  kernel_for(bert_a.config, batch, device, dtype, pinned).c_str(),
-                  kernel_for(tupe_r.config, batch, device, dtype, pinned).c_str());
+                  model::attention_kernel(bert_a.config, batch, seq, device, dtype, true, pinned).c_str(),
+                  model::attention_kernel(tupe_r.config, batch, seq, device, dtype, true, pinned).c_str());
       std::printf("%-20s %16s %16s %22s %12s %7s\n", "variant", "wall median (s)", "cpu median (s)",
                   "vs BERT-A (median of rounds)", "tokens/s", "MFU");
       for (auto& v : variants) {

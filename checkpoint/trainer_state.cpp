@@ -98,6 +98,11 @@ std::string trainer_state_to_json(const TrainerState& s) {
     for (const auto& [k, v] : s.build) build[k] = v;
     j["build"] = build;
   }
+  if (!s.attention_kernels.empty()) {
+    Json kernels = Json::object();
+    for (const auto& [k, v] : s.attention_kernels) kernels[k] = v;
+    j["attention_kernels"] = kernels;
+  }
   return j.dump(2) + "\n";
 }
 
@@ -172,6 +177,16 @@ TrainerState trainer_state_from_json(const std::string& text, const std::string&
     for (const auto& [k, v] : build.items()) {
       TUPE_CHECK(v.is_string(), where << ": key 'build." << k << "': expected a string, got " << json_brief(v));
       s.build.emplace_back(k, v.get<std::string>());
+    }
+  }
+  if (root.contains("attention_kernels")) {
+    const Json& kernels = root["attention_kernels"];
+    TUPE_CHECK(kernels.is_object(),
+               where << ": key 'attention_kernels': expected an object of strings, got " << json_brief(kernels));
+    for (const auto& [k, v] : kernels.items()) {
+      TUPE_CHECK(v.is_string(),
+                 where << ": key 'attention_kernels." << k << "': expected a string, got " << json_brief(v));
+      s.attention_kernels.emplace_back(k, v.get<std::string>());
     }
   }
   return s;

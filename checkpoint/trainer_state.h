@@ -25,6 +25,8 @@
 //
 // "build" (optional in every version; common/build_info.h): which tupe wrote the file and
 // what it was built with, for bug reports. Nothing reads it back into a run.
+// "attention_kernels" (optional): {"training": ..., "evaluation": ...}, the kernels the
+// saving run's attention got (model/attention.h attention_kernel). Not read back either.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -89,6 +91,10 @@ struct TrainerState {
   /// The build that wrote the state: this one for a new state, the file's record for a read
   /// one (empty when the file has none; then none is written).
   std::vector<std::pair<std::string, std::string>> build = build_info();
+  /// The attention kernels the run that saved it got ("training", "evaluation" -> the name
+  /// model/attention.h's attention_kernel gives), for bug reports and comparisons across torch
+  /// versions; empty when unknown (then none is written). Nothing reads it back into a run.
+  std::vector<std::pair<std::string, std::string>> attention_kernels;
 
   /// `config` plus "vocab_sha256": the key -> value view for check_config_compatible().
   KeyValues compat_kv() const;

@@ -124,6 +124,23 @@ at::Tensor attend(AttentionInputs in, bool training, bool avoid_cudnn_in_trainin
   return at::scaled_dot_product_attention(in.q, in.k, in.v, mask, p, /*is_causal=*/false, in.scale);
 }
 
+std::string attention_kernel(const ModelOptions& c, int64_t batch, int64_t length, const c10::Device& device,
+                             at::ScalarType dtype, bool training, bool avoid_cudnn_in_training) {
+  const bool bias_needs_grad = training && c.has_positional_logit_term();
+  const double p = training ? c.attention_dropout : 0.0;
+  if (device.is_cpu() && training && (p > 0.0 || bias_needs_grad)) return "explicit (CPU training path)";
+  const auto opts = at::TensorOptions().device(device).dtype(dtype);
+  const int64_t H = c.num_heads, dh = c.head_size();
+  const at::AutoGradMode grad_mode(training);
+  const at::Tensor q = at::zeros({batch, H, length, dh}, opts).requires_grad_(training);
+  const at::Tensor k = at::zeros({batch, H, length, dh}, opts), v = at::zeros({batch, H, length, dh}, opts);
+  const at::Tensor mask = c.has_positional_logit_term()
+                              ? at::zeros({batch, H, length, length}, opts).requires_grad_(bias_needs_grad)
+                              : at::zeros({batch, 1, 1, length}, opts);
+  return training ? training_sdpa_choice(q, k, v, mask, p, c.attention_scale(), avoid_cudnn_in_training)
+                  : sdpa_choice(q, k, v, mask, p, c.attention_scale());
+}
+
 at::Tensor attention_logits(AttentionInputs in) {
   add_query_key_terms(in);
   at::Tensor s = at::matmul(in.q, in.k.transpose(-2, -1)) * in.scale;

@@ -58,6 +58,17 @@ at::Tensor attend(AttentionInputs in, bool training, bool avoid_cudnn_in_trainin
 /// The pre-softmax logits attend() forms: (q + pos_q)(k + pos_k)^T * scale + bias, (B, H, L, L).
 at::Tensor attention_logits(AttentionInputs in);
 
+/// The kernel attend() runs for a model of `config` with `batch` rows of `length` tokens on
+/// `device` in `dtype` (the compute dtype: autocast's, or the weights'), in a training forward
+/// (q needs a gradient, the config's attention dropout) or an evaluation one (no gradient, no
+/// dropout), under the current SDPA flags: "explicit (CPU training path)", or the SDPA kernel
+/// (sdpa_kernels.h's sdpa_choice / training_sdpa_choice: "math", "flash_attention",
+/// "efficient_attention", "cudnn_attention", ...). The mask is the one the model forms: a
+/// (B, H, L, L) bias needing a gradient in training where the encoding has a positional logit
+/// term, else BERT-A's (B, 1, 1, L) padding mask. Runs SDPA's selection only, no attention.
+std::string attention_kernel(const ModelOptions& config, int64_t batch, int64_t length, const c10::Device& device,
+                             at::ScalarType dtype, bool training, bool avoid_cudnn_in_training);
+
 class SelfAttentionImpl : public torch::nn::Module {
  public:
   explicit SelfAttentionImpl(const ModelOptions& config);

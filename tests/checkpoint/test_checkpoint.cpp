@@ -117,6 +117,21 @@ TEST(CheckpointStore, TrainerStateRecordsTheBuildThatWroteIt) {
             std::string::npos);
 }
 
+TEST(CheckpointStore, TrainerStateRecordsTheAttentionKernels) {
+  TrainerState s = trainer_state_from_json(trainer_state_to_json(TrainerState{}), "s.json");
+  EXPECT_TRUE(s.attention_kernels.empty());  // none known: none written, none read
+  EXPECT_FALSE(nlohmann::ordered_json::parse(trainer_state_to_json(s)).contains("attention_kernels"));
+  s.attention_kernels = {{"training", "explicit (CPU training path)"}, {"evaluation", "math"}};
+  const auto j = nlohmann::ordered_json::parse(trainer_state_to_json(s));
+  EXPECT_EQ(j["attention_kernels"]["training"], "explicit (CPU training path)");
+  EXPECT_EQ(trainer_state_from_json(j.dump(), "s.json").attention_kernels, s.attention_kernels);
+  auto bad = j;
+  bad["attention_kernels"]["evaluation"] = 3;
+  EXPECT_NE(error_of([&] { trainer_state_from_json(bad.dump(), "s.json"); })
+                .find("s.json: key 'attention_kernels.evaluation': expected a string, got 3"),
+            std::string::npos);
+}
+
 TEST(CheckpointStore, SaveLoadRoundTripIsBitwise) {
   TempDir dir;
   CheckpointStore store(options_for(dir.path()));

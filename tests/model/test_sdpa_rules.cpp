@@ -125,3 +125,32 @@ TEST(CudnnSdpaRule, TrainingChoiceOnTheCpuFollowsThePin) {
 }
 
 }  // namespace
+
+TEST(AttentionKernel, TheKernelAttendRunsForEachEncodingOnTheCpu) {
+  using tupe::model::attention_kernel;
+  const c10::Device cpu(c10::kCPU);
+  tupe::model::ModelOptions bert_a;  // the defaults, with the fields that matter here set
+  bert_a.num_heads = 2;
+  bert_a.hidden_size = 16;
+  bert_a.position_encoding = tupe::model::PositionEncoding::kBertAbsolute;
+  bert_a.attention_dropout = 0.0;
+  tupe::model::ModelOptions tupe_r = bert_a;
+  tupe_r.position_encoding = tupe::model::PositionEncoding::kTupeRelative;
+  // CPU training with a bias that needs a gradient, or with attention dropout: the explicit path.
+  EXPECT_EQ(attention_kernel(tupe_r, 2, 8, cpu, at::kFloat, true, true), "explicit (CPU training path)");
+  tupe::model::ModelOptions dropped = bert_a;
+  dropped.attention_dropout = 0.1;
+  EXPECT_EQ(attention_kernel(dropped, 2, 8, cpu, at::kFloat, true, true), "explicit (CPU training path)");
+  // Otherwise SDPA, whose own choice for the same arguments is the answer.
+  const at::Tensor q = at::zeros({2, 2, 8, 8}), k = at::zeros({2, 2, 8, 8}), v = at::zeros({2, 2, 8, 8});
+  const at::Tensor pad = at::zeros({2, 1, 1, 8}), bias = at::zeros({2, 2, 8, 8});
+  EXPECT_EQ(attention_kernel(bert_a, 2, 8, cpu, at::kFloat, false, true),
+            tupe::model::sdpa_choice(q, k, v, pad, 0.0, bert_a.attention_scale()));
+  EXPECT_EQ(attention_kernel(tupe_r, 2, 8, cpu, at::kFloat, false, true),
+            tupe::model::sdpa_choice(q, k, v, bias, 0.0, tupe_r.attention_scale()));
+  {
+    const SdpaKernelPin math(SdpaKernel::kMath);  // and it follows the flags
+    EXPECT_EQ(attention_kernel(tupe_r, 2, 8, cpu, at::kFloat, false, true), "math");
+    EXPECT_EQ(attention_kernel(bert_a, 2, 8, cpu, at::kFloat, true, true), "math");
+  }
+}

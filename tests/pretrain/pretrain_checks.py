@@ -270,6 +270,15 @@ def check_validation(work):
           f"({diff_tokens:.1f} tokens apart; near ties {ref['near_ties']})")
     if not (0 < ref["validation_accuracy"] < 1 and diff_tokens <= ref["near_ties"] + 1e-6):
         sys.exit(f"FAILED: the job's accuracy {accuracy[0]} is not the recomputation's {ref['validation_accuracy']}")
+    # The attention kernels the run got: TUPE-R's bias needs a gradient, so CPU training takes
+    # the explicit path; the same record in the metrics' start line and the checkpoint.
+    state = json.load(open(os.path.join(ck, "step_00000030", "trainer_state.json")))
+    start = next(r for r in records if r.get("event") == "start")
+    kernels = state.get("attention_kernels", {})
+    print(f"attention kernels: {kernels}")
+    if not (kernels.get("training") == "explicit (CPU training path)" and kernels.get("evaluation")
+            and start.get("attention_kernels") == kernels):
+        sys.exit(f"FAILED: attention kernels {kernels} (start record: {start.get('attention_kernels')})")
     # tupe analyze by position: its buckets add up to the same tokens, loss and accuracy.
     out = os.path.join(work, "validation-analyze")
     p = subprocess.run([os.environ["TUPE_BIN"], "analyze", "--checkpoint", os.path.join(ck, "step_00000030"),

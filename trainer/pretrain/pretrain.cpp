@@ -16,6 +16,8 @@
 #include "dist/device.h"
 #include "dist/folder_lock_agreed.h"
 #include "dist/small_collectives.h"
+#include "model/attention.h"
+#include "trainer/autocast.h"
 #include "trainer/pretrain/cpu_peak.h"
 #include "trainer/pretrain/flops.h"
 #include "trainer/pretrain/pretrain_job.h"
@@ -188,6 +190,7 @@ checkpoint::TrainerState checkpoint_record(PretrainJob& job) {
   s.world_size = job.world;
   s.tokenizer = job.tokenizer_record;
   s.origin = job.origin;
+  s.attention_kernels = job.attention_kernels;
   return s;
 }
 
@@ -233,10 +236,20 @@ void start_loader(PretrainJob& job) {
   job.metrics = std::make_unique<MetricsLog>(
       t.metrics_dir.empty() ? job.cfg.checkpoint.dir + "/metrics" : t.metrics_dir, job.rank, open_tensorboard(job),
       job.resumed_state_file.empty() ? -1 : job.step->step());
-  // The run's first record: which tupe runs, and from which step (docs/formats.md "Metrics").
-  nlohmann::json build = nlohmann::json::object();
+  // The attention kernels this run gets (the same on every rank: one device type, one config).
+  const at::ScalarType compute = trainer::autocast_dtype(job.precision);
+  for (const bool training : {true, false})
+    job.attention_kernels.emplace_back(
+        training ? "training" : "evaluation",
+        model::attention_kernel(job.cfg.model, job.plan.micro_batch, job.cfg.model.max_positions, device, compute,
+                                training, /*avoid_cudnn_in_training=*/true));
+  // The run's first record: which tupe runs, from which step, with which attention kernels
+  // (docs/formats.md "Metrics").
+  nlohmann::json build = nlohmann::json::object(), kernels = nlohmann::json::object();
   for (const auto& [k, v] : build_info()) build[k] = v;
-  job.metrics->write({{"event", "start"}, {"step", job.step->step()}, {"build", build}});
+  for (const auto& [k, v] : job.attention_kernels) kernels[k] = v;
+  job.metrics->write(
+      {{"event", "start"}, {"step", job.step->step()}, {"build", build}, {"attention_kernels", kernels}});
 }
 
 namespace {
@@ -273,6 +286,7 @@ void announce(PretrainJob& job) {
       << " = " << job.world << " x " << job.plan.accumulation << " x " << job.plan.micro_batch << "; "
       << job.loader->steps_per_epoch() << " steps per epoch; precision " << to_string(job.precision) << "; MFU peak "
       << (job.peak_tflops > 0 ? three_digits(job.peak_tflops) + " TFLOP/s (" + peak_source + ")" : peak_source);
+  for (const auto& [phase, kernel] : job.attention_kernels) msg << "; " << phase << " attention " << kernel;
   job.progress->message(msg.str());
 }
 
