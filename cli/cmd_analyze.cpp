@@ -28,7 +28,7 @@ namespace tupe::cli {
 
 int run_analyze(int argc, char** argv) {
   std::string checkpoint, output, metrics, python, script, reference;
-  std::vector<std::string> runs, glue;
+  std::vector<std::string> runs, glue, length_shards;
   std::string validation_shards;
   int64_t positions = 128, seed = 1, eval_batches = 0;
   ConfigCli cli("analyze",
@@ -57,7 +57,10 @@ int run_analyze(int argc, char** argv) {
       "with --checkpoint: also the masked-LM loss and accuracy by position bucket on these validation shards "
       "(masked as the run validated; mlm_by_position.csv)")(
       "eval-batches", po::value<int64_t>(&eval_batches)->default_value(0),
-      "with --validation-shards: the global batches scored (0 = all)")(
+      "with --validation-shards or --length-shards: the global batches scored (0 = all)")(
+      "length-shards", po::value<std::vector<std::string>>(&length_shards)->composing(),
+      "with --checkpoint: validation shards of the same text at another sequence length, scored whole "
+      "(mlm_by_length.csv; a set longer than the model's positions is named, not scored); repeat it")(
       "run", po::value<std::vector<std::string>>(&runs)->composing(),
       "NAME=DIR: a run to compare (DIR a checkpoint.dir or a metrics JSONL); repeat it, a NAME once per seed")(
       "glue", po::value<std::vector<std::string>>(&glue)->composing(),
@@ -71,8 +74,8 @@ int run_analyze(int argc, char** argv) {
              "analyze: --output " << output << ": a file, not a folder");
   TUPE_CHECK(static_cast<int>(!runs.empty()) + static_cast<int>(!glue.empty()) + static_cast<int>(!checkpoint.empty()) <= 1,
              "analyze: give one of --checkpoint (one checkpoint), --run (runs to compare) or --glue (fine-tuning results)");
-  TUPE_CHECK(validation_shards.empty() || (runs.empty() && glue.empty()),
-             "analyze: --validation-shards belongs to --checkpoint (one checkpoint scored by position)");
+  TUPE_CHECK((validation_shards.empty() && length_shards.empty()) || (runs.empty() && glue.empty()),
+             "analyze: --validation-shards and --length-shards belong to --checkpoint (one checkpoint scored)");
   if (!glue.empty()) {
     TUPE_CHECK(metrics.empty() && reference.empty(), "analyze: --metrics and --reference do not apply to --glue");
     analyze::GlueCurveOptions curve;
@@ -109,6 +112,7 @@ int run_analyze(int argc, char** argv) {
   options.seed = seed;
   options.validation_shards = validation_shards;
   options.eval_batches = eval_batches;
+  options.length_shards = length_shards;
   std::cout << analyze::analyze_checkpoint(options);
   log::info("wrote " + output);
   return 0;

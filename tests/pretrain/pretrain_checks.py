@@ -27,7 +27,9 @@ warnings); the helpers they share in pretrain_common.py.
               all-reduce) equals a float64 recomputation from its checkpoint on one process
               ($TUPE_VALIDATION_REFERENCE, validation_reference.cpp) to 1e-6 relative, and its
               masked-token accuracy (above 0) the recomputation's, token for token but near ties;
-              tupe analyze --validation-shards: its position buckets add up to the same
+              tupe analyze --validation-shards: its position buckets add up to the same;
+              --length-shards: the same text at 64 tokens scored, at 256 named as beyond the
+              model's 128 positions
   tensorboard pretrain's and finetune's TensorBoard scalars (read by the tensorboard package)
               equal their metrics JSONL / results.json; off when switched off
   mfu         with an empty $TUPE_CACHE, fp32 and bf16: step 1 is logged within 10 s of the
@@ -281,8 +283,18 @@ def check_validation(work):
         sys.exit(f"FAILED: attention kernels {kernels} (start record: {start.get('attention_kernels')})")
     # tupe analyze by position: its buckets add up to the same tokens, loss and accuracy.
     out = os.path.join(work, "validation-analyze")
+    # And by length: the same text cut at 64 and 256 tokens beside the run's 128.
+    lengths = {}
+    for n in (64, 256):
+        lengths[n] = os.path.join(work, f"shards-{n}")
+        mpirun(1, ["preprocess", "--config", os.path.join(SRC, "configs", "tiny.ini"),
+                   "--input", os.path.join(DATA, "text", "wikitext-2", "wiki.test.raw"),
+                   "--tokenizer.vocab", os.path.join(DATA, "vocab", "bert-base-uncased-vocab.txt"),
+                   "--preprocess.max_seq_len", str(n), "--output", lengths[n], "--overwrite", "--quiet"])
     p = subprocess.run([os.environ["TUPE_BIN"], "analyze", "--checkpoint", os.path.join(ck, "step_00000030"),
-                        "--validation-shards", f"{work}/../shards", "--eval-batches", "5", "--output", out],
+                        "--validation-shards", f"{work}/../shards", "--eval-batches", "5", "--output", out,
+                        "--length-shards", lengths[64], "--length-shards", f"{work}/../shards",
+                        "--length-shards", lengths[256]],
                        capture_output=True, text=True, timeout=300)
     if p.returncode != 0:
         sys.exit(f"FAILED: tupe analyze --validation-shards exit {p.returncode}: {p.stderr[-2000:]}")
@@ -297,6 +309,16 @@ def check_validation(work):
             and abs(right - ref["validation_accuracy"] * masked) <= ref["near_ties"] + 1e-3 and len(buckets) >= 3
             and "| positions | masked | loss | accuracy |" in p.stdout):
         sys.exit(f"FAILED: the buckets of tupe analyze do not add up to the recomputation's {ref}")
+    import csv
+    by_length = list(csv.DictReader(open(os.path.join(out, "mlm_by_length.csv"))))
+    print(f"by length: {[(r['max_seq_len'], r['masked'], r['loss'], r['accuracy'], r['note'][:40]) for r in by_length]}")
+    short, same, long = by_length
+    if not (int(short["max_seq_len"]) <= 64 and int(short["masked"]) > 0 and 0 < float(short["loss"]) < 20
+            and int(same["masked"]) == ref["masked"]
+            and abs(float(same["loss"]) - ref["validation_loss"]) <= 1e-6 * ref["validation_loss"]
+            and int(long["max_seq_len"]) > 128 and long["masked"] == "0" and not long["loss"]
+            and f"not scored: sequences of up to {long['max_seq_len']} tokens, the model has 128 positions" in long["note"]):
+        sys.exit(f"FAILED: mlm_by_length.csv: {by_length}")
     print("validation OK")
 
 

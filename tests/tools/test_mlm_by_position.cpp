@@ -68,5 +68,20 @@ TEST(MlmByPosition, SumsPerBucketOfFixedLogits) {
   EXPECT_THROW(add_by_position(logits, at::tensor(labels, at::kLong), at::zeros({4}, at::kLong), sums), Error);
 }
 
+TEST(MlmByPosition, LengthRowsAsCsvQuoteWhatNeedsIt) {
+  LengthRow scored;
+  scored.shards = "runs/a,runs/b";  // a comma-separated list of shard folders is one cell
+  scored.max_seq_len = 64;
+  scored.total = {4, 10.0, 1};
+  LengthRow skipped;
+  skipped.shards = "runs/long";
+  skipped.max_seq_len = 256;
+  skipped.note = "not scored: up to 256 tokens, \"128\" positions";
+  EXPECT_EQ(by_length_csv({scored, skipped}),
+            "shards,max_seq_len,masked,loss,accuracy,note\n"
+            "\"runs/a,runs/b\",64,4,2.5,0.25,\n"
+            "runs/long,256,0,,,\"not scored: up to 256 tokens, \"\"128\"\" positions\"\n");
+}
+
 }  // namespace
 }  // namespace tupe::analyze

@@ -94,6 +94,27 @@ std::string by_position_table(const std::vector<BucketSums>& sums) {
   return md.str();
 }
 
+/// The length rows as a Markdown table ("" without them).
+std::string by_length_table(const std::vector<LengthRow>& rows) {
+  if (rows.empty()) return "";
+  std::ostringstream md;
+  md << "\nMasked-LM loss and accuracy by sequence length:\n\n| shards | longest sequence | masked | loss | accuracy |\n"
+     << "|---|---|---|---|---|\n";
+  char cells[96];
+  for (const LengthRow& r : rows) {
+    md << "| " << r.shards << " | " << r.max_seq_len << " | ";
+    if (r.total.masked > 0) {
+      const double n = static_cast<double>(r.total.masked);
+      std::snprintf(cells, sizeof cells, "%lld | %.4f | %.4f |\n", static_cast<long long>(r.total.masked),
+                    r.total.loss_sum / n, static_cast<double>(r.total.correct) / n);
+      md << cells;
+    } else {
+      md << "- | " << r.note << " | |\n";
+    }
+  }
+  return md.str();
+}
+
 }  // namespace
 
 std::string metrics_jsonl_to_csv(const fs::path& path) {
@@ -137,12 +158,17 @@ std::string analyze_checkpoint(const AnalyzeOptions& options) {
   const std::vector<BucketSums> by_position =
       options.validation_shards.empty() ? std::vector<BucketSums>{}
                                         : mlm_by_position(ckpt, options.validation_shards, options.eval_batches);
+  std::vector<LengthRow> by_length;
+  for (const std::string& shards : options.length_shards)
+    by_length.push_back(mlm_at_length(ckpt, shards, options.eval_batches));
 
   fs::create_directories(options.output);
   if (have_curves) write_text(options.output / "curves.csv", curves_csv);
   else fs::remove(options.output / "curves.csv");
   if (!by_position.empty()) write_text(options.output / "mlm_by_position.csv", by_position_csv(by_position));
   else fs::remove(options.output / "mlm_by_position.csv");
+  if (!by_length.empty()) write_text(options.output / "mlm_by_length.csv", by_length_csv(by_length));
+  else fs::remove(options.output / "mlm_by_length.csv");
 
   at::NoGradGuard no_grad;
   checkpoint::NamedTensors terms;
@@ -162,14 +188,15 @@ std::string analyze_checkpoint(const AnalyzeOptions& options) {
                          {"position_encoding", variant},             {"untie_cls", c.untie_cls},
                          {"num_heads", c.num_heads},                 {"heatmap_positions", L},
                          {"metrics", have_curves ? metrics.string() : ""}, {"seed", options.seed},
-                         {"mlm_by_position", by_position.empty() ? "" : "mlm_by_position.csv"}};
+                         {"mlm_by_position", by_position.empty() ? "" : "mlm_by_position.csv"},
+                         {"mlm_by_length", by_length.empty() ? "" : "mlm_by_length.csv"}};
   write_text(options.output / "analysis_input.json", info.dump(2) + "\n");
 
   const std::string script = run_plot_script(plotting_python(options.python), options.script, "analyze_plots.py",
                                              kAnalyzePlotsPy, options.output);
   const fs::path table = options.output / "probes.md";
   TUPE_CHECK(fs::exists(table), script << ": did not write " << table.string());
-  return checkpoint::read_file_bytes(table) + by_position_table(by_position);
+  return checkpoint::read_file_bytes(table) + by_position_table(by_position) + by_length_table(by_length);
 }
 
 }  // namespace tupe::analyze

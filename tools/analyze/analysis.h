@@ -23,6 +23,8 @@
 //   curves.csv  step,loss,lr,validation_loss from the metrics JSONL (empty = not logged).
 //   mlm_by_position.csv  with validation shards: the masked-LM loss and accuracy per position
 //       bucket (mlm_by_position.h), also printed as a table after the probes.
+//   mlm_by_length.csv  with length shards: the loss and accuracy of each set of shards (the
+//       same text at other sequence lengths), or why a set was not scored; also printed.
 //   analyze_plots.py  the built-in script that drew the rest (unless --script names another).
 //   analysis.json  what was written, the variant, and the plot/probe outputs of the script:
 //       positional_heads.png, word_to_position.png (BERT-A, BERT-A^d), probes.csv, probes.md,
@@ -30,6 +32,7 @@
 #pragma once
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace tupe::analyze {
 
@@ -43,6 +46,7 @@ struct AnalyzeOptions {
   int64_t seed = 1;                  ///< probe train/test split and pair sampling
   std::string validation_shards;     ///< "" = no loss by position; else shards scored as the run validated
   int64_t eval_batches = 0;          ///< global batches of them scored (0 = all)
+  std::vector<std::string> length_shards;  ///< validation shard sets scored whole, one row each
 };
 
 /// Writes the numbers, then runs the plotting/probe script. Returns the probe table text

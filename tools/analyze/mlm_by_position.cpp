@@ -55,15 +55,35 @@ void add_by_position(const at::Tensor& logits, const at::Tensor& labels, const a
   }
 }
 
-std::vector<BucketSums> mlm_by_position(const checkpoint::ModelCheckpoint& ckpt, const std::string& shards,
-                                        int64_t eval_batches) {
-  TUPE_CHECK(eval_batches >= 0, "--eval-batches: " << eval_batches << " is negative");
-  const KeyValues& saved = ckpt.saved_config();
+namespace {
+
+/// A CSV cell (RFC 4180): quoted, its quotes doubled, when it holds a comma, a quote or a line break.
+std::string csv_cell(const std::string& text) {
+  if (text.find_first_of(",\"\n\r") == std::string::npos) return text;
+  std::string quoted = "\"";
+  for (const char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return quoted + "\"";
+}
+
+/// The run's saved [data] settings (masks, batch), on the CPU.
+data_pipeline::DataOptions run_data_options(const checkpoint::ModelCheckpoint& ckpt) {
   data_pipeline::DataOptions data;
-  data_pipeline::DataOptions::fields().apply(data, ini_section(saved, "data"), ckpt.dir.string() + " [data]");
+  data_pipeline::DataOptions::fields().apply(data, ini_section(ckpt.saved_config(), "data"),
+                                             ckpt.dir.string() + " [data]");
   data.pin_memory = data_pipeline::PinMemory::kOff;
-  const auto dataset = data_pipeline::open_pretrain_dataset(split_comma_list(shards),
-                                                            data.dataset_options("validation", ckpt.vocab_sha256()));
+  return data;
+}
+
+std::shared_ptr<const data_pipeline::PretrainDataset> open_validation(const checkpoint::ModelCheckpoint& ckpt,
+                                                                      const data_pipeline::DataOptions& data,
+                                                                      const std::string& shards) {
+  return data_pipeline::open_pretrain_dataset(split_comma_list(shards),
+                                              data.dataset_options("validation", ckpt.vocab_sha256()));
+}
+
+std::vector<BucketSums> score(const checkpoint::ModelCheckpoint& ckpt, const data_pipeline::DataOptions& data,
+                              const std::shared_ptr<const data_pipeline::PretrainDataset>& dataset,
+                              const std::string& shards, int64_t eval_batches) {
   model::TupeBert net = checkpoint::build_model(ckpt);
   net->eval();
   at::NoGradGuard no_grad;
@@ -81,6 +101,54 @@ std::vector<BucketSums> mlm_by_position(const checkpoint::ModelCheckpoint& ckpt,
   for (const auto& s : sums) masked += s.masked;
   TUPE_CHECK(masked > 0, shards << ": the validation split has no masked tokens");
   return sums;
+}
+
+}  // namespace
+
+std::vector<BucketSums> mlm_by_position(const checkpoint::ModelCheckpoint& ckpt, const std::string& shards,
+                                        int64_t eval_batches) {
+  TUPE_CHECK(eval_batches >= 0, "--eval-batches: " << eval_batches << " is negative");
+  const data_pipeline::DataOptions data = run_data_options(ckpt);
+  return score(ckpt, data, open_validation(ckpt, data, shards), shards, eval_batches);
+}
+
+LengthRow mlm_at_length(const checkpoint::ModelCheckpoint& ckpt, const std::string& shards, int64_t eval_batches) {
+  TUPE_CHECK(eval_batches >= 0, "--eval-batches: " << eval_batches << " is negative");
+  const data_pipeline::DataOptions data = run_data_options(ckpt);
+  const auto dataset = open_validation(ckpt, data, shards);
+  LengthRow row;
+  row.shards = shards;
+  row.max_seq_len = dataset->info().max_seq_len;
+  const int64_t positions = ckpt.config.max_positions;
+  if (row.max_seq_len > positions) {
+    row.note = "not scored: sequences of up to " + std::to_string(row.max_seq_len) + " tokens, the model has " +
+               std::to_string(positions) + " positions (a learned position table cannot extrapolate)";
+    return row;
+  }
+  for (const BucketSums& b : score(ckpt, data, dataset, shards, eval_batches)) {
+    row.total.masked += b.masked;
+    row.total.loss_sum += b.loss_sum;
+    row.total.correct += b.correct;
+  }
+  return row;
+}
+
+std::string by_length_csv(const std::vector<LengthRow>& rows) {
+  std::ostringstream csv;
+  csv << "shards,max_seq_len,masked,loss,accuracy,note\n";
+  char line[96];
+  for (const LengthRow& r : rows) {
+    csv << csv_cell(r.shards) << "," << r.max_seq_len << "," << r.total.masked << ",";
+    if (r.total.masked > 0) {
+      const double n = static_cast<double>(r.total.masked);
+      std::snprintf(line, sizeof line, "%.9g,%.9g,", r.total.loss_sum / n, static_cast<double>(r.total.correct) / n);
+      csv << line;
+    } else {
+      csv << ",,";
+    }
+    csv << csv_cell(r.note) << "\n";
+  }
+  return csv.str();
 }
 
 std::string by_position_csv(const std::vector<BucketSums>& sums) {

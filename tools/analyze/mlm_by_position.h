@@ -50,4 +50,22 @@ std::vector<BucketSums> mlm_by_position(const checkpoint::ModelCheckpoint& ckpt,
 /// mlm_by_position.csv's text (the legend above).
 std::string by_position_csv(const std::vector<BucketSums>& sums);
 
+/// One set of validation shards scored whole (`tupe analyze --length-shards`): the same text
+/// cut at another sequence length tells how the model does beyond (or below) its training
+/// length. A set whose longest sequence needs more positions than the model has (a learned
+/// table cannot extrapolate) is not scored, and `note` says so.
+struct LengthRow {
+  std::string shards;
+  int64_t max_seq_len = 0;  ///< the set's longest sequence (tokens)
+  BucketSums total;         ///< all its masked tokens (none when not scored)
+  std::string note;         ///< "" when scored
+};
+
+/// The row of `shards` for `ckpt` (first `eval_batches` global batches; 0 = all). Throws as
+/// mlm_by_position.
+LengthRow mlm_at_length(const checkpoint::ModelCheckpoint& ckpt, const std::string& shards, int64_t eval_batches);
+
+/// mlm_by_length.csv's text: shards,max_seq_len,masked,loss,accuracy,note.
+std::string by_length_csv(const std::vector<LengthRow>& rows);
+
 }  // namespace tupe::analyze
