@@ -30,7 +30,7 @@ int run_analyze(int argc, char** argv) {
   std::string checkpoint, output, metrics, python, script, reference;
   std::vector<std::string> runs, glue, length_shards;
   std::string validation_shards;
-  int64_t positions = 128, seed = 1, eval_batches = 0;
+  int64_t positions = 128, seed = 1, eval_batches = -1;
   ConfigCli cli("analyze",
                 "Analyses a pre-training checkpoint: positional-correlation heatmaps per head (PNG), the\n"
                 "position-embedding probes of Wang & Chen (2020) (position regression MAE, pairwise order\n"
@@ -56,8 +56,9 @@ int run_analyze(int argc, char** argv) {
       "validation-shards", po::value<std::string>(&validation_shards),
       "with --checkpoint: also the masked-LM loss and accuracy by position bucket on these validation shards "
       "(masked as the run validated; mlm_by_position.csv)")(
-      "eval-batches", po::value<int64_t>(&eval_batches)->default_value(0),
-      "with --validation-shards or --length-shards: the global batches scored (0 = all)")(
+      "eval-batches", po::value<int64_t>(&eval_batches)->default_value(-1),
+      "with --validation-shards or --length-shards: the global batches scored (0 = all; -1 = the run's own "
+      "train.eval_batches)")(
       "length-shards", po::value<std::vector<std::string>>(&length_shards)->composing(),
       "with --checkpoint: validation shards of the same text at another sequence length, scored whole "
       "(mlm_by_length.csv; a set longer than the model's positions is named, not scored); repeat it")(
@@ -100,7 +101,9 @@ int run_analyze(int argc, char** argv) {
     return 0;
   }
   TUPE_CHECK(reference.empty(), "analyze: --reference belongs to --run");
-  TUPE_CHECK(eval_batches >= 0, "analyze: --eval-batches " << eval_batches << ": must be >= 0");
+  TUPE_CHECK(eval_batches >= -1, "analyze: --eval-batches " << eval_batches << ": must be >= 0 (or -1: the run's own)");
+  TUPE_CHECK(eval_batches == -1 || !validation_shards.empty() || !length_shards.empty(),
+             "analyze: --eval-batches applies to --validation-shards and --length-shards, and neither is given");
   TUPE_CHECK(!checkpoint.empty(), "analyze: no checkpoint given (--checkpoint DIR, or --run NAME=DIR to compare runs)");
   analyze::AnalyzeOptions options;
   options.checkpoint = checkpoint;

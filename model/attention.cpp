@@ -110,10 +110,20 @@ at::Tensor explicit_attention(const AttentionInputs& in) {
 
 }  // namespace
 
+namespace {
+
+/// attend()'s one choice of path, which attention_kernel() reports too: the explicit path for
+/// CPU training with attention dropout or a bias that needs a gradient, else SDPA.
+bool takes_explicit_path(bool cpu, bool training, double dropout, bool bias_needs_grad) {
+  return cpu && training && (dropout > 0.0 || bias_needs_grad);
+}
+
+}  // namespace
+
 at::Tensor attend(AttentionInputs in, bool training, bool avoid_cudnn_in_training) {
   add_query_key_terms(in);
   const double p = training ? in.dropout : 0.0;
-  if (in.q.device().is_cpu() && training && (p > 0.0 || (in.bias.defined() && in.bias.requires_grad())))
+  if (takes_explicit_path(in.q.device().is_cpu(), training, p, in.bias.defined() && in.bias.requires_grad()))
     return explicit_attention(in);
   // No bias (BERT-A without padding) is SDPA's nullopt: an undefined tensor would be a mask of no dtype.
   const std::optional<at::Tensor> mask = in.bias.defined() ? std::optional<at::Tensor>(in.bias) : std::nullopt;
@@ -128,7 +138,7 @@ std::string attention_kernel(const ModelOptions& c, int64_t batch, int64_t lengt
                              at::ScalarType dtype, bool training, bool avoid_cudnn_in_training) {
   const bool bias_needs_grad = training && c.has_positional_logit_term();
   const double p = training ? c.attention_dropout : 0.0;
-  if (device.is_cpu() && training && (p > 0.0 || bias_needs_grad)) return "explicit (CPU training path)";
+  if (takes_explicit_path(device.is_cpu(), training, p, bias_needs_grad)) return "explicit (CPU training path)";
   const auto opts = at::TensorOptions().device(device).dtype(dtype);
   const int64_t H = c.num_heads, dh = c.head_size();
   const at::AutoGradMode grad_mode(training);

@@ -254,10 +254,16 @@ def expected_settings(run_config_sections, command, sections):
     return want
 
 
+# Keys tupe gained after results were stored, with the value a file written before them ran
+# with: such a file lacking the key is compared as if it recorded this value.
+ADDED_KEYS = {"finetune.selection_fraction": "0"}
+
+
 def settings_differ(effective_ini, want):
     """The settings of `want` ({'section.key': value}) that `effective_ini` (a finished job's
     effective_config.ini) records otherwise: ["section.key: recorded R, now N", ...]. Places
-    and thread counts are not compared; a key the file lacks is not either. [] when no file."""
+    and thread counts are not compared; a key the file lacks is not either, but for the keys
+    of ADDED_KEYS, whose absence means the value they stand for. [] when no file."""
     if not os.path.exists(effective_ini):
         return []
     cp = configparser.ConfigParser(interpolation=None, strict=False)
@@ -268,9 +274,12 @@ def settings_differ(effective_ini, want):
         if name in PLACE_KEYS:
             continue
         sec, key = name.split(".", 1)
-        if not cp.has_option(sec, key):
+        if cp.has_option(sec, key):
+            recorded = cp.get(sec, key)
+        elif name in ADDED_KEYS:
+            recorded = ADDED_KEYS[name]
+        else:
             continue
-        recorded = cp.get(sec, key)
         if _normal(recorded) != _normal(value):
             out.append(f"{name}: recorded {recorded}, now {value}")
     return out

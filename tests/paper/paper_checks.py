@@ -47,11 +47,12 @@ def best_lr_median(results):
     """The dev median x100 at the LR whose runs' median selection score is best (the selection
     split's, or the dev set's without one), recomputed from the runs; and the pre-training steps."""
     t = json.load(open(results))["tasks"][0]
-    chosen_by, dev = {}, {}
+    chosen_by, dev = {}, {}  # in the grid's order (runs are LR-major): ties go to the earlier LR
     for r in t["runs"]:
         chosen_by.setdefault(r["lr"], []).append(r.get("selection_score", r["score"]))
         dev.setdefault(r["lr"], []).append(r["score"])
-    best = max(chosen_by, key=lambda lr: (statistics.median(chosen_by[lr]), -lr))
+    order = list(chosen_by)
+    best = max(order, key=lambda lr: (statistics.median(chosen_by[lr]), -order.index(lr)))
     check(best == t["best_lr"], f"{results}: best LR {t['best_lr']}, recomputed {best}")
     return 100 * statistics.median(dev[best]), json.load(open(results))["pretrain_steps"]
 

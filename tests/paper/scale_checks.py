@@ -115,7 +115,22 @@ def main(work):
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     check(p.returncode == 0 and "sbatch --parsable" in p.stdout and not os.path.exists(w),
           "the Slurm launcher's --dry-run prints the submissions and writes nothing")
+    check_added_keys(work)
     print("all checks passed")
+
+
+def check_added_keys(work):
+    """A result stored before finetune.selection_fraction existed lacks the key: it ran with 0,
+    the dev set choosing, so asking for a selection split now must differ from it."""
+    sys.path.insert(0, os.path.join(SRC, "bench", "paper"))
+    from scale_check import settings_differ
+    old = os.path.join(work, "old_effective_config.ini")
+    open(old, "w").write("[finetune]\nepochs = 4\nlearning_rates = 1e-4,3e-4\n")
+    differ = settings_differ(old, {"finetune.selection_fraction": "0.1", "finetune.epochs": "4"})
+    check(differ == ["finetune.selection_fraction: recorded 0, now 0.1"],
+          f"a stored result without selection_fraction differs from one asking 0.1: {differ}")
+    check(settings_differ(old, {"finetune.selection_fraction": "0", "finetune.epochs": "4"}) == [],
+          "... and matches one asking 0 (the dev set choosing, as it did)")
 
 
 if __name__ == "__main__":

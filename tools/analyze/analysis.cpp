@@ -155,12 +155,13 @@ std::string analyze_checkpoint(const AnalyzeOptions& options) {
   // Parsed before anything is written: a bad metrics file leaves no partial analysis.
   const std::string curves_csv = have_curves ? metrics_jsonl_to_csv(metrics) : std::string();
   // So are the shards scored: bad shards leave nothing either.
+  const int64_t eval_batches = options.eval_batches >= 0 ? options.eval_batches : run_eval_batches(ckpt);
   const std::vector<BucketSums> by_position =
       options.validation_shards.empty() ? std::vector<BucketSums>{}
-                                        : mlm_by_position(ckpt, options.validation_shards, options.eval_batches);
+                                        : mlm_by_position(ckpt, options.validation_shards, eval_batches);
   std::vector<LengthRow> by_length;
   for (const std::string& shards : options.length_shards)
-    by_length.push_back(mlm_at_length(ckpt, shards, options.eval_batches));
+    by_length.push_back(mlm_at_length(ckpt, shards, eval_batches));
 
   fs::create_directories(options.output);
   if (have_curves) write_text(options.output / "curves.csv", curves_csv);

@@ -45,7 +45,7 @@ struct AnalyzeOptions {
   std::string script;  ///< plotting script ("" = the built-in analyze_plots.py, written to the output folder)
   int64_t seed = 1;                  ///< probe train/test split and pair sampling
   std::string validation_shards;     ///< "" = no loss by position; else shards scored as the run validated
-  int64_t eval_batches = 0;          ///< global batches of them scored (0 = all)
+  int64_t eval_batches = -1;         ///< global batches of them scored (0 = all; -1 = the run's train.eval_batches)
   std::vector<std::string> length_shards;  ///< validation shard sets scored whole, one row each
 };
 

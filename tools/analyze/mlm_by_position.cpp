@@ -105,6 +105,15 @@ std::vector<BucketSums> score(const checkpoint::ModelCheckpoint& ckpt, const dat
 
 }  // namespace
 
+int64_t run_eval_batches(const checkpoint::ModelCheckpoint& ckpt) {
+  const KeyValues& saved = ckpt.saved_config();
+  const auto it = saved.find("train.eval_batches");
+  if (it == saved.end()) return 0;
+  const int64_t n = parse_int(ckpt.dir.string() + " train.eval_batches", it->second);
+  TUPE_CHECK(n >= 0, ckpt.dir.string() << ": train.eval_batches = " << n << " is negative");
+  return n;
+}
+
 std::vector<BucketSums> mlm_by_position(const checkpoint::ModelCheckpoint& ckpt, const std::string& shards,
                                         int64_t eval_batches) {
   TUPE_CHECK(eval_batches >= 0, "--eval-batches: " << eval_batches << " is negative");

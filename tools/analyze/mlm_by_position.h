@@ -8,8 +8,10 @@
 // original id as the most likely one (ties: the lowest id, as at::argmax); written as
 //   mlm_by_position.csv  bucket,first,last,masked,loss,accuracy   (a last row "all")
 // where loss = CE sum / masked and accuracy = correct / masked (empty buckets left out).
-// The validation batches are the run's own: its saved [data] settings (data.seed, batch,
-// masking), one process, so the masked tokens and their masks are those the run validated on.
+// The validation batches are the run's own: its saved [data] settings (data.validation_seed,
+// which keys the masks, the global batch, the masking), on one process (a sample's mask does
+// not depend on the world size), so over the run's train.eval_batches (the default of
+// `--eval-batches`) the masked tokens and their masks are those the run validated on.
 #pragma once
 #include <ATen/core/Tensor.h>
 
@@ -46,6 +48,10 @@ void add_by_position(const at::Tensor& logits, const at::Tensor& labels, const a
 /// checkpoint (no saved [data] section).
 std::vector<BucketSums> mlm_by_position(const checkpoint::ModelCheckpoint& ckpt, const std::string& shards,
                                         int64_t eval_batches);
+
+/// The run's train.eval_batches from `ckpt`'s saved config (0 = all; 0 when not recorded).
+/// Throws tupe::Error naming the checkpoint when the value is not a count.
+int64_t run_eval_batches(const checkpoint::ModelCheckpoint& ckpt);
 
 /// mlm_by_position.csv's text (the legend above).
 std::string by_position_csv(const std::vector<BucketSums>& sums);

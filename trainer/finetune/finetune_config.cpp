@@ -96,7 +96,9 @@ void add_run_fields(FieldTable<C>& t) {
             "per example incl. [CLS]/[SEP]; 0 = model.max_positions (the paper: 512)")
       .at_least(3)
       .or_zero()
-      .integer("train_rows", &C::train_rows, 0, "rows", "train on a random subset of this many; 0 = all")
+      .integer("train_rows", &C::train_rows, 0, "rows",
+               "keep a random subset of this many train rows (the selection split, if any, then held out of "
+               "them); 0 = all")
       .at_least(0)
       .integer("data_seed", &C::data_seed, 1, "", "seed of the train_rows subset and of the selection split")
       .at_least(0)
@@ -109,7 +111,8 @@ void add_run_fields(FieldTable<C>& t) {
       .integer("eval_batch_size", &C::eval_batch_size, 64, "examples", "per rank per forward in evaluation")
       .positive()
       .choice("select_epoch", &C::select_epoch, kSelectEpochWords, SelectEpoch::kBest,
-              "the epoch whose dev metric a run reports: the best (the earliest of equals) or the last")
+              "the epoch a run reports: the best by the choosing split's primary metric (the selection split "
+              "with selection_fraction > 0, else the first dev split; the earliest of equals) or the last")
       .choice("device", &C::device, dist::kDeviceRequestWords, dist::DeviceRequest::kAuto,
               "cuda:<local rank> when a GPU is visible (auto), the CPU, or a GPU")
       .integer("threads", &C::threads, 0, "", "intra-op CPU threads per rank; 0 = LibTorch's default")

@@ -220,6 +220,7 @@ std::string truncation_text(const TaskData& data) {
              " " + name;
   };
   add(data.train, "train");
+  add(data.selection, "selection");
   for (const EncodedSplit& d : data.dev) add(d, d.name);
   for (const EncodedSplit& t : data.test) add(t, t.name);
   return parts.empty() ? "" : "; cut to max length " + std::to_string(data.max_length) + ": " + parts;
@@ -237,7 +238,9 @@ void run_one_task(FinetuneJob& job, const TaskSpec& task, const std::vector<doub
   int64_t skipped = 0;
   for (const auto& [split, n] : data.skipped_rows) skipped += n;
   log::info("# " + task.name + ": " + std::to_string(data.train.size()) + " of " +
-            std::to_string(data.train_rows_in_file) + " train rows, " + std::to_string(epochs) + " epoch(s), " +
+            std::to_string(data.train_rows_in_file) + " train rows" +
+            (data.selection.size() > 0 ? " (" + std::to_string(data.selection.size()) + " held out for selection)" : "") +
+            ", " + std::to_string(epochs) + " epoch(s), " +
             std::to_string(data.dev.size()) + " dev split(s), " + std::to_string(data.test.size()) + " test split(s)" +
             (skipped ? ", " + std::to_string(skipped) + " bad rows skipped" : "") + truncation_text(data));
   checkpoint::NamedTensors reported;

@@ -278,8 +278,12 @@ void keep_if_selected(Run& r, EpochRecord er) {
       r.rec.score = er.score;
       r.rec.selected = er.dev;
     }
+    // Kept only when a later epoch may not replace it (select_epoch = last always ends on the
+    // weights in place) and something reads it: the saved model, the test predictions, or the
+    // dev sets scored after the last epoch (a selection split).
     const bool need_weights = r.keep_weights || !r.data.test.empty() || has_selection(r);
-    if (need_weights && er.epoch < r.rec.epochs) r.selected_weights = snapshot(r.params);
+    if (need_weights && r.cfg.select_epoch == SelectEpoch::kBest && er.epoch < r.rec.epochs)
+      r.selected_weights = snapshot(r.params);
   }
   r.rec.history.push_back(std::move(er));
 }
@@ -295,6 +299,14 @@ void finish_run(Run& r) {
   if (has_selection(r)) {
     r.rec.selected = score_dev(r);
     r.rec.score = r.rec.selected.at(0).at(r.task.primary_metric);
+    if (r.tensorboard) {  // the one dev score, at the chosen epoch
+      std::vector<std::pair<std::string, double>> scalars;
+      for (size_t s = 0; s < r.rec.selected.size(); ++s)
+        for (const auto& [metric, value] : r.rec.selected[s])
+          scalars.emplace_back("dev/" + r.task.dev.at(s).name + "/" + metric, value);
+      const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+      r.tensorboard->write_scalars(r.rec.selected_epoch, now, scalars);
+    }
     char buf[128];
     std::snprintf(buf, sizeof buf, "%s lr %g seed %lld: dev at the selection's epoch %lld: ", r.task.name.c_str(),
                   r.rec.lr, static_cast<long long>(r.rec.seed), static_cast<long long>(r.rec.selected_epoch));

@@ -236,13 +236,16 @@ void start_loader(PretrainJob& job) {
   job.metrics = std::make_unique<MetricsLog>(
       t.metrics_dir.empty() ? job.cfg.checkpoint.dir + "/metrics" : t.metrics_dir, job.rank, open_tensorboard(job),
       job.resumed_state_file.empty() ? -1 : job.step->step());
-  // The attention kernels this run gets (the same on every rank: one device type, one config).
+  // The attention kernels this run gets (the same on every rank: one device type, one config),
+  // for its shapes: a micro-batch in training, this rank's share of a global batch in
+  // evaluation, each padded to at most the shards' longest sequence.
   const at::ScalarType compute = trainer::autocast_dtype(job.precision);
-  for (const bool training : {true, false})
-    job.attention_kernels.emplace_back(
-        training ? "training" : "evaluation",
-        model::attention_kernel(job.cfg.model, job.plan.micro_batch, job.cfg.model.max_positions, device, compute,
-                                training, /*avoid_cudnn_in_training=*/true));
+  const int64_t length = job.train_data->info().max_seq_len;
+  job.attention_kernels.emplace_back("training", model::attention_kernel(job.cfg.model, job.plan.micro_batch, length,
+                                                                         device, compute, true, true));
+  job.attention_kernels.emplace_back(
+      "evaluation", model::attention_kernel(job.cfg.model, std::max<int64_t>(1, job.cfg.data.global_batch_size / job.world),
+                                            length, device, compute, false, true));
   // The run's first record: which tupe runs, from which step, with which attention kernels
   // (docs/formats.md "Metrics").
   nlohmann::json build = nlohmann::json::object(), kernels = nlohmann::json::object();

@@ -71,9 +71,9 @@ struct PretrainJob {
   std::unique_ptr<MetricsLog> metrics;
   double peak_tflops = 0;  ///< MFU denominator per rank (TFLOP/s); <= 0: no MFU
   std::string peak_source;  ///< where peak_tflops came from (announce; in every metrics record)
-  /// "training" / "evaluation" -> the attention kernel a micro-batch of max_positions tokens
-  /// gets (model/attention.h attention_kernel; start_loader): logged once, in the metrics'
-  /// start record and in every checkpoint's trainer_state.json.
+  /// "training" / "evaluation" -> the attention kernel a micro-batch (an evaluation batch) of
+  /// the shards' longest sequence gets (model/attention.h attention_kernel; start_loader):
+  /// logged once, in the metrics' start record and in every checkpoint's trainer_state.json.
   std::vector<std::pair<std::string, std::string>> attention_kernels;
   PretrainResult result;
 
