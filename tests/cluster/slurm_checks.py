@@ -11,6 +11,9 @@ Usage: slurm_checks.py CHECK WORKDIR
               cancelled in the queue; the newest checkpoint equals an uninterrupted run of as
               many steps (TUPE_TIME_LIMIT_LAUNCHER srun or mpirun)
   node_down   node node2 killed (slurmd and ranks): the job ends, with the reason in its output
+  requeue_lock  a 1-node job under --requeue loses its node; the re-queued attempt on the other
+              node takes the first attempt's folder lock over at once (an earlier attempt of the
+              same job), resumes and completes
   two_phase   launch/two_phase.py --launcher slurm with the toy presets, 2 nodes x 1 rank: phase 2
               is held by Slurm (Dependency=afterok on phase 1) while phase 1 runs, starts after it
               completed, from its last checkpoint (trainer_state origin: phase 1's step 60 and
@@ -44,13 +47,13 @@ def job_info(c, job):
     return dict(kv.split("=", 1) for kv in p.stdout.split() if "=" in kv)
 
 
-def submit(c, work, name, launcher, args, sbatch=(), env_vars=()):
-    """sbatch launch/tupe.sbatch from the checkout (its submit folder) on 2 nodes x 2 ranks;
-    env_vars ("NAME=VALUE", ...) reach the script (sbatch exports the environment)."""
+def submit(c, work, name, launcher, args, sbatch=(), env_vars=(), nodes=2):
+    """sbatch launch/tupe.sbatch from the checkout (its submit folder) on `nodes` nodes x 2
+    ranks; env_vars ("NAME=VALUE", ...) reach the script (sbatch exports the environment)."""
     out = os.path.join(work, f"{name}-{time.time_ns()}-%j.out")  # job ids start at 1 in every cluster
     env = ["env", f"TUPE_BIN={TUPE}", f"TUPE_LAUNCHER={launcher}", "TUPE_GPUS_PER_NODE=0",
            f"TUPE_CONFIG={os.path.join(SRC, 'configs', 'tiny.ini')}", *env_vars]
-    cmd = env + ["sbatch", "--parsable", "--nodes=2", "--ntasks-per-node=2", "--cpus-per-task=1", "--gpus-per-node=0",
+    cmd = env + ["sbatch", "--parsable", f"--nodes={nodes}", "--ntasks-per-node=2", "--cpus-per-task=1", "--gpus-per-node=0",
                  f"--output={out}", *sbatch, SBATCH] + args[3:]  # tupe.sbatch adds pretrain --config
     cwd = os.getcwd()
     os.chdir(SRC)
@@ -279,6 +282,52 @@ def check_node_down(work):
             if info.get("JobState") == "COMPLETED" or not tail or "node2" not in tail[0] or "ranks 2-3" not in tail[0]:
                 fail(f"{launcher}: the job output does not end with the reason naming node2:\n{text[-3000:]}")
     print("node_down OK")
+
+
+def check_requeue_lock(work):
+    """The folder lock of a job re-queued after a node failure: a 1-node job (2 ranks) under
+    --requeue loses its node (slurmd and ranks killed) after its first checkpoint; Slurm
+    re-queues it and it starts on the other node at once. Its checkpoint folder still holds the
+    first attempt's lock record (another host, a heartbeat seconds old), which would refuse any
+    other job for TUPE_LOCK_STALE_S; the second attempt takes it over as an earlier attempt of
+    the same job, says so, resumes from the checkpoint and completes."""
+    require_namespaces()
+    shards = shards_of(work)
+    steps = 300  # long enough that the node dies mid-run, whatever the load
+    ck = os.path.join(work, "requeue_lock")
+    shutil.rmtree(ck, ignore_errors=True)
+    with Cluster(work, "sim", 2, slurm=True) as c:
+        job, out = submit(c, work, "requeue_lock", "srun", pretrain_args(shards, ck, **{"train.max_steps": steps}),
+                          sbatch=["--requeue"], nodes=1)
+        wait_for(lambda: len(whole_checkpoints(ck)) >= 1, 120, "the first checkpoint")
+        host = job_info(c, job).get("BatchHost", "")
+        if host not in ("node1", "node2"):
+            fail(f"job {job} runs on {host!r}, not one node of the cluster")
+        other = "node2" if host == "node1" else "node1"
+        record = open(os.path.join(ck, ".tupe-lock")).read()
+        c.fault("kill", host)
+        t0, released, info = time.time(), False, {}
+        while time.time() - t0 < 240:
+            info = job_info(c, job)
+            if info.get("JobState") in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"):
+                break
+            if not released and info.get("JobState") == "PENDING" and info.get("Reason") == "BeginTime":
+                state_of = c.run("head", ["sinfo", "-h", "-n", other, "-o", "%T"], check=False).stdout.strip()
+                if state_of == "idle":
+                    c.run("head", ["scontrol", "update", f"JobId={job}", "StartTime=now"])
+                    released = time.time()
+            time.sleep(1)
+        text = open(out).read() if os.path.exists(out) else ""
+        took = [line for line in text.splitlines() if "took over the lock of" in line]
+        print(f"job {job}: first attempt on {host} (lock record {record.strip()[:160]}...); after the kill: "
+              f"{info.get('JobState')}, restarts {info.get('Restarts')}, on {info.get('BatchHost')}; {took}")
+        if not (info.get("JobState") == "COMPLETED" and info.get("BatchHost") == other and
+                int(info.get("Restarts", "0")) >= 1 and f"pre-training finished at step {steps}" in text and
+                len(took) == 1 and f"an earlier attempt of the re-queued job {job}" in took[0] and host in took[0]):
+            fail(f"the re-queued job did not take its lock over and finish:\n{text[-4000:]}")
+        if released and time.time() - released > 200:
+            fail("the re-queued job took longer than the lock's stale bound: it waited for the lock")
+    print("requeue_lock OK")
 
 
 def check_two_phase(work):
