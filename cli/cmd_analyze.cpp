@@ -60,8 +60,9 @@ int run_analyze(int argc, char** argv) {
       "with --validation-shards or --length-shards: the global batches scored (0 = all; -1 = the run's own "
       "train.eval_batches)")(
       "length-shards", po::value<std::vector<std::string>>(&length_shards)->composing(),
-      "with --checkpoint: validation shards of the same text at another sequence length, scored whole "
-      "(mlm_by_length.csv; a set longer than the model's positions is named, not scored); repeat it")(
+      "with --checkpoint: validation shards of the same text at another sequence length, each set scored over "
+      "--eval-batches (mlm_by_length.csv; a set longer than the model's positions is named, not scored); "
+      "repeat it, once per set")(
       "run", po::value<std::vector<std::string>>(&runs)->composing(),
       "NAME=DIR: a run to compare (DIR a checkpoint.dir or a metrics JSONL); repeat it, a NAME once per seed")(
       "glue", po::value<std::vector<std::string>>(&glue)->composing(),
@@ -101,6 +102,15 @@ int run_analyze(int argc, char** argv) {
     return 0;
   }
   TUPE_CHECK(reference.empty(), "analyze: --reference belongs to --run");
+  const auto same_place = [](const std::string& p) {  // "dir", "dir/" and "./dir" name one set
+    std::string c = std::filesystem::weakly_canonical(p).string();
+    while (c.size() > 1 && c.back() == '/') c.pop_back();
+    return c;
+  };
+  for (size_t i = 0; i < length_shards.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      TUPE_CHECK(same_place(length_shards[i]) != same_place(length_shards[j]),
+                 "analyze: --length-shards " << length_shards[i] << ": given twice");
   TUPE_CHECK(eval_batches >= -1, "analyze: --eval-batches " << eval_batches << ": must be >= 0 (or -1: the run's own)");
   TUPE_CHECK(eval_batches == -1 || !validation_shards.empty() || !length_shards.empty(),
              "analyze: --eval-batches applies to --validation-shards and --length-shards, and neither is given");

@@ -12,6 +12,8 @@ Usage: rerun_checks.py TUPE CKPT VOCAB WORKDIR BAD_GLUE
   4. `tupe evaluate --model out/models/RTE` writes models/RTE/evaluation/step_<N>/ and names
      the step folder; out/submission/RTE.tsv is untouched; evaluate into out itself is refused.
   5. A job that fails on its first task (a bad train row) leaves nothing in its folder.
+  6. A selection split the second task cannot have (too few of WNLI's rows) is refused before
+     the first task trains, in one line naming the task and the key, and makes no folder.
 """
 import hashlib
 import json
@@ -115,6 +117,16 @@ def main(tupe, ckpt, vocab, work, bad_glue):
     check(rc != 0 and "unknown label" in log, "the bad-row job failed")
     left = sorted(os.listdir(failed)) if os.path.isdir(failed) else []
     check(left == [], f"and left nothing in its folder: {left}")
+    # 6. a selection split one task cannot have is refused before any task trains
+    early = os.path.join(work, "early")
+    args = base[:base.index("--finetune.output_dir")] + ["--finetune.output_dir", early]
+    args[args.index("--finetune.tasks") + 1] = "RTE,WNLI"
+    args[args.index("--finetune.train_rows") + 1] = "1000"
+    rc, log = run(args + ["--finetune.selection_fraction", "0.0007"])
+    errors = [line for line in log.splitlines() if "error" in line]
+    check(rc != 0 and len(errors) == 1 and "WNLI: finetune.selection_fraction 0.0007 of 635 train rows leaves 0 for "
+          "selection" in errors[0] and "RTE lr" not in log and not os.path.exists(early),
+          f"a selection split WNLI cannot have is refused before RTE trains, no folder made: {errors}")
     print("all checks passed")
 
 

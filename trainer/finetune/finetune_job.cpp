@@ -24,6 +24,7 @@
 #include "trainer/finetune/protocol.h"
 #include "trainer/finetune/saved_model.h"
 #include "trainer/finetune/task_data.h"
+#include "trainer/finetune/tasks/reader.h"
 
 namespace tupe::finetune {
 
@@ -95,6 +96,15 @@ void check_config(FinetuneJob& job) {
   // Every rank runs the same config on the same task files (name, size).
   dist::require_agreement(job.env, "config check", dist::config_entries(c.effective));
   dist::require_agreement(job.env, "data check", describe_task_files(job.tasks, cfg.data_dir, cfg.predict_test));
+  // A selection split too small (or too large) for any task is refused now, not after the
+  // tasks before it have trained: its sizes depend on the row counts alone.
+  if (cfg.selection_fraction > 0)
+    for (const TaskSpec* t : job.tasks) {
+      const auto in_file =
+          static_cast<int64_t>(read_split(*t, t->train, cfg.data_dir, ReadOptions{cfg.skip_bad_rows}).examples.size());
+      selection_rows(t->name, cfg.train_rows > 0 ? std::min(cfg.train_rows, in_file) : in_file,
+                     cfg.selection_fraction, cfg.data_seed);
+    }
 }
 
 /// Rank 0 takes output_dir's lock (one job per folder: dist/folder_lock_agreed.h), then refuses
