@@ -217,6 +217,15 @@ EpochRecord train_epoch(Run& r, int64_t epoch) {
 
 bool has_selection(const Run& r) { return r.data.selection.size() > 0; }
 
+/// Rank 0's TensorBoard scalars at `epoch`: `scalars` and the dev metrics, "dev/<split>/<metric>".
+void write_tensorboard(Run& r, int64_t epoch, const std::vector<MetricValues>& dev,
+                       std::vector<std::pair<std::string, double>> scalars) {
+  for (size_t s = 0; s < dev.size(); ++s)
+    for (const auto& [metric, value] : dev[s]) scalars.emplace_back("dev/" + r.task.dev.at(s).name + "/" + metric, value);
+  const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  r.tensorboard->write_scalars(epoch, now, scalars);
+}
+
 /// The task's metrics on every dev split with the weights in place (counted: with a
 /// selection split a run scores the dev sets once).
 std::vector<MetricValues> score_dev(Run& r) {
@@ -260,10 +269,7 @@ void evaluate_epoch(Run& r, EpochRecord& er) {
     std::vector<std::pair<std::string, double>> scalars{{"train/loss", er.train_loss},
                                                         {"train/learning_rate", er.learning_rate}};
     for (const auto& [metric, value] : er.selection) scalars.emplace_back("selection/" + metric, value);
-    for (size_t s = 0; s < er.dev.size(); ++s)
-      for (const auto& [metric, value] : er.dev[s]) scalars.emplace_back("dev/" + r.task.dev.at(s).name + "/" + metric, value);
-    const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-    r.tensorboard->write_scalars(er.epoch, now, scalars);
+    write_tensorboard(r, er.epoch, er.dev, std::move(scalars));
   }
 }
 
@@ -299,14 +305,7 @@ void finish_run(Run& r) {
   if (has_selection(r)) {
     r.rec.selected = score_dev(r);
     r.rec.score = r.rec.selected.at(0).at(r.task.primary_metric);
-    if (r.tensorboard) {  // the one dev score, at the chosen epoch
-      std::vector<std::pair<std::string, double>> scalars;
-      for (size_t s = 0; s < r.rec.selected.size(); ++s)
-        for (const auto& [metric, value] : r.rec.selected[s])
-          scalars.emplace_back("dev/" + r.task.dev.at(s).name + "/" + metric, value);
-      const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-      r.tensorboard->write_scalars(r.rec.selected_epoch, now, scalars);
-    }
+    if (r.tensorboard) write_tensorboard(r, r.rec.selected_epoch, r.rec.selected, {});  // the one dev score
     char buf[128];
     std::snprintf(buf, sizeof buf, "%s lr %g seed %lld: dev at the selection's epoch %lld: ", r.task.name.c_str(),
                   r.rec.lr, static_cast<long long>(r.rec.seed), static_cast<long long>(r.rec.selected_epoch));
