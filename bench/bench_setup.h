@@ -28,7 +28,8 @@ inline BenchData open_bench_data(const std::string& shards, int64_t batch) {
 }
 
 /// A BERT-shaped encoder: heads = d / 64, FFN 4 d, `variant` the position encoding, the [CLS]
-/// untie on where a positional logit term exists (BERT-A and BERT-A^d have nothing to untie).
+/// untie on where a learned positional logit term exists (BERT-A, BERT-A^d, RoPE, ALiBi and NoPE
+/// have nothing to untie).
 inline model::ModelOptions bench_model(int64_t vocab_size, int64_t hidden, int64_t layers, int64_t max_positions,
                                        const std::string& variant) {
   model::ModelOptions mc;
@@ -39,7 +40,7 @@ inline model::ModelOptions bench_model(int64_t vocab_size, int64_t hidden, int64
   mc.ffn_size = 4 * hidden;
   mc.max_positions = max_positions;
   mc.position_encoding = model::parse_position_encoding(variant);
-  mc.untie_cls = mc.has_positional_logit_term();
+  mc.untie_cls = mc.has_learned_logit_term();
   return mc;
 }
 

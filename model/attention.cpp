@@ -53,39 +53,50 @@ std::array<at::Tensor, 3> SelfAttentionImpl::project_qkv(const at::Tensor& x) co
   return {qkv[0].transpose(1, 2), qkv[1].transpose(1, 2), qkv[2].transpose(1, 2)};
 }
 
-AttentionInputs SelfAttentionImpl::inputs(const at::Tensor& x, const at::Tensor& bias, const at::Tensor& pos_q,
-                                          const at::Tensor& pos_k) const {
+AttentionInputs SelfAttentionImpl::inputs(const at::Tensor& x, const PositionInputs& pos) const {
   auto [q, k, v] = project_qkv(x);
   AttentionInputs in{q, k, v};
   // SDPA wants the mask in the query's dtype. Encoder passes it already in the compute
   // dtype (cast once per forward for all layers): then this is a no-op, no graph node.
-  in.bias = bias.defined() ? bias.to(q.scalar_type()) : bias;
-  in.pos_q = pos_q;
-  in.pos_k = pos_k;
+  in.bias = pos.bias.defined() ? pos.bias.to(q.scalar_type()) : pos.bias;
+  in.pos_q = pos.pos_q;
+  in.pos_k = pos.pos_k;
+  in.rope_cos = pos.rope_cos;
+  in.rope_sin = pos.rope_sin;
   in.scale = config.attention_scale();
   in.dropout = is_training() ? config.attention_dropout : 0.0;
   return in;
 }
 
-at::Tensor SelfAttentionImpl::forward(const at::Tensor& x, const at::Tensor& bias, const at::Tensor& pos_q,
-                                      const at::Tensor& pos_k) {
+at::Tensor SelfAttentionImpl::forward(const at::Tensor& x, const PositionInputs& pos) {
   const int64_t B = x.size(0), L = x.size(1);
-  const at::Tensor ctx = attend(inputs(x, bias, pos_q, pos_k), is_training(), avoid_cudnn_in_training);  // (B, H, L, d_h)
+  const at::Tensor ctx = attend(inputs(x, pos), is_training(), avoid_cudnn_in_training);  // (B, H, L, d_h)
   return linear(output, ctx.transpose(1, 2).reshape({B, L, config.hidden_size}));
 }
 
-at::Tensor SelfAttentionImpl::logits(const at::Tensor& x, const at::Tensor& bias, const at::Tensor& pos_q,
-                                     const at::Tensor& pos_k) {
-  return attention_logits(inputs(x, bias, pos_q, pos_k));
+at::Tensor SelfAttentionImpl::logits(const at::Tensor& x, const PositionInputs& pos) {
+  return attention_logits(inputs(x, pos));
+}
+
+at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  const int64_t half = x.size(-1) / 2;
+  const at::Tensor x1 = x.narrow(-1, 0, half), x2 = x.narrow(-1, half, half);
+  return x * cos + at::cat({-x2, x1}, -1) * sin;
 }
 
 namespace {
 
 /// The per-layer query/key terms: BERT-A^d's (x W^Q + b^Q + pq)(x W^K + b^K + pk)^T expands into
-/// its four terms. A no-op cast when the encoder passed them in the compute dtype.
+/// its four terms; RoPE's rotation of q and k. A no-op cast when the encoder passed them in the
+/// compute dtype.
 void add_query_key_terms(AttentionInputs& in) {
   if (in.pos_q.defined()) in.q = in.q + in.pos_q.to(in.q.scalar_type());
   if (in.pos_k.defined()) in.k = in.k + in.pos_k.to(in.k.scalar_type());
+  if (in.rope_cos.defined()) {  // RoPE: no L x L tensor, the rotation is elementwise on q and k
+    const at::Tensor cos = in.rope_cos.to(in.q.scalar_type()), sin = in.rope_sin.to(in.q.scalar_type());
+    in.q = apply_rotary(in.q, cos, sin);
+    in.k = apply_rotary(in.k, cos, sin);
+  }
 }
 
 /// softmax(q k^T * scale + bias) v with model/dropout.h's dropout: (B, H, L, d_h), the bias add
@@ -136,7 +147,7 @@ at::Tensor attend(AttentionInputs in, bool training, bool avoid_cudnn_in_trainin
 
 std::string attention_kernel(const ModelOptions& c, int64_t batch, int64_t length, const c10::Device& device,
                              at::ScalarType dtype, bool training, bool avoid_cudnn_in_training) {
-  const bool bias_needs_grad = training && c.has_positional_logit_term();
+  const bool bias_needs_grad = training && c.has_learned_logit_term();
   const double p = training ? c.attention_dropout : 0.0;
   if (takes_explicit_path(device.is_cpu(), training, p, bias_needs_grad)) return "explicit (CPU training path)";
   const auto opts = at::TensorOptions().device(device).dtype(dtype);

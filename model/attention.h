@@ -19,7 +19,11 @@
 // the fused weight once (not three times each).
 //   BERT-A^d only: q += pq, k += pk   with pq, pk (1, H, L, d_h) the shared projected positions
 //             (model/positional.h query_key), so that q k^T holds all four word/position terms
-//   logits = q k^T * scale + bias       scale = 1/sqrt(d_h) (BERT), 1/sqrt(2 d_h) (TUPE Eq. 10),
+//   RoPE only: q = q cos + rotate_half(q) sin, k likewise       cos, sin (1, 1, L, d_h)
+//             (model/positional.h rotary), rotate_half([x1 | x2]) = [-x2 | x1] over d_h's halves,
+//             so feature i and i + d_h/2 of position t turn by the angle t theta_i (RoFormer Eq. 34,
+//             in the half-split pairing of GPT-NeoX and ModernBERT: docs/model.md "RoPE")
+//   logits = q k^T * scale + bias       scale = 1/sqrt(d_h) (BERT, RoPE, ALiBi, NoPE), 1/sqrt(2 d_h) (TUPE Eq. 10),
 //                                               1/sqrt(4 d_h) (BERT-A^d)
 //   out = (softmax(logits) v) W^O + b^O                          (B, L, d)
 //
@@ -40,22 +44,35 @@ namespace tupe::model {
 /// (floating, not float64: ATen's autocast::is_eligible), else like's own dtype.
 at::ScalarType attention_compute_dtype(const at::Tensor& like);
 
+/// What every layer's attention gets from the encoder's positions, built once per forward (each
+/// best in attention_compute_dtype, or undefined where the variant has none).
+struct PositionInputs {
+  at::Tensor bias;                ///< additive, broadcastable to (B, H, L, L): positional term + padding
+  at::Tensor pos_q, pos_k;        ///< BERT-A^d: broadcastable to (B, H, L, d_h), added to q and k
+  at::Tensor rope_cos, rope_sin;  ///< RoPE: broadcastable to (B, H, L, d_h), the rotation of q and k
+};
+
 /// One attention call (shape legend above). q, k, v: (B, H, L, d_h) in the compute dtype.
 struct AttentionInputs {
   at::Tensor q, k, v;
   at::Tensor bias;          ///< additive, broadcastable to (B, H, L, L) (positional term + padding), or undefined
   at::Tensor pos_q, pos_k;  ///< BERT-A^d: added to q and k, broadcastable to (B, H, L, d_h), or undefined
+  at::Tensor rope_cos, rope_sin;  ///< RoPE: broadcastable to (B, H, L, d_h), or undefined
   double scale = 1.0;       ///< of q k^T (ModelOptions::attention_scale)
   double dropout = 0.0;     ///< on the probabilities (0 outside training)
 };
 
-/// softmax((q + pos_q)(k + pos_k)^T * scale + bias) v, with dropout on the probabilities when
+/// RoPE's rotation of x: x cos + rotate_half(x) sin, rotate_half([x1 | x2]) = [-x2 | x1] over the
+/// last dimension's halves. x: (..., L, d_h); cos, sin broadcastable to x. Same shape and dtype.
+at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
+
+/// softmax(rot(q + pos_q) rot(k + pos_k)^T * scale + bias) v (rot: RoPE's rotation where given), with dropout on the probabilities when
 /// `training`: (B, H, L, d_h). The kernel: the explicit path for CPU training with dropout or
 /// a bias that needs a gradient, else SDPA, with cuDNN attention off where
 /// cudnn_sdpa_avoided(q, bias, avoid_cudnn_in_training) says so on CUDA (sdpa_kernels.h).
 at::Tensor attend(AttentionInputs in, bool training, bool avoid_cudnn_in_training);
 
-/// The pre-softmax logits attend() forms: (q + pos_q)(k + pos_k)^T * scale + bias, (B, H, L, L).
+/// The pre-softmax logits attend() forms: rot(q + pos_q) rot(k + pos_k)^T * scale + bias, (B, H, L, L).
 at::Tensor attention_logits(AttentionInputs in);
 
 /// The kernel attend() runs for a model of `config` with `batch` rows of `length` tokens on
@@ -74,20 +91,18 @@ class SelfAttentionImpl : public torch::nn::Module {
   explicit SelfAttentionImpl(const ModelOptions& config);
   void reset_parameters();
 
-  /// x: (B, L, d); bias: additive, broadcastable to (B, H, L, L) (positional term plus
-  /// -inf at padded keys), or undefined; best given already in attention_compute_dtype(x)
-  /// (Encoder casts it once for all layers; another dtype is cast here). Returns (B, L, d).
-  /// Dropout on the attention probabilities in training mode.
-  /// pos_q, pos_k: BERT-A^d's projected positions, broadcastable to (B, H, L, d_h) and best in
-  /// attention_compute_dtype(x) (Encoder casts them once), added to q and k (attend()); or
-  /// undefined (every other variant).
-  at::Tensor forward(const at::Tensor& x, const at::Tensor& bias, const at::Tensor& pos_q = {},
-                     const at::Tensor& pos_k = {});
+  /// x: (B, L, d); positions: the encoder's PositionInputs (bias: positional term plus -inf at
+  /// padded keys; BERT-A^d's pos_q, pos_k; RoPE's cos, sin), best given already in
+  /// attention_compute_dtype(x) (Encoder casts them once for all layers; another dtype is cast
+  /// here). Returns (B, L, d). Dropout on the attention probabilities in training mode.
+  at::Tensor forward(const at::Tensor& x, const PositionInputs& positions);
+  /// forward(x, {bias}): a bias (or undefined) and no other positional input.
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& bias) { return forward(x, PositionInputs{bias}); }
 
-  /// The pre-softmax logits (q + pos_q)(k + pos_k)^T * scale + bias: (B, H, L, L). For tests
-  /// and analysis.
-  at::Tensor logits(const at::Tensor& x, const at::Tensor& bias, const at::Tensor& pos_q = {},
-                    const at::Tensor& pos_k = {});
+  /// The pre-softmax logits rot(q + pos_q) rot(k + pos_k)^T * scale + bias: (B, H, L, L). For
+  /// tests and analysis.
+  at::Tensor logits(const at::Tensor& x, const PositionInputs& positions);
+  at::Tensor logits(const at::Tensor& x, const at::Tensor& bias) { return logits(x, PositionInputs{bias}); }
 
   ModelOptions config;
   /// On (default): a CUDA forward that needs gradients and has a mask runs with cuDNN
@@ -104,9 +119,9 @@ class SelfAttentionImpl : public torch::nn::Module {
   /// linear with the fused (3d, d) weight and (3d) bias, then three strided views of it.
   std::array<at::Tensor, 3> project_qkv(const at::Tensor& x) const;
   /// The attend() inputs of x: its q, k, v, the bias (cast to q's dtype: a no-op when the
-  /// encoder cast it once), BERT-A^d's terms, the variant's scale and, in training, its dropout.
-  AttentionInputs inputs(const at::Tensor& x, const at::Tensor& bias, const at::Tensor& pos_q,
-                         const at::Tensor& pos_k) const;
+  /// encoder cast it once), BERT-A^d's terms, RoPE's rotation, the variant's scale and, in
+  /// training, its dropout.
+  AttentionInputs inputs(const at::Tensor& x, const PositionInputs& positions) const;
 };
 TORCH_MODULE(SelfAttention);
 

@@ -1,6 +1,7 @@
 #include "model/config.h"
 
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 namespace tupe::model {
@@ -19,6 +20,9 @@ std::string variant_name(const ModelOptions& c) {
     case PositionEncoding::kTupeAbsolute: name = "TUPE-A"; break;
     case PositionEncoding::kTupeRelative: name = "TUPE-R"; break;
     case PositionEncoding::kBertAbsoluteUntied: name = "BERT-A^d"; break;
+    case PositionEncoding::kRotary: name = "RoPE"; break;
+    case PositionEncoding::kAlibi: name = "ALiBi"; break;
+    case PositionEncoding::kNone: name = "NoPE"; break;
   }
   if (c.has_untied_positions() && !c.untie_cls) name += " (tie-cls)";
   if (c.position_encoding == PositionEncoding::kBertRelative && c.untie_cls) name += " (untie-cls)";
@@ -32,6 +36,15 @@ double ModelOptions::attention_scale() const {
   return 1.0 / std::sqrt(dh);
 }
 
+int64_t ModelOptions::longest_sequence() const {
+  const bool computed = has_rotary() || has_alibi() || position_encoding == PositionEncoding::kNone;
+  return computed ? std::numeric_limits<int64_t>::max() : max_positions;
+}
+
+void add_model_keys_added_later(KeyValues& saved) {
+  saved.emplace("model.rope_base", "10000");  // added with rope (2026-12); only rope reads it
+}
+
 void ModelOptions::validate() const {
   fields().check(*this);
   TUPE_CHECK(hidden_size % num_heads == 0, "model.num_heads: " << num_heads << " must divide hidden_size " << hidden_size);
@@ -41,6 +54,9 @@ void ModelOptions::validate() const {
   TUPE_CHECK(!untie_cls || has_untied_positions() || has_relative_bias(),
              "model.untie_cls: the [CLS] untie resets a positional logit term; " << to_string(position_encoding)
                                                                                   << " has none (set untie_cls = false)");
+  TUPE_CHECK(!has_rotary() || head_size() % 2 == 0,
+             "model.num_heads: rope rotates pairs of features, so d_h = hidden_size / num_heads must be even, got "
+                 << head_size());
 }
 
 const FieldTable<ModelOptions>& ModelOptions::fields() {
@@ -95,15 +111,21 @@ const FieldTable<ModelOptions>& ModelOptions::fields() {
         .positive()
         .at_most(1 << 30)
         .real("init_std", &M::init_std, 0.02, "", "standard deviation of the N(0, s) init of weights and tables")
-        .positive();
+        .positive()
+        .real("rope_base", &M::rope_base, 10000.0, "",
+              "rope only: the base b of the rotation frequencies theta_i = b^(-2i / d_h) (RoFormer Eq. 15)")
+        .at_least(2)
+        .at_most(1e12);
     return t;
   }();
   return table;
 }
 
 ModelOptions model_config_from_saved(const KeyValues& saved, const std::string& where) {
+  KeyValues with_later = saved;
+  add_model_keys_added_later(with_later);
   KeyValues model_kv;
-  for (const auto& [k, v] : saved)
+  for (const auto& [k, v] : with_later)
     if (k.rfind("model.", 0) == 0) model_kv[k.substr(6)] = v;
   std::vector<std::string> missing;
   for (const auto& f : ModelOptions::fields().fields())

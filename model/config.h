@@ -21,13 +21,24 @@ enum class PositionEncoding {
   /// positions LN(p) U^Q, LN(p) U^K added, so the logits hold all four word/position terms,
   /// each with its own projections, scaled by 1/sqrt(4 d_h) (docs/model.md "BERT-A^d").
   kBertAbsoluteUntied,
+  /// RoPE (Su et al., RoFormer, 2021): q and k of every layer rotated by their position, no
+  /// position table; q_m . k_n then depends on m - n only (docs/model.md "RoPE").
+  kRotary,
+  /// ALiBi (Press et al., 2022), symmetric for an encoder as MosaicBERT uses it: the constant
+  /// per-head bias -m_h |i - j| in the logits, no position table (docs/model.md "ALiBi").
+  kAlibi,
+  /// NoPE: no positional information at all (the encoder is then permutation-equivariant).
+  kNone,
 };
 inline constexpr Choice<PositionEncoding> kPositionEncodingWords[] = {
     {"bert-absolute", PositionEncoding::kBertAbsolute},
     {"bert-relative", PositionEncoding::kBertRelative},
     {"tupe-absolute", PositionEncoding::kTupeAbsolute},
     {"tupe-relative", PositionEncoding::kTupeRelative},
-    {"bert-absolute-untied", PositionEncoding::kBertAbsoluteUntied}};
+    {"bert-absolute-untied", PositionEncoding::kBertAbsoluteUntied},
+    {"rope", PositionEncoding::kRotary},
+    {"alibi", PositionEncoding::kAlibi},
+    {"none", PositionEncoding::kNone}};
 /// The word of `p` ("tupe-relative", ...).
 std::string to_string(PositionEncoding p);
 /// The variant of a word; throws tupe::Error "key 'position_encoding': expected ..., got '<text>'".
@@ -59,6 +70,7 @@ struct ModelOptions {
   int64_t relative_buckets;
   int64_t relative_max_distance;
   double init_std;
+  double rope_base;
 
   int64_t head_size() const { return hidden_size / num_heads; }
   bool has_absolute_input_positions() const {
@@ -83,22 +95,34 @@ struct ModelOptions {
     return position_encoding == PositionEncoding::kBertRelative ||
            position_encoding == PositionEncoding::kTupeRelative;
   }
-  /// A positional term added to the logits of every layer (TUPE's P, the relative bias B, or
-  /// both): the (H, L, L) attention bias of model/positional.h. False for BERT-A and BERT-A^d,
-  /// whose attention gets at most the padding mask.
-  bool has_positional_logit_term() const { return has_untied_positions() || has_relative_bias(); }
+  /// ALiBi's constant distance bias in the logits (no parameters, no gradient).
+  bool has_alibi() const { return position_encoding == PositionEncoding::kAlibi; }
+  /// RoPE: every layer's q and k rotated by position before the logits.
+  bool has_rotary() const { return position_encoding == PositionEncoding::kRotary; }
+  /// A positional term added to the logits of every layer (TUPE's P, the relative bias B, both,
+  /// or ALiBi's bias): the (H, L, L) attention bias of model/positional.h. False for BERT-A,
+  /// BERT-A^d, RoPE and NoPE, whose attention gets at most the padding mask.
+  bool has_positional_logit_term() const { return has_learned_logit_term() || has_alibi(); }
+  /// A positional logit term with parameters (TUPE's P, the relative bias B): the attention
+  /// bias then needs a gradient in training.
+  bool has_learned_logit_term() const { return has_untied_positions() || has_relative_bias(); }
+  /// The longest sequence the model can run: max_positions where a learned table or the
+  /// precomputed buckets serve positions; none (INT64_MAX) for RoPE, ALiBi and NoPE, whose
+  /// positions are computed for any length (tupe analyze scores them past the trained length;
+  /// training, fine-tuning and prediction still hold sequences to max_positions).
+  int64_t longest_sequence() const;
   /// Rows of the position table: max_positions, +1 with the [CLS] untie in TUPE (row 0 plays
   /// theta_1, row 1 theta_2, position t >= 1 uses row t + 1; docs/model.md "Untying [CLS]").
   int64_t position_table_rows() const {
     return max_positions + ((has_untied_positions() && untie_cls) ? 1 : 0);
   }
-  /// Word-term scale: 1/sqrt(d_h) for BERT-A/R, 1/sqrt(2 d_h) for TUPE (docs/model.md, Eq. 10),
+  /// Word-term scale: 1/sqrt(d_h) for BERT-A/R, RoPE, ALiBi, NoPE, 1/sqrt(2 d_h) for TUPE (docs/model.md, Eq. 10),
   /// 1/sqrt(4 d_h) for BERT-A^d (its four terms, Sec. 4.3).
   double attention_scale() const;
 
   /// The field table's ranges, and the rules that involve several fields (num_heads divides
-  /// hidden_size, relative_max_distance > relative_buckets / 4, untie_cls needs a positional
-  /// logit term). Throws tupe::Error "model.<key>: <cause>".
+  /// hidden_size, relative_max_distance > relative_buckets / 4, untie_cls needs TUPE's term or
+  /// the relative bias, RoPE needs an even d_h). Throws tupe::Error "model.<key>: <cause>".
   void validate() const;
 
   static const FieldTable<ModelOptions>& fields();
@@ -106,10 +130,17 @@ struct ModelOptions {
 
 /// The ModelOptions a checkpoint saved as "model.<key>" entries of its effective config
 /// (trainer_state.json), strictly: every key of the field table must be there (a default
-/// never fills a gap: defaults change between versions), each parsed and the whole
-/// validated. Throws tupe::Error "<where>: the saved config lacks N model key(s): ..." or
+/// never fills a gap: defaults change between versions; the one exception is a key added
+/// after checkpoints existed, given the value that means what those checkpoints meant:
+/// add_model_keys_added_later), each parsed and the whole validated. Throws tupe::Error "<where>: the saved config lacks N model key(s): ..." or
 /// "<where>: saved model.<key>: ...". Used by every reader of checkpoints.
 ModelOptions model_config_from_saved(const KeyValues& saved_config, const std::string& where);
+
+/// Adds to a saved config the model keys added after checkpoints were first written, each with
+/// the value under which the older checkpoint means what it meant (docs/formats.md "Version
+/// notes"): model.rope_base = 10000 (it only acts with position_encoding = rope, which such
+/// checkpoints cannot have). Keys present are left alone.
+void add_model_keys_added_later(KeyValues& saved_config);
 
 /// The variant's name as Table 1 of Ke, He and Liu (2021) writes it: "BERT-A", "BERT-R",
 /// "TUPE-A", "TUPE-R", "BERT-A^d"; TUPE with untie_cls off gets " (tie-cls)", BERT-R with it on

@@ -29,7 +29,7 @@ void EmbeddingsImpl::reset_parameters() {
 
 at::Tensor EmbeddingsImpl::forward(const at::Tensor& input_ids, const at::Tensor& segment_ids) {
   const int64_t L = input_ids.size(1);
-  TUPE_CHECK(L <= config.max_positions,
+  TUPE_CHECK(L <= config.longest_sequence(),
              "model: sequence length " << L << " exceeds model.max_positions = " << config.max_positions);
   at::Tensor e = word(input_ids);  // (B, L, d)
   if (position) e = e + position->weight.narrow(0, 0, L).unsqueeze(0);

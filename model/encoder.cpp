@@ -31,14 +31,13 @@ void EncoderLayerImpl::reset_parameters() {
   }
 }
 
-at::Tensor EncoderLayerImpl::forward(const at::Tensor& x, const at::Tensor& bias, const at::Tensor& pos_q,
-                                     const at::Tensor& pos_k) {
+at::Tensor EncoderLayerImpl::forward(const at::Tensor& x, const PositionInputs& positions) {
   auto ffn = [&](const at::Tensor& h) { return dropout(linear(ffn_out, at::gelu(linear(ffn_in, h)))); };
   if (config.layer_norm == LayerNormPlacement::kPost) {
-    at::Tensor h = attention_norm(x + dropout(attention(x, bias, pos_q, pos_k)));
+    at::Tensor h = attention_norm(x + dropout(attention->forward(x, positions)));
     return ffn_norm(h + ffn(h));
   }
-  at::Tensor h = x + dropout(attention(attention_norm(x), bias, pos_q, pos_k));
+  at::Tensor h = x + dropout(attention->forward(attention_norm(x), positions));
   return h + ffn(ffn_norm(h));
 }
 
@@ -54,12 +53,12 @@ EncoderImpl::EncoderImpl(const ModelOptions& c) : config(c) {
 }
 
 at::Tensor EncoderImpl::attention_bias(int64_t B, int64_t L, const at::Tensor& attention_mask) {
-  at::Tensor bias = positional->forward(L);  // (H, L, L) or undefined; once for all layers
+  const auto like = embeddings->word->weight.options();
+  at::Tensor bias = positional->forward(L, like);  // (H, L, L) or undefined; once for all layers
   if (bias.defined()) bias = bias.unsqueeze(0);  // (1, H, L, L)
   if (attention_mask.defined()) {
-    const auto dtype = embeddings->word->weight.scalar_type();
     at::Tensor real = attention_mask.to(at::kBool).view({B, 1, 1, L});
-    at::Tensor pad = at::zeros({B, 1, 1, L}, embeddings->word->weight.options().dtype(dtype))
+    at::Tensor pad = at::zeros({B, 1, 1, L}, like)
                          .masked_fill(real.logical_not(), -std::numeric_limits<double>::infinity());
     bias = bias.defined() ? bias + pad : pad;  // (B, H, L, L) or (B, 1, 1, L)
   }
@@ -82,15 +81,23 @@ EncoderOutput EncoderImpl::forward(const at::Tensor& input_ids, const at::Tensor
     out.position_query = pq.unsqueeze(0).to(attention_compute_dtype(pq));  // (1, H, L, d_h)
     out.position_key = pk.unsqueeze(0).to(attention_compute_dtype(pk));
   }
-  const at::Tensor &pos_q = out.position_query, &pos_k = out.position_key;
+  if (config.has_rotary()) {
+    // RoPE: (L, d_h) each, once for all layers, in the compute dtype (computed in float64).
+    const auto like = embeddings->word->weight.options();
+    auto [cos, sin] = positional->rotary(L, like.dtype(attention_compute_dtype(embeddings->word->weight)));
+    out.rope_cos = cos.view({1, 1, L, -1});  // (1, 1, L, d_h)
+    out.rope_sin = sin.view({1, 1, L, -1});
+  }
+  const PositionInputs positions{out.attention_bias, out.position_query, out.position_key, out.rope_cos,
+                                 out.rope_sin};
   for (const auto& m : *layers) {
     auto layer = m->as<EncoderLayerImpl>();
     if (record_layers) {
       out.layer_inputs.push_back(x);
       at::Tensor attn_in = config.layer_norm == LayerNormPlacement::kPre ? layer->attention_norm(x) : x;
-      out.attention_logits.push_back(layer->attention->logits(attn_in, out.attention_bias, pos_q, pos_k));
+      out.attention_logits.push_back(layer->attention->logits(attn_in, positions));
     }
-    x = layer->forward(x, out.attention_bias, pos_q, pos_k);
+    x = layer->forward(x, positions);
   }
   if (final_norm) x = final_norm(x);
   out.hidden = x;

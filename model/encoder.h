@@ -25,10 +25,9 @@ class EncoderLayerImpl : public torch::nn::Module {
  public:
   explicit EncoderLayerImpl(const ModelOptions& config);
   void reset_parameters();
-  /// x: (B, L, d); bias: broadcastable to (B, H, L, L); pos_q, pos_k: BERT-A^d's projected
-  /// positions (1, H, L, d_h), added to the attention's q and k, or undefined. Returns (B, L, d).
-  at::Tensor forward(const at::Tensor& x, const at::Tensor& bias, const at::Tensor& pos_q = {},
-                     const at::Tensor& pos_k = {});
+  /// x: (B, L, d); positions: the encoder's PositionInputs (model/attention.h: the bias
+  /// broadcastable to (B, H, L, L), BERT-A^d's pos_q, pos_k, RoPE's cos, sin). Returns (B, L, d).
+  at::Tensor forward(const at::Tensor& x, const PositionInputs& positions);
 
   ModelOptions config;
   SelfAttention attention{nullptr};
@@ -49,6 +48,9 @@ struct EncoderOutput {
   /// BERT-A^d only: (1, H, L, d_h) each, the projected positions LN(p) U^Q + c^Q and
   /// LN(p) U^K + c^K every layer adds to its q and k, in attention_compute_dtype; else undefined.
   at::Tensor position_query, position_key;
+  /// RoPE only: (1, 1, L, d_h) each, the cos and sin of every layer's rotation of q and k, in
+  /// attention_compute_dtype; else undefined.
+  at::Tensor rope_cos, rope_sin;
   std::vector<at::Tensor> layer_inputs;       ///< num_layers x (B, L, d), with record_layers
   std::vector<at::Tensor> attention_logits;   ///< num_layers x (B, H, L, L), with record_layers
 };
@@ -63,7 +65,7 @@ class EncoderImpl : public torch::nn::Module {
   /// The attention bias (and BERT-A^d's projected positions) are built and cast to the
   /// compute dtype ONCE here and the same tensors go to every layer, so autograd sums the layers' bias gradients (in that dtype) before
   /// a single backward through the cast and the positional term.
-  /// Throws tupe::Error when L > max_positions.
+  /// Throws tupe::Error when L > config.longest_sequence() (max_positions for a learned table).
   EncoderOutput forward(const at::Tensor& input_ids, const at::Tensor& attention_mask = {},
                         const at::Tensor& segment_ids = {}, bool record_layers = false);
 

@@ -1,7 +1,9 @@
 #include "model/positional.h"
 
 #include <ATen/ATen.h>
+#include <algorithm>
 #include <cmath>
+#include <vector>
 #include <torch/nn/init.h>
 
 #include "common/error.h"
@@ -61,10 +63,45 @@ at::Tensor PositionalTermImpl::raw_position_correlation(int64_t rows) {
   return at::matmul(pq * scale, pk.transpose(1, 2));     // (H, rows, rows)
 }
 
-at::Tensor PositionalTermImpl::forward(int64_t L) {
-  TUPE_CHECK(L <= config.max_positions,
+at::Tensor PositionalTermImpl::alibi_slopes(int64_t H) {
+  // The geometric rule for n heads: m_h = 2^(-8 h / n), h = 1..n.
+  auto rule = [](int64_t n, int64_t h) { return std::pow(2.0, -8.0 * static_cast<double>(h) / static_cast<double>(n)); };
+  int64_t n = 1;
+  while (n * 2 <= H) n *= 2;  // the largest power of two <= H
+  std::vector<double> m;
+  for (int64_t h = 1; h <= n; ++h) m.push_back(rule(n, h));
+  for (int64_t k = 1; k <= H - n; ++k) m.push_back(rule(2 * n, 2 * k - 1));  // 2n heads' odd-numbered slopes
+  return at::tensor(m, at::kDouble);
+}
+
+std::pair<at::Tensor, at::Tensor> PositionalTermImpl::rotary(int64_t L, const at::TensorOptions& options) {
+  TUPE_CHECK(config.has_rotary(), "positional term: " << to_string(config.position_encoding) << " has no rotation");
+  const bool cached = rope_rows_ >= L && rope_cos_.defined() && rope_cos_.device() == options.device() &&
+                      rope_cos_.scalar_type() == c10::typeMetaToScalarType(options.dtype());
+  if (!cached) {
+    const int64_t dh = config.head_size(), rows = std::max(L, config.max_positions);
+    const auto f64 = at::TensorOptions().dtype(at::kDouble);
+    const at::Tensor i = at::arange(dh / 2, f64);                                          // (d_h/2)
+    const at::Tensor theta = at::pow(config.rope_base, -2.0 * i / static_cast<double>(dh));  // theta_i
+    const at::Tensor angle = at::outer(at::arange(rows, f64), theta).repeat({1, 2});     // (rows, d_h)
+    rope_cos_ = at::cos(angle).to(options);
+    rope_sin_ = at::sin(angle).to(options);
+    rope_rows_ = rows;
+  }
+  return {rope_cos_.narrow(0, 0, L), rope_sin_.narrow(0, 0, L)};
+}
+
+at::Tensor PositionalTermImpl::forward(int64_t L, const at::TensorOptions& options) {
+  TUPE_CHECK(L <= config.longest_sequence(),
              "model: sequence length " << L << " exceeds model.max_positions = " << config.max_positions);
   if (!active()) return {};
+  if (config.has_alibi()) {
+    if (!slopes_.defined() || slopes_.device() != options.device())
+      slopes_ = alibi_slopes(config.num_heads).view({-1, 1, 1}).to(options.device());  // once per device
+    const at::Tensor t = at::arange(L, options.dtype(at::kDouble));
+    const at::Tensor distance = (t.unsqueeze(1) - t.unsqueeze(0)).abs();  // (L, L): |i - j|
+    return (-slopes_ * distance).to(options);                              // (H, L, L)
+  }
   const bool untie = config.untie_cls;
   at::Tensor out;
   if (untied_) {

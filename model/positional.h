@@ -4,6 +4,14 @@
 // Shape legend: L sequence length, d model width, H heads, d_h = d / H.
 //   TUPE-A:  out = reset_theta(P)        TUPE-R: out = reset_theta(P + B)
 //   BERT-R:  out = B (B with [CLS] buckets when untie_cls)
+//   ALiBi:   out_h[i, j] = -m_h |i - j|, constant (no parameters)  (Press et al. 2022, symmetric)
+//            m_h = 2^(-8 h / H), h = 1..H, for H a power of two; otherwise the first n = 2^floor(log2 H)
+//            slopes of that rule for n heads, then the odd-numbered slopes of the rule for 2n heads
+//            (2^(-4 (2k - 1) / n), k = 1..H - n), as Press et al.'s code extends it
+//   RoPE:    no logit term; rotary(L) gives cos, sin (L, d_h) with angle[t, i] = t theta_(i mod d_h/2),
+//            theta_i = b^(-2 i / d_h) (RoFormer Eq. 15, b = model.rope_base), which every layer's
+//            attention applies to q and k (model/attention.h)
+//   NoPE:    nothing at all
 //   BERT-A:  no positional logit term (positions enter through the input embedding)
 //   BERT-A^d: no positional logit term either; query_key(L) gives the projected positions
 //            pq_h[t] = LN(p_t) U^Q_h + c^Q_h, pk_h[t] = LN(p_t) U^K_h + c^K_h   (H, L, d_h) each,
@@ -35,13 +43,20 @@ class PositionalTermImpl : public torch::nn::Module {
   explicit PositionalTermImpl(const ModelOptions& config);
   void reset_parameters();
 
-  /// True when the variant has a positional logit term (all but BERT-A and BERT-A^d).
+  /// True when the variant has a positional logit term (TUPE-A/R, BERT-R, ALiBi).
   bool active() const { return config.has_positional_logit_term(); }
 
-  /// The additive positional logits for a length-L sequence.
-  /// Returns (H, L, L) in the parameters' dtype; undefined tensor for BERT-A and BERT-A^d.
-  /// Throws tupe::Error when L > max_positions.
-  at::Tensor forward(int64_t L);
+  /// The additive positional logits for a length-L sequence: (H, L, L) in the parameters' dtype
+  /// (ALiBi, which has none: in `options`' dtype and on its device); undefined for BERT-A,
+  /// BERT-A^d, RoPE and NoPE. Throws tupe::Error when L > config.longest_sequence().
+  at::Tensor forward(int64_t L, const at::TensorOptions& options = {});
+
+  /// ALiBi's slopes m_h (above): (H) float64 on the CPU.
+  static at::Tensor alibi_slopes(int64_t num_heads);
+
+  /// RoPE's {cos, sin} of angle[t, i] = t theta_(i mod d_h/2) for t in [0, L): (L, d_h) each, in
+  /// `options`' dtype and on its device, computed in float64. Requires rope.
+  std::pair<at::Tensor, at::Tensor> rotary(int64_t L, const at::TensorOptions& options);
 
   /// TUPE's untied term before the reset, over the table rows used: (H, rows, rows).
   /// For analysis (`tupe analyze` heatmaps). Requires a TUPE variant.
@@ -67,6 +82,10 @@ class PositionalTermImpl : public torch::nn::Module {
   bool untied_ = false;
   bool relative_ = false;
   at::Tensor buckets_;  ///< (max_positions, max_positions) int64 bucket ids, on the parameters' device
+  at::Tensor slopes_;   ///< ALiBi: (H, 1, 1) float64, on the device of the last forward
+  /// RoPE: cos and sin of the last call's device and dtype, for rope_rows_ positions.
+  at::Tensor rope_cos_, rope_sin_;
+  int64_t rope_rows_ = 0;
 };
 TORCH_MODULE(PositionalTerm);
 

@@ -390,7 +390,7 @@ TEST(CheckpointWarmStart, RetrofitTupeRStartsFromBertsLayerZeroTerms) {
     const at::Tensor qi = at::linear(x, sa->query->weight, sa->query->bias).view({1, L, H, dh}).transpose(1, 2);
     const at::Tensor ki = at::linear(x, sa->key->weight, sa->key->bias).view({1, L, H, dh}).transpose(1, 2);
     const at::Tensor bert_logits = at::matmul(qi, ki.transpose(-2, -1)) / std::sqrt(static_cast<double>(dh));
-    const at::Tensor tupe_logits = tupe->encoder->layers[i]->as<model::EncoderLayerImpl>()->attention->logits(x, {});
+    const at::Tensor tupe_logits = tupe->encoder->layers[i]->as<model::EncoderLayerImpl>()->attention->logits(x, at::Tensor());
     EXPECT_LT((tupe_logits - bert_logits).abs().max().item<double>(), 1e-12) << "layer " << i;
   }
   EXPECT_EQ(tupe->encoder->positional->relative_bias->weight.abs().max().item<double>(), 0.0);

@@ -17,6 +17,7 @@
 
 #include "common/error.h"
 #include "model/tupe_bert.h"
+#include "float64_reference.h"
 #include "model_test_util.h"
 
 namespace {
@@ -26,97 +27,32 @@ using tupe::model::ModelOptions;
 using tupe::model::PositionEncoding;
 using tupe::model::TupeBert;
 
-/// The named parameter of `m` (detached, float64).
-at::Tensor P(TupeBert& m, const std::string& name) {
-  for (const auto& item : m->named_parameters())
-    if (item.key() == name) return item.value().detach();
-  throw std::runtime_error("no parameter " + name);
-}
-
-/// x W^T + b (torch Linear convention: W is (out, in)), rows of x: (..., in) -> (..., out).
-at::Tensor affine(const at::Tensor& x, TupeBert& m, const std::string& prefix) {
-  return at::matmul(x, P(m, prefix + ".weight").t()) + P(m, prefix + ".bias");
-}
-
-/// LayerNorm over the last dimension with the biased variance, as written in the BERT paper.
-at::Tensor layer_norm(const at::Tensor& x, TupeBert& m, const std::string& prefix, double eps) {
-  const at::Tensor mean = x.mean(-1, true);
-  const at::Tensor var = (x - mean).pow(2).mean(-1, true);
-  return (x - mean) / at::sqrt(var + eps) * P(m, prefix + ".weight") + P(m, prefix + ".bias");
-}
-
-at::Tensor gelu_erf(const at::Tensor& x) { return 0.5 * x * (1.0 + at::erf(x / std::sqrt(2.0))); }
-
-/// (B, L, d) or (L, d) -> heads (B, H, L, d_h) or (H, L, d_h).
-at::Tensor heads(const at::Tensor& t, int64_t H) {
-  auto s = t.sizes().vec();
-  const int64_t d = s.back();
-  s.back() = H;
-  s.push_back(d / H);
-  return t.reshape(s).transpose(-3, -2);
-}
-
-struct Reference {
-  std::vector<at::Tensor> logits;  ///< per layer (B, H, L, L), -inf at padded keys
-  std::vector<at::Tensor> inputs;  ///< per layer (B, L, d)
-  at::Tensor hidden;               ///< (B, L, d)
-  at::Tensor mlm;                  ///< (B*L, V) at every position
-};
+using tupe::model::testing::affine;
+using tupe::model::testing::heads;
+using tupe::model::testing::layer_norm;
+using tupe::model::testing::P;
+using tupe::model::testing::Reference;
+using tupe::model::testing::rel_err;
 
 /// The whole BERT-A^d forward in float64 from its definition (eval: no dropout).
 Reference reference(TupeBert& m, const ModelOptions& c, const at::Tensor& ids, const at::Tensor& mask) {
   const int64_t B = ids.size(0), L = ids.size(1), H = c.num_heads, dh = c.head_size(), d = c.hidden_size;
   const double eps = c.layer_norm_eps, scale = 1.0 / std::sqrt(4.0 * static_cast<double>(dh));
   // Input: word embeddings only (no position added), then LN.
-  at::Tensor x = layer_norm(P(m, "encoder.embeddings.word.weight").index_select(0, ids.view(-1)).view({B, L, d}), m,
-                            "encoder.embeddings.norm", eps);
+  const at::Tensor x = layer_norm(P(m, "encoder.embeddings.word.weight").index_select(0, ids.view(-1)).view({B, L, d}),
+                                  m, "encoder.embeddings.norm", eps);
   // Positions: LN of table rows 0..L-1 (position t uses row t), U^Q / U^K shared by all layers.
   const at::Tensor p = layer_norm(P(m, "encoder.positional.table.weight").narrow(0, 0, L), m, "encoder.positional.norm", eps);
   const at::Tensor pq = heads(affine(p, m, "encoder.positional.query"), H).unsqueeze(0);  // (1, H, L, dh)
   const at::Tensor pk = heads(affine(p, m, "encoder.positional.key"), H).unsqueeze(0);
-  const at::Tensor pad = at::zeros({B, 1, 1, L}, at::kDouble).masked_fill(mask.view({B, 1, 1, L}) == 0, -INFINITY);
-  Reference r;
-  const bool pre = c.layer_norm == LayerNormPlacement::kPre;
-  for (int64_t l = 0; l < c.num_layers; ++l) {
-    const std::string pre_fix = "encoder.layers." + std::to_string(l) + ".";
-    r.inputs.push_back(x);
-    const at::Tensor a_in = pre ? layer_norm(x, m, pre_fix + "attention_norm", eps) : x;
-    const at::Tensor q = heads(affine(a_in, m, pre_fix + "attention.query"), H);  // (B, H, L, dh)
-    const at::Tensor k = heads(affine(a_in, m, pre_fix + "attention.key"), H);
-    const at::Tensor v = heads(affine(a_in, m, pre_fix + "attention.value"), H);
-    // The four correlations, each its own (B, H, L, L) product.
+  // The four correlations, each its own (B, H, L, L) product.
+  return tupe::model::testing::reference_forward(m, c, x, mask, [&](const at::Tensor& q, const at::Tensor& k, int64_t) {
     const at::Tensor word_word = at::matmul(q, k.transpose(-1, -2));
     const at::Tensor word_pos = at::matmul(q, pk.transpose(-1, -2));
     const at::Tensor pos_word = at::matmul(pq, k.transpose(-1, -2));
     const at::Tensor pos_pos = at::matmul(pq, pk.transpose(-1, -2)).expand({B, H, L, L});
-    const at::Tensor alpha = (word_word + word_pos + pos_word + pos_pos) * scale + pad;
-    r.logits.push_back(alpha);
-    const at::Tensor ctx = at::matmul(at::softmax(alpha, -1), v).transpose(1, 2).reshape({B, L, d});
-    const at::Tensor attn = affine(ctx, m, pre_fix + "attention.output");
-    auto ffn = [&](const at::Tensor& h) {
-      return affine(gelu_erf(affine(h, m, pre_fix + "ffn_in")), m, pre_fix + "ffn_out");
-    };
-    if (pre) {
-      const at::Tensor h = x + attn;
-      x = h + ffn(layer_norm(h, m, pre_fix + "ffn_norm", eps));
-    } else {
-      const at::Tensor h = layer_norm(x + attn, m, pre_fix + "attention_norm", eps);
-      x = layer_norm(h + ffn(h), m, pre_fix + "ffn_norm", eps);
-    }
-  }
-  if (pre) x = layer_norm(x, m, "encoder.final_norm", eps);
-  r.hidden = x;
-  const at::Tensor t = layer_norm(gelu_erf(affine(x, m, "mlm_head.dense")), m, "mlm_head.norm", eps);
-  r.mlm = (at::matmul(t, P(m, "encoder.embeddings.word.weight").t()) + P(m, "mlm_head.bias")).view({B * L, -1});
-  return r;
-}
-
-double rel_err(const at::Tensor& got, const at::Tensor& want) {
-  const at::Tensor finite = at::isfinite(want);
-  EXPECT_TRUE(at::equal(finite, at::isfinite(got))) << "the masked (-inf) entries differ";
-  const at::Tensor zero = at::zeros({}, at::kDouble);
-  const at::Tensor g = at::where(finite, got, zero), w = at::where(finite, want, zero);
-  return (g - w).abs().max().item<double>() / w.abs().max().item<double>();
+    return (word_word + word_pos + pos_word + pos_pos) * scale;
+  });
 }
 
 class BertAd : public ::testing::TestWithParam<LayerNormPlacement> {};

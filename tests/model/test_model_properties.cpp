@@ -55,6 +55,10 @@ TEST(ParameterCounts, TupeMinusBertAtBaseSizes) {
   EXPECT_EQ(bert_ad, params_of(base(PositionEncoding::kTupeAbsolute, false)));
   EXPECT_EQ(bert_a, 109512762);  // docs/model.md "Sizes"
   EXPECT_EQ(bert_ad, 110695482);  // 109,512,762 + 1,181,184 + 1,536
+  // RoPE, ALiBi and NoPE have no position parameters at all: BERT-A less its 512 x d table.
+  for (auto pe : {PositionEncoding::kRotary, PositionEncoding::kAlibi, PositionEncoding::kNone})
+    EXPECT_EQ(params_of(base(pe, false)), bert_a - c.max_positions * d) << tupe::model::to_string(pe);
+  EXPECT_EQ(bert_a - c.max_positions * d, 109119546);  // docs/model.md "Sizes"
   // BERT-A itself: embeddings (V + 512) d + LN, 12 layers of 4 (d^2 + d) + 2 (d F) + F + d + 4 d,
   // MLM head d^2 + d + 2 d + V (decoder tied).
   const int64_t V = c.vocab_size, F = c.ffn_size, L = c.max_positions;
@@ -64,12 +68,13 @@ TEST(ParameterCounts, TupeMinusBertAtBaseSizes) {
 
 TEST(Model, PaddingDoesNotChangeRealPositions) {
   for (auto pe : {PositionEncoding::kBertAbsolute, PositionEncoding::kTupeRelative, PositionEncoding::kTupeAbsolute,
-                  PositionEncoding::kBertAbsoluteUntied}) {
+                  PositionEncoding::kBertAbsoluteUntied, PositionEncoding::kRotary, PositionEncoding::kAlibi,
+                  PositionEncoding::kNone}) {
     const uint64_t seed = tupe::model::testing::test_seed();
     SCOPED_TRACE(tupe::model::testing::seed_text(seed));
     at::manual_seed(seed);
     auto cfg = tupe::model::testing::small_config(
-        pe, pe != PositionEncoding::kBertAbsolute && pe != PositionEncoding::kBertAbsoluteUntied);
+        pe, pe == PositionEncoding::kTupeRelative || pe == PositionEncoding::kTupeAbsolute);
     tupe::model::Encoder enc(cfg);
     tupe::model::testing::randomize(*enc, 0.3);
     enc->eval();
@@ -107,11 +112,13 @@ TEST(Model, Bf16AutocastOnCpuWithinOnePercentOfFp32) {
 }
 
 TEST(Model, FiniteDifferenceGradients) {
-  for (auto pe : {PositionEncoding::kTupeRelative, PositionEncoding::kBertRelative, PositionEncoding::kBertAbsoluteUntied}) {
+  for (auto pe : {PositionEncoding::kTupeRelative, PositionEncoding::kBertRelative, PositionEncoding::kBertAbsoluteUntied,
+                  PositionEncoding::kRotary, PositionEncoding::kAlibi}) {
     const uint64_t seed = tupe::model::testing::test_seed();
     SCOPED_TRACE(tupe::model::testing::seed_text(seed));
     at::manual_seed(seed);
-    auto cfg = tupe::model::testing::small_config(pe, pe != PositionEncoding::kBertAbsoluteUntied, 8, 2);
+    auto cfg = tupe::model::testing::small_config(
+        pe, pe == PositionEncoding::kTupeRelative || pe == PositionEncoding::kBertRelative, 8, 2);
     cfg.vocab_size = 20;
     cfg.ffn_size = 12;
     TupeBert net(cfg, /*num_labels=*/3);
