@@ -1,6 +1,6 @@
-// Step time of the five model variants (BERT-A, BERT-A^d, TUPE-A, BERT-R, TUPE-R; TUPE-R
-// last), interleaved in ONE process (run by hand, not a test).
-//   variant_step_bench --shards DIR [--hidden 256] [--layers 4] [--seq 128] [--batch 16]
+// Step time of the model variants (BERT-A first, then BERT-A^d, RoPE, ALiBi, NoPE, TUPE-A, BERT-R,
+// TUPE-R last; --variants picks some), interleaved in ONE process (run by hand, not a test).
+//   variant_step_bench --shards DIR [--variants LIST] [--hidden 256] [--layers 4] [--seq 128] [--batch 16]
 //                      [--rounds 40] [--warmup 3] [--threads 1] [--precision fp32|bf16]
 //                      [--device cpu|cuda] [--sdpa both|pinned|default] [--pin KERNEL]
 //                      [--peak-tflops T]
@@ -39,6 +39,7 @@
 #include <optional>
 
 #include "bench/bench_setup.h"
+#include "common/config_fields.h"
 #include "common/error.h"
 #include "common/host_memory.h"
 #include "data_pipeline/loader.h"
@@ -59,6 +60,9 @@ namespace po = boost::program_options;
 using namespace tupe;
 
 namespace {
+
+constexpr const char* kAllVariants =
+    "bert-absolute,bert-absolute-untied,rope,alibi,none,tupe-absolute,bert-relative,tupe-relative";
 
 double thread_cpu_s() {
   timespec ts{};
@@ -94,7 +98,7 @@ void set_avoid_cudnn(model::TupeBert& net, bool avoid) {
 
 int main(int argc, char** argv) {
   const bool malloc_kept = keep_freed_host_memory();  // as `tupe` does (TUPE_HOST_MALLOC=default: glibc's policy)
-  std::string shards, precision, device_name, sdpa_modes, pin_name;
+  std::string shards, precision, device_name, sdpa_modes, pin_name, variant_list;
   double peak_tflops = 0;
   int64_t hidden = 256, layers = 4, seq = 128, batch = 16, rounds = 40, warmup = 3, threads = 1;
   po::options_description desc("variant_step_bench options");
@@ -112,6 +116,8 @@ int main(int argc, char** argv) {
       "both | pinned | default: time the variants on one pinned SDPA kernel, with torch's own choice, or both")(
       "pin", po::value(&pin_name)->default_value(""), "the pinned SDPA kernel: efficient (CUDA default) | flash | cudnn | "
                                                        "math (CPU default)")(
+      "variants", po::value(&variant_list)->default_value(kAllVariants),
+      "comma-separated position encodings, BERT-A first (the ratios' reference) and TUPE-R last")(
       "peak-tflops", po::value(&peak_tflops)->default_value(0.0),
       "peak TFLOP/s for MFU; 0: the GPU table (trainer/pretrain/flops.h) or measured on the CPU");
   try {
@@ -144,7 +150,10 @@ int main(int argc, char** argv) {
     po.precision = precision == "bf16" ? trainer::Precision::kBf16 : trainer::Precision::kFp32;
     const trainer::LrSchedule schedule(oo);
     std::vector<Variant> variants;
-    for (const char* v : {"bert-absolute", "bert-absolute-untied", "tupe-absolute", "bert-relative", "tupe-relative"}) {
+    const std::vector<std::string> names = split_comma_list(variant_list);
+    TUPE_CHECK(names.size() >= 2 && names.front() == "bert-absolute" && names.back() == "tupe-relative",
+               "--variants: '" << variant_list << "' must start with bert-absolute and end with tupe-relative");
+    for (const std::string& v : names) {
       const model::ModelOptions mc = bench::bench_model(ds->info().vocab_size, hidden, layers, seq, v);
       at::manual_seed(1);
       Variant var;

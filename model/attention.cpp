@@ -78,6 +78,18 @@ at::Tensor SelfAttentionImpl::logits(const at::Tensor& x, const PositionInputs& 
   return attention_logits(inputs(x, pos));
 }
 
+at::Tensor SelfAttentionImpl::forward(const at::Tensor& x, const at::Tensor& bias) {
+  PositionInputs pos;
+  pos.bias = bias;
+  return forward(x, pos);
+}
+
+at::Tensor SelfAttentionImpl::logits(const at::Tensor& x, const at::Tensor& bias) {
+  PositionInputs pos;
+  pos.bias = bias;
+  return logits(x, pos);
+}
+
 at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
   const int64_t half = x.size(-1) / 2;
   const at::Tensor x1 = x.narrow(-1, 0, half), x2 = x.narrow(-1, half, half);

@@ -97,12 +97,12 @@ class SelfAttentionImpl : public torch::nn::Module {
   /// here). Returns (B, L, d). Dropout on the attention probabilities in training mode.
   at::Tensor forward(const at::Tensor& x, const PositionInputs& positions);
   /// forward(x, {bias}): a bias (or undefined) and no other positional input.
-  at::Tensor forward(const at::Tensor& x, const at::Tensor& bias) { return forward(x, PositionInputs{bias}); }
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& bias);
 
   /// The pre-softmax logits rot(q + pos_q) rot(k + pos_k)^T * scale + bias: (B, H, L, L). For
   /// tests and analysis.
   at::Tensor logits(const at::Tensor& x, const PositionInputs& positions);
-  at::Tensor logits(const at::Tensor& x, const at::Tensor& bias) { return logits(x, PositionInputs{bias}); }
+  at::Tensor logits(const at::Tensor& x, const at::Tensor& bias);
 
   ModelOptions config;
   /// On (default): a CUDA forward that needs gradients and has a mask runs with cuDNN

@@ -11,7 +11,7 @@
 
 namespace tupe::model {
 
-/// The positional-encoding variants of the paper (docs/model.md "Five variants").
+/// The positional-encoding variants: the paper's five, RoPE, ALiBi and NoPE (docs/model.md "Eight variants").
 enum class PositionEncoding {
   kBertAbsolute,  ///< BERT-A: absolute position embedding added to the word embedding
   kBertRelative,  ///< BERT-R: BERT-A + T5 relative bias b_{bucket(j-i)} in the logits

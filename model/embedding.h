@@ -1,4 +1,4 @@
-// Input embeddings (docs/model.md "Five variants", input column).
+// Input embeddings (docs/model.md "Eight variants", input column).
 // Shape legend: B batch, L sequence length, d model width, V vocabulary size.
 //   BERT-A/R: e = LN(word[x] + position[t] + segment[s]) then dropout
 //   TUPE-A/R, BERT-A^d: e = LN(word[x] + segment[s]) then dropout (positions only in attention)

@@ -16,7 +16,8 @@ import subprocess
 import tempfile
 
 GLUE_TASKS = ("CoLA", "SST-2", "MRPC", "STS-B", "QQP", "MNLI", "QNLI", "RTE", "WNLI")
-ENCODINGS = ("bert-absolute", "bert-relative", "tupe-absolute", "tupe-relative", "bert-absolute-untied")
+ENCODINGS = ("bert-absolute", "bert-relative", "tupe-absolute", "tupe-relative", "bert-absolute-untied", "rope", "alibi",
+             "none")
 ROW_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # a folder name: no '/', no '..', no spaces
 SLURM_TIME = re.compile(r"^(\d+-\d{1,2}(:\d{2}(:\d{2})?)?|\d+(:\d{2}(:\d{2})?)?)$")  # sbatch --time forms
 # Every [paper] key: its kind (docs in bench/paper/mini.ini). row.<NAME> and train_rows.<TASK> besides.

@@ -36,6 +36,20 @@ if [ -n "$bert_a" ] && [ "$bert_ad" = "$((bert_a + 2 * (d * d + d) + 2 * d))" ] 
 else
   echo "FAILED: tupe info: BERT-A^d total '$bert_ad', want BERT-A '$bert_a' + $((2 * (d * d + d) + 2 * d))"; fail=1
 fi
+# RoPE, ALiBi and NoPE learn no positions: BERT-A's total less its 512 x d input position table
+# (109,119,546 at BERT-Base), and tupe info names each.
+for pe in rope alibi none; do
+  n="$(total_of --model.position_encoding "$pe")"
+  if [ -n "$bert_a" ] && [ "$n" = "$((bert_a - 512 * d))" ] && [ "$n" = 109119546 ]; then
+    echo "ok: tupe info: $pe $n = BERT-A $bert_a - 512 d"
+  else
+    echo "FAILED: tupe info: $pe total '$n', want BERT-A '$bert_a' - $((512 * d))"; fail=1
+  fi
+  "$TUPE_BIN" info --config "$TUPE_SOURCE_DIR/configs/bert-a-base.ini" --model.position_encoding "$pe" |
+    grep -q "^# parameters ($pe)" || { echo "FAILED: tupe info does not name $pe"; fail=1; }
+done
+check_error "must be even" "$TUPE_BIN" info --config "$TUPE_SOURCE_DIR/configs/bert-a-base.ini" \
+  --model.position_encoding rope --model.num_heads 256
 "$TUPE_BIN" info --config "$TUPE_SOURCE_DIR/configs/bert-ad-base.ini" | grep -q "^# parameters (bert-absolute-untied)" ||
   { echo "FAILED: tupe info does not name the BERT-A^d variant"; fail=1; }
 check_error "bert-absolute-untied has none" "$TUPE_BIN" info --config "$TUPE_SOURCE_DIR/configs/bert-ad-base.ini" --model.untie_cls true

@@ -29,7 +29,7 @@ warnings); the helpers they share in pretrain_common.py.
               masked-token accuracy (above 0) the recomputation's, token for token but near ties;
               tupe analyze --validation-shards: its position buckets add up to the same;
               --length-shards: the same text at 64 tokens scored, at 256 named as beyond the
-              model's 128 positions
+              model's 128 positions; a RoPE model of the same run scored at 256
   tensorboard pretrain's and finetune's TensorBoard scalars (read by the tensorboard package)
               equal their metrics JSONL / results.json; off when switched off
   mfu         with an empty $TUPE_CACHE, fp32 and bf16: step 1 is logged within 10 s of the
@@ -319,6 +319,22 @@ def check_validation(work):
             and int(long["max_seq_len"]) > 128 and long["masked"] == "0" and not long["loss"]
             and f"not scored: sequences of up to {long['max_seq_len']} tokens, the model has 128 positions" in long["note"]):
         sys.exit(f"FAILED: mlm_by_length.csv: {by_length}")
+    # A RoPE model computes its positions for any length: the 256-token text is scored past its
+    # 128 positions (a finite loss, every masked token), not refused.
+    ck_rope = os.path.join(work, "validation-rope")
+    shutil.rmtree(ck_rope, ignore_errors=True)
+    mpirun(1, pretrain_args(work, ck_rope, **{"model.position_encoding": "rope", "model.untie_cls": "false",
+                                              "optimizer.total_steps": 10, "checkpoint.every_steps": 10}))
+    out_rope = os.path.join(work, "validation-analyze-rope")
+    p = subprocess.run([os.environ["TUPE_BIN"], "analyze", "--checkpoint", os.path.join(ck_rope, "step_00000010"),
+                        "--output", out_rope, "--eval-batches", "3", "--length-shards", lengths[256]],
+                       capture_output=True, text=True, timeout=300)
+    if p.returncode != 0:
+        sys.exit(f"FAILED: tupe analyze of the RoPE run exit {p.returncode}: {p.stderr[-2000:]}")
+    (row,) = list(csv.DictReader(open(os.path.join(out_rope, "mlm_by_length.csv"))))
+    print(f"RoPE at 256 tokens: {row}")
+    if not (int(row["max_seq_len"]) > 128 and int(row["masked"]) > 0 and 0 < float(row["loss"]) < 20 and not row["note"]):
+        sys.exit(f"FAILED: the RoPE model was not scored past its 128 positions: {row}")
     print("validation OK")
 
 

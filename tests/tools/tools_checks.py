@@ -8,6 +8,7 @@ Usage: tools_checks.py CHECK WORKDIR   with CHECK one of
                       PNG sizes from their IHDR headers; curves.csv vs the JSONL written here
   analyze_tupe        TUPE-R heatmap input: the [CLS] reset rows/columns are constant
   analyze_bert_ad     BERT-A^d: its first-layer position terms vs a float64 numpy re-computation
+  analyze_encodings   RoPE, ALiBi, NoPE: their positional terms vs numpy; no position table, no probes
   analyze_compare     `tupe analyze --run`: seed means and bands, final losses and steps to reach
                       the reference's final loss against the closed form of piecewise-linear
                       curves written here; a resumed run's repeated step; one-line errors
@@ -223,6 +224,45 @@ def analyze_bert_ad(work):
         check(os.path.getsize(os.path.join(out, name)) > 10000, f"{name} written")
 
 
+def analyze_encodings(work):
+    """RoPE, ALiBi, NoPE: the heatmap input against numpy from the papers and the checkpoint's
+    tensors (RoPE: the first layer's mean-word query and key rotated pair by pair to every
+    position; ALiBi: -m_h |i - j| with 4 heads' slopes 2^-2, 2^-4, 2^-6, 2^-8; NoPE: zero); no
+    position table is written, and the probe table says why."""
+    H, L, dh = 4, 64, 8
+    for variant in ("rope", "alibi", "none"):
+        ckpt = make(work, variant, variant, "init")
+        out = os.path.join(work, f"analysis-{variant}")
+        shutil.rmtree(out, ignore_errors=True)
+        p = run(TUPE, "analyze", "--checkpoint", ckpt, "--output", out, "--positions", str(L))
+        check(f"{variant} learns no position vectors" in p.stdout, f"{variant}: the probe table says why it is empty")
+        got = load_file(os.path.join(out, "positional.safetensors"))["positional_term"]
+        if variant == "rope":
+            w = {k: v.astype(np.float64) for k, v in load_file(os.path.join(ckpt, "model.safetensors")).items()}
+            wbar = w["encoder.embeddings.word.weight"].mean(0)
+            q = (wbar @ w["encoder.layers.0.attention.query.weight"].T + w["encoder.layers.0.attention.query.bias"])
+            k = (wbar @ w["encoder.layers.0.attention.key.weight"].T + w["encoder.layers.0.attention.key.bias"])
+            theta = 10000.0 ** (-2 * np.arange(dh // 2) / dh)
+
+            def rotated(v):  # (H, dh) -> (H, L, dh): pair (i, i + dh/2) turned by t theta_i
+                a, b = v.reshape(H, dh)[:, :dh // 2], v.reshape(H, dh)[:, dh // 2:]
+                c, s = np.cos(np.outer(np.arange(L), theta)), np.sin(np.outer(np.arange(L), theta))
+                return np.concatenate([a[:, None] * c - b[:, None] * s, b[:, None] * c + a[:, None] * s], axis=2)
+            want = np.einsum("hid,hjd->hij", rotated(q), rotated(k)) / np.sqrt(dh)
+        elif variant == "alibi":
+            slopes = np.array([2.0 ** -2, 2.0 ** -4, 2.0 ** -6, 2.0 ** -8])
+            dist = np.abs(np.arange(L)[:, None] - np.arange(L)[None, :])
+            want = -slopes[:, None, None] * dist
+        else:
+            want = np.zeros((H, L, L))
+        err = np.abs(got - want).max()
+        check(got.shape == want.shape and err <= 1e-5 * max(1.0, np.abs(want).max()),
+              f"{variant}: positional term {got.shape} matches numpy (max err {err:.2g})")
+        check(not os.path.exists(os.path.join(out, "position_table.safetensors")), f"{variant}: no position table")
+        check(json.load(open(os.path.join(out, "analysis.json")))["probes"] == {}, f"{variant}: no probes")
+        check(os.path.getsize(os.path.join(out, "positional_heads.png")) > 5000, f"{variant}: heatmap written")
+
+
 def write_curve(path, points, extra=()):
     """A metrics JSONL with training records between the validation records (as a run logs)."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -382,7 +422,7 @@ if __name__ == "__main__":
     check_name, workdir = sys.argv[1], sys.argv[2]
     shutil.rmtree(workdir, ignore_errors=True)  # a fresh folder per run: outputs must not exist yet
     os.makedirs(workdir)
-    {"export_hf": export_hf, "export_tupe": export_tupe, "analyze_sinusoidal": analyze_sinusoidal,
+    {"export_hf": export_hf, "export_tupe": export_tupe, "analyze_sinusoidal": analyze_sinusoidal, "analyze_encodings": analyze_encodings,
      "analyze_tupe": analyze_tupe, "analyze_bert_ad": analyze_bert_ad, "analyze_compare": analyze_compare,
      "analyze_glue": analyze_glue,
      "errors": errors}[check_name](workdir)

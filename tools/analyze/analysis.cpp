@@ -15,6 +15,7 @@
 #include "checkpoint/model_checkpoint.h"
 #include "checkpoint/safetensors.h"
 #include "common/error.h"
+#include "model/attention.h"
 #include "tools/analyze/analyze_plots_source.h"
 #include "tools/analyze/mlm_by_position.h"
 #include "tools/analyze/plot_script.h"
@@ -55,6 +56,28 @@ checkpoint::NamedTensors bert_absolute_terms(model::TupeBertImpl& net, int64_t L
   out.emplace_back("word_to_position", (at::matmul(qw, kp.transpose(1, 2)) * scale).squeeze(1));
   out.emplace_back("position_to_word", (at::matmul(qp, kw.transpose(1, 2)) * scale).squeeze(2));
   return out;
+}
+
+/// RoPE's first-layer positional term (analysis.h): the mean word's query and key of the first
+/// layer, each rotated to every position, PP_h[i, j] = R_i(w̄ W^Q_h + b^Q_h) . R_j(w̄ W^K_h + b^K_h)
+/// / sqrt(d_h): (H, L, L).
+checkpoint::NamedTensors rotary_terms(model::TupeBertImpl& net, int64_t L) {
+  const auto& c = net.config;
+  auto layer0 = net.encoder->layers->ptr(0)->as<model::EncoderLayerImpl>();
+  const auto& q = layer0->attention->query;
+  const auto& k = layer0->attention->key;
+  const at::Tensor w_mean = net.encoder->embeddings->word->weight.mean(0, true);  // (1, d)
+  const auto [cos, sin] = net.encoder->positional->rotary(L, w_mean.options());  // (L, dh) each
+  const int64_t H = c.num_heads, dh = c.head_size();
+  const at::Tensor qw = project_heads(w_mean, q->weight, q->bias, H).expand({H, L, dh});  // (H, L, dh)
+  const at::Tensor kw = project_heads(w_mean, k->weight, k->bias, H).expand({H, L, dh});
+  const at::Tensor qr = model::apply_rotary(qw, cos, sin), kr = model::apply_rotary(kw, cos, sin);
+  return {{"positional_term", at::matmul(qr, kr.transpose(1, 2)) * c.attention_scale()}};
+}
+
+/// True for the encodings with learned position vectors for the probes (all but RoPE, ALiBi, NoPE).
+bool has_position_table(const model::ModelOptions& c) {
+  return c.has_absolute_input_positions() || c.has_position_projections();
 }
 
 /// The learned position vectors and the positions they serve (analysis.h).
@@ -173,24 +196,33 @@ std::string analyze_checkpoint(const AnalyzeOptions& options) {
 
   at::NoGradGuard no_grad;
   checkpoint::NamedTensors terms;
-  if (!c.has_positional_logit_term()) {  // BERT-A, BERT-A^d: the terms of the logits, computed from the layers
-    terms = bert_absolute_terms(*net, L);
-  } else {
+  if (c.has_positional_logit_term()) {  // TUPE-A/R, BERT-R, ALiBi: the term every layer adds
     terms.emplace_back("positional_term", net->encoder->positional->forward(L));
+  } else if (c.has_rotary()) {
+    terms = rotary_terms(*net, L);
+  } else if (c.position_encoding == model::PositionEncoding::kNone) {  // NoPE: no positional term, zero
+    terms.emplace_back("positional_term", at::zeros({c.num_heads, L, L}));
+  } else {  // BERT-A, BERT-A^d: the terms of the logits, computed from the layers
+    terms = bert_absolute_terms(*net, L);
   }
   for (auto& [name, t] : terms) t = t.to(at::kFloat).contiguous();
   const std::string variant = model::to_string(c.position_encoding);
   checkpoint::write_safetensors(options.output / "positional.safetensors", terms,
                              {{"position_encoding", variant}, {"untie_cls", c.untie_cls ? "true" : "false"}});
-  checkpoint::write_safetensors(options.output / "position_table.safetensors", position_table(*net),
-                             {{"position_encoding", variant}});
+  const bool with_table = has_position_table(c);
+  if (with_table)
+    checkpoint::write_safetensors(options.output / "position_table.safetensors", position_table(*net),
+                                  {{"position_encoding", variant}});
+  else
+    fs::remove(options.output / "position_table.safetensors");
 
   nlohmann::json info = {{"checkpoint", ckpt.dir.string()},         {"step", ckpt.contents.state.step},
                          {"position_encoding", variant},             {"untie_cls", c.untie_cls},
                          {"num_heads", c.num_heads},                 {"heatmap_positions", L},
                          {"metrics", have_curves ? metrics.string() : ""}, {"seed", options.seed},
                          {"mlm_by_position", by_position.empty() ? "" : "mlm_by_position.csv"},
-                         {"mlm_by_length", by_length.empty() ? "" : "mlm_by_length.csv"}};
+                         {"mlm_by_length", by_length.empty() ? "" : "mlm_by_length.csv"},
+                         {"position_table", with_table ? "position_table.safetensors" : ""}};
   write_text(options.output / "analysis_input.json", info.dump(2) + "\n");
 
   const std::string script = run_plot_script(plotting_python(options.python), options.script, "analyze_plots.py",

@@ -15,11 +15,15 @@
 //       for BERT-A^d the same three terms with its own position projections and scale
 //       (docs/model.md "BERT-A^d"), p~_t = LN(p_t) (the position table's LayerNorm):
 //         PP_h[i, j] = (p~_i U^Q_h + c^Q_h)(p~_j U^K_h + c^K_h)^T / sqrt(4 d_h)
-//         WP_h[j] = (w̄ W^Q_h + b^Q_h)(p~_j U^K_h + c^K_h)^T / sqrt(4 d_h),  PW likewise.
+//         WP_h[j] = (w̄ W^Q_h + b^Q_h)(p~_j U^K_h + c^K_h)^T / sqrt(4 d_h),  PW likewise;
+//       for ALiBi its fixed bias -m_h |i - j|; for RoPE the first layer's mean-word query and
+//       key rotated to every position, PP_h[i, j] = R_i(w̄ W^Q_h + b^Q_h) . R_j(w̄ W^K_h + b^K_h)
+//       / sqrt(d_h) (the pattern the rotation alone imposes); for NoPE zeros (it has no term).
 //   position_table.safetensors  "table" (N, d) float32 and "positions" (N) int64: the learned
 //       position vectors and the sequence positions they serve (BERT-A/R and BERT-A^d: position
 //       table rows 0..max_positions-1; TUPE: table rows of positions t >= 1, i.e. rows t + 1 with the
-//       [CLS] untie, rows t without) for the probes of Wang & Chen (2020).
+//       [CLS] untie, rows t without) for the probes of Wang & Chen (2020). Not written for RoPE,
+//       ALiBi and NoPE, which learn no position vectors: their probe table says so.
 //   curves.csv  step,loss,lr,validation_loss from the metrics JSONL (empty = not logged).
 //   mlm_by_position.csv  with validation shards: the masked-LM loss and accuracy per position
 //       bucket (mlm_by_position.h), also printed as a table after the probes.

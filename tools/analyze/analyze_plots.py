@@ -141,14 +141,19 @@ def main():
     figures = {}
     terms = load_file(os.path.join(out, "positional.safetensors"))
     variant = info["position_encoding"]
-    first_layer = variant in ("bert-absolute", "bert-absolute-untied")
+    titles = {"bert-absolute": " (first layer, position-position)",
+              "bert-absolute-untied": " (first layer, position-position)",
+              "rope": " (first layer, the mean word's query and key rotated to each position)",
+              "alibi": " (ALiBi's fixed bias -m_h |i - j|)",
+              "none": " (none: NoPE has no positional term)"}
     heatmaps(out, terms["positional_term"],
-             f"{variant}: positional logit term per head" + (" (first layer, position-position)" if first_layer
-                                                             else " (after the [CLS] reset)"), figures)
+             f"{variant}: positional logit term per head" + titles.get(variant, " (after the [CLS] reset)"), figures)
     if "word_to_position" in terms:
         mixed_terms(out, terms["word_to_position"], terms["position_to_word"], variant, figures)
-    table = load_file(os.path.join(out, "position_table.safetensors"))
-    result = probes(table["table"], table["positions"], int(info["seed"]))
+    result = {}
+    if info.get("position_table", "position_table.safetensors"):
+        table = load_file(os.path.join(out, "position_table.safetensors"))
+        result = probes(table["table"], table["positions"], int(info["seed"]))
     with open(os.path.join(out, "probes.csv"), "w") as f:
         f.write("probe,metric,train,test\n")
         for k, v in result.items():
@@ -156,6 +161,8 @@ def main():
     md = ["| probe (Wang & Chen 2020) | metric | train | held-out |", "|---|---|---|---|"]
     for k, v in result.items():
         md.append(f"| {k.replace('_', ' ')} | {v['metric']} | {v['train']:.4g} | {v['test']:.4g} |")
+    if not result:
+        md.append(f"| (none) | {variant} learns no position vectors to probe | | |")
     with open(os.path.join(out, "probes.md"), "w") as f:
         f.write("\n".join(md) + "\n")
     info["probes"] = result

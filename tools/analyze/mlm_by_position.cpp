@@ -128,7 +128,8 @@ LengthRow mlm_at_length(const checkpoint::ModelCheckpoint& ckpt, const std::stri
   LengthRow row;
   row.shards = shards;
   row.max_seq_len = dataset->info().max_seq_len;
-  const int64_t positions = ckpt.config.max_positions;
+  // RoPE, ALiBi and NoPE compute their positions for any length: scored past max_positions.
+  const int64_t positions = ckpt.config.longest_sequence();
   if (row.max_seq_len > positions) {
     row.note = "not scored: sequences of up to " + std::to_string(row.max_seq_len) + " tokens, the model has " +
                std::to_string(positions) + " positions (a learned position table cannot extrapolate)";
