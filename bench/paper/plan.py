@@ -12,6 +12,7 @@ Layout under WORK:
   logs/, slurm/                        the jobs' output
 """
 import configparser
+import math
 import os
 import shlex
 import shutil
@@ -31,12 +32,28 @@ def fail(msg):
     sys.exit(f"paper: {msg}")
 
 
+# Per-row settings a row may change beside its encoding ("row.X = ENC UNTIE section.key=value
+# ..."): any [model] key (`tupe info` reads them with the row) and the pre-training's peak LR,
+# optimizer.lr (a positive number): a pre-LN baseline, a row's own LR. The harness's own keys
+# are not among them: they are the same for every row by design.
+ROW_SECTIONS = ("model", "optimizer")
+ROW_OPTIMIZER_KEYS = ("optimizer.lr",)
+HARNESS_KEYS = {"model.position_encoding", "model.untie_cls", "optimizer.total_steps", "optimizer.warmup_steps"}
+
+
 @dataclass
 class Row:
     name: str
     position_encoding: str = ""
     untie_cls: str = "false"
     mid_of: str = ""  # a ^mid row: the row whose pre-training it fine-tunes at mid_fraction
+    overrides: tuple = ()  # ((section.key, value), ...): this row's own settings, in the order given
+
+    def override_args(self, section=None):
+        """The overrides (of `section` only, if given) as `tupe pretrain` / `tupe info` options:
+        ["--model.layer_norm", "pre", ...]."""
+        return [w for key, value in self.overrides if section in (None, key.split(".")[0])
+                for w in (f"--{key}", value)]
 
     @property
     def pretrained_row(self):
@@ -179,17 +196,44 @@ class Scale:
             if len(words) == 2 and words[1] == "mid":
                 p.check_row(name, None)
                 rows[name] = Row(name, mid_of=words[0])
-            elif len(words) == 2 and words[1] in ("true", "false"):
+            elif len(words) >= 2 and words[1] in ("true", "false"):
                 p.check_row(name, words[0])
-                rows[name] = Row(name, words[0], words[1])
+                rows[name] = Row(name, words[0], words[1], overrides=self._row_overrides(p, key, words[2:]))
             else:
-                p.error(key, "expected '<position_encoding> <untie_cls>' or '<ROW> mid'")
+                p.error(key, "expected '<position_encoding> <untie_cls> [section.key=value ...]' or '<ROW> mid'")
         for r in rows.values():
             if r.mid_of and (r.mid_of not in rows or rows[r.mid_of].mid_of):
                 p.error(f"row.{r.name}", f"{r.mid_of} is no pre-trained row")
         if not rows:
             raise ScaleError(f"{self.path}: [paper] defines no row.<NAME>")
         return rows
+
+    @staticmethod
+    def _row_overrides(p: PaperSection, key, words):
+        """A row's `section.key=value` words: sections of ROW_SECTIONS, no harness key, each key
+        once (their values are read by `tupe info` with the row). Raises ScaleError naming `key`."""
+        out = []
+        for w in words:
+            setting, eq, value = w.partition("=")
+            section = setting.split(".")[0]
+            if not eq or not value or "." not in setting or section not in ROW_SECTIONS:
+                p.error(key, f"'{w}': a row's own setting is section.key=value, of the sections "
+                             f"{', '.join(ROW_SECTIONS)}")
+            if setting in HARNESS_KEYS:
+                p.error(key, f"'{w}': {setting} is the harness's, the same for every row")
+            if section == "optimizer" and setting not in ROW_OPTIMIZER_KEYS:
+                p.error(key, f"'{w}': of the optimizer, a row sets only {', '.join(ROW_OPTIMIZER_KEYS)}")
+            if setting == "optimizer.lr":
+                try:
+                    lr = float(value)
+                except ValueError:
+                    lr = float("nan")
+                if not (math.isfinite(lr) and lr > 0):
+                    p.error(key, f"'{w}': the LR must be a positive number")
+            if any(setting == k for k, _ in out):
+                p.error(key, f"'{w}': {setting} is given twice")
+            out.append((setting, value))
+        return tuple(out)
 
     def step_at(self, fraction, p: PaperSection, key):
         """The checkpoint step at `fraction` of the steps: past step 0, and the last step or one
@@ -320,7 +364,7 @@ def pretrain_job(s: Scale, row: Row, seed: int) -> Job:
            "--optimizer.total_steps", str(s.steps), "--optimizer.warmup_steps", s.paper["warmup_steps"],
            "--train.eval_every", s.paper["eval_every"], "--train.seed", str(seed), "--data.seed", str(seed),
            "--train.threads", str(s.threads), "--tokenizer.vocab", s.vocab,
-           "--checkpoint.dir", os.path.join(d, "checkpoints")]
+           "--checkpoint.dir", os.path.join(d, "checkpoints"), *row.override_args()]
     return Job(f"pretrain-{row.name}-seed{seed}", "pretrain", cmd, f"pre-train {row.name} seed {seed} ({s.steps} steps)",
                os.path.join(s.work, "logs", f"pretrain-{row.name}-seed{seed}.log"),
                done_file=s.checkpoint(row.name, seed, s.steps), run_dir=d)

@@ -201,13 +201,13 @@ def check_with_tupe(tupe, run_config_text, scale_path, rows):
 def _tupe_info(tupe, run_config, scale_path, rows):
     seen = set()
     for row in rows:
-        key = (row.position_encoding, row.untie_cls)
+        key = (row.position_encoding, row.untie_cls, row.overrides)
         if row.mid_of or key in seen:
             continue
         seen.add(key)
         p = subprocess.run([tupe, "info", "--config", run_config, "--model.position_encoding", row.position_encoding,
-                            "--model.untie_cls", row.untie_cls], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                           text=True)
+                            "--model.untie_cls", row.untie_cls, *row.override_args("model")], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True)
         if p.returncode != 0:
             lines = [x for x in p.stderr.strip().splitlines() if x.strip()] or [f"exit {p.returncode}"]
             cause = lines[-1].replace("tupe info: error: ", "").replace(run_config, "the scale file")

@@ -48,6 +48,20 @@ CASES = [
     ("row.BERT-R = bert-relative false", "row.../escape = bert-relative false", "a row name is a folder name"),
     ("row.BERT-A-d = bert-absolute-untied false", "row.BERT-A-d = bert-absolute-untied true",
      "as tupe reads it: model.untie_cls"),
+    ("row.BERT-R = bert-relative false", "row.BERT-R = bert-relative false layer_norm=pre",
+     "'layer_norm=pre': a row's own setting is section.key=value, of the sections model, optimizer"),
+    ("row.BERT-R = bert-relative false", "row.BERT-R = bert-relative false data.seed=3",
+     "a row's own setting is section.key=value"),
+    ("row.BERT-R = bert-relative false", "row.BERT-R = bert-relative false optimizer.warmup_steps=5",
+     "optimizer.warmup_steps is the harness's, the same for every row"),
+    ("row.BERT-R = bert-relative false", "row.BERT-R = bert-relative false optimizer.lr=1e-3 optimizer.lr=2e-3",
+     "optimizer.lr is given twice"),
+    ("row.BERT-R = bert-relative false", "row.BERT-R = bert-relative false optimizer.lr=-1",
+     "the LR must be a positive number"),
+    ("row.BERT-R = bert-relative false", "row.BERT-R = bert-relative false optimizer.beta2=0.98",
+     "of the optimizer, a row sets only optimizer.lr"),
+    ("row.BERT-R = bert-relative false", "row.BERT-R = bert-relative false model.layer_norm=sideways",
+     "row.BERT-R (bert-relative, untie_cls false), as tupe reads it: "),
     ("num_heads = 2", "num_heads = 3", "row.BERT-A (bert-absolute, untie_cls false), as tupe reads it: "
                                         "model.num_heads: 3 must divide hidden_size 32"),
     ("slurm_gpus_per_node = 0", "slurm_gpus_per_node = -2", "-2 must be at least 0"),
@@ -79,7 +93,7 @@ def main(work):
         open(path, "w").write(text)
         line = text.splitlines().index(new) + 1
         # A [paper] value names its line; a [model] one, checked by tupe, names the file.
-        where = path if new.startswith("num_heads") or "untied true" in new else f"{path}:{line}"
+        where = path if new.startswith("num_heads") or "untied true" in new or "sideways" in new else f"{path}:{line}"
         refused(["--scale", path, "--work", os.path.join(work, f"w{i}"), "--dry-run"], want, os.path.join(work, f"w{i}"),
                 where)
     w = os.path.join(work, "w")
@@ -115,8 +129,28 @@ def main(work):
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     check(p.returncode == 0 and "sbatch --parsable" in p.stdout and not os.path.exists(w),
           "the Slurm launcher's --dry-run prints the submissions and writes nothing")
+    check_row_overrides(work, toy)
     check_added_keys(work)
     print("all checks passed")
+
+
+def check_row_overrides(work, toy):
+    """A row's own settings (a pre-LN baseline at its own LR) reach its pre-training's command
+    and no other row's."""
+    path = os.path.join(work, "overrides.ini")
+    open(path, "w").write(toy.replace("row.BERT-R = bert-relative false\n",
+                                      "row.BERT-R = bert-relative false\n"
+                                      "row.BERT-A-pre-LN = bert-absolute false model.layer_norm=pre optimizer.lr=3e-4\n"))
+    w = os.path.join(work, "w-overrides")
+    p = subprocess.run([sys.executable, PAPER, "--scale", path, "--work", w, "--dry-run"], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True)
+    pretrains = [line for line in p.stdout.splitlines() if " pretrain " in line]
+    own = [line for line in pretrains if "/BERT-A-pre-LN-seed1/" in line]
+    others = [line for line in pretrains if line not in own]
+    check(p.returncode == 0 and len(own) == 1 and own[0].endswith("--model.layer_norm pre --optimizer.lr 3e-4")
+          and others and not any("layer_norm" in line or "optimizer.lr" in line for line in others),
+          f"row.BERT-A-pre-LN's own settings in its pre-training only (exit {p.returncode}, {len(pretrains)} "
+          f"pre-trainings; {p.stderr.strip()[-300:]!r})")
 
 
 def check_added_keys(work):
