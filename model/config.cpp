@@ -52,8 +52,8 @@ void ModelOptions::validate() const {
   TUPE_CHECK(relative_max_distance > relative_buckets / 4,
              "model.relative_max_distance: must exceed relative_buckets / 4, got " << relative_max_distance);
   TUPE_CHECK(!untie_cls || has_untied_positions() || has_relative_bias(),
-             "model.untie_cls: the [CLS] untie resets a positional logit term; " << to_string(position_encoding)
-                                                                                  << " has none (set untie_cls = false)");
+             "model.untie_cls: the [CLS] untie resets a learned positional logit term; position_encoding = "
+                 << to_string(position_encoding) << " has none (set untie_cls = false)");
   TUPE_CHECK(!has_rotary() || head_size() % 2 == 0,
              "model.num_heads: rope rotates pairs of features, so d_h = hidden_size / num_heads must be even, got "
                  << head_size());
@@ -81,8 +81,8 @@ const FieldTable<ModelOptions>& ModelOptions::fields() {
         .positive()
         .at_most(1 << 20)
         .integer("max_positions", &M::max_positions, 512, "tokens",
-                 "longest sequence L the position table serves (the relative buckets and the positional terms "
-                 "are L x L)")
+                 "longest sequence L the model trains, fine-tunes and predicts on: the rows of a position table, "
+                 "the L x L of the relative buckets (rope, alibi and none compute positions for any length)")
         .at_least(2)
         .at_most(1 << 14)
         .integer("type_vocab_size", &M::type_vocab_size, 0, "", "segment (token type) ids; 0 = no segment embedding")
@@ -113,7 +113,8 @@ const FieldTable<ModelOptions>& ModelOptions::fields() {
         .real("init_std", &M::init_std, 0.02, "", "standard deviation of the N(0, s) init of weights and tables")
         .positive()
         .real("rope_base", &M::rope_base, 10000.0, "",
-              "rope only: the base b of the rotation frequencies theta_i = b^(-2i / d_h) (RoFormer Eq. 15)")
+              "the base b of RoPE's rotation frequencies theta_i = b^(-2i / d_h) (RoFormer Eq. 15); read by rope "
+              "only, but recorded and compared on resume for every encoding, as relative_buckets is")
         .at_least(2)
         .at_most(1e12);
     return t;

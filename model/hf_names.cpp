@@ -10,6 +10,9 @@ std::string hf_bert_refusal(const ModelOptions& config) {
   if (config.has_positional_query_key())
     return "BertModel has no " + to_string(config.position_encoding) +
            " attention (BERT-A^d: the position table's own projections U^Q, U^K added to every layer's query and key)";
+  if (config.has_rotary() || config.has_alibi() || config.position_encoding == PositionEncoding::kNone)
+    return "BertModel has no " + to_string(config.position_encoding) +
+           " positions (it adds a learned absolute table to its input; this model has none)";
   if (config.position_encoding != PositionEncoding::kBertAbsolute)
     return "BertModel has no " + to_string(config.position_encoding) +
            " attention (neither TUPE's untied positional term nor a relative bias in its logits)";

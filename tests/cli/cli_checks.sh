@@ -36,20 +36,25 @@ if [ -n "$bert_a" ] && [ "$bert_ad" = "$((bert_a + 2 * (d * d + d) + 2 * d))" ] 
 else
   echo "FAILED: tupe info: BERT-A^d total '$bert_ad', want BERT-A '$bert_a' + $((2 * (d * d + d) + 2 * d))"; fail=1
 fi
-# RoPE, ALiBi and NoPE learn no positions: BERT-A's total less its 512 x d input position table
-# (109,119,546 at BERT-Base), and tupe info names each.
+# RoPE, ALiBi and NoPE learn no positions: BERT-A's total less its max_positions x d input table
+# (at tiny.ini's size; the BERT-Base figure, 109,119,546, is test_model's), and tupe info names each.
+tiny="$TUPE_SOURCE_DIR/configs/tiny.ini"
+tiny_total() { "$TUPE_BIN" info --config "$tiny" --model.untie_cls false "$@" | awk '$1 == "total" {print $2}'; }
+tiny_a="$(tiny_total --model.position_encoding bert-absolute)"
+tiny_d="$("$TUPE_BIN" info --config "$tiny" | awk '$1 == "hidden_size" {print $3}')"
+tiny_l="$("$TUPE_BIN" info --config "$tiny" | awk '$1 == "max_positions" {print $3}')"
 for pe in rope alibi none; do
-  n="$(total_of --model.position_encoding "$pe")"
-  if [ -n "$bert_a" ] && [ "$n" = "$((bert_a - 512 * d))" ] && [ "$n" = 109119546 ]; then
-    echo "ok: tupe info: $pe $n = BERT-A $bert_a - 512 d"
+  out="$("$TUPE_BIN" info --config "$tiny" --model.untie_cls false --model.position_encoding "$pe")"
+  n="$(printf '%s\n' "$out" | awk '$1 == "total" {print $2}')"
+  if [ -n "$tiny_a" ] && [ -n "$tiny_d" ] && [ "$n" = "$((tiny_a - tiny_l * tiny_d))" ]; then
+    echo "ok: tupe info: $pe $n = BERT-A $tiny_a - $tiny_l x $tiny_d"
   else
-    echo "FAILED: tupe info: $pe total '$n', want BERT-A '$bert_a' - $((512 * d))"; fail=1
+    echo "FAILED: tupe info: $pe total '$n', want BERT-A '$tiny_a' - $tiny_l x $tiny_d"; fail=1
   fi
-  "$TUPE_BIN" info --config "$TUPE_SOURCE_DIR/configs/bert-a-base.ini" --model.position_encoding "$pe" |
-    grep -q "^# parameters ($pe)" || { echo "FAILED: tupe info does not name $pe"; fail=1; }
+  printf '%s\n' "$out" | grep -q "^# parameters ($pe[,)]" || { echo "FAILED: tupe info does not name $pe"; fail=1; }
 done
-check_error "must be even" "$TUPE_BIN" info --config "$TUPE_SOURCE_DIR/configs/bert-a-base.ini" \
-  --model.position_encoding rope --model.num_heads 256
+check_error "must be even" "$TUPE_BIN" info --config "$tiny" --model.untie_cls false \
+  --model.position_encoding rope --model.num_heads 64
 "$TUPE_BIN" info --config "$TUPE_SOURCE_DIR/configs/bert-ad-base.ini" | grep -q "^# parameters (bert-absolute-untied)" ||
   { echo "FAILED: tupe info does not name the BERT-A^d variant"; fail=1; }
 check_error "bert-absolute-untied has none" "$TUPE_BIN" info --config "$TUPE_SOURCE_DIR/configs/bert-ad-base.ini" --model.untie_cls true

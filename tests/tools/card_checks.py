@@ -28,7 +28,7 @@ from safetensors.torch import load_file
 from hf_common import TUPE, VOCAB, check, run
 
 SLUGS = {"bert-absolute": "bert-a", "bert-relative": "bert-r", "tupe-absolute": "tupe-a", "tupe-relative": "tupe-r",
-         "bert-absolute-untied": "bert-a-d"}
+         "bert-absolute-untied": "bert-a-d", "rope": "rope", "alibi": "alibi", "none": "nope"}
 HUB_METRIC = {"mcc": "matthews_correlation", "pearson": "pearsonr", "spearman": "spearmanr"}
 
 

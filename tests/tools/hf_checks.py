@@ -2,14 +2,16 @@
 
 Usage: hf_checks.py CHECK WORKDIR [PRETRAINED_WORKDIR]   with CHECK one of
   pretrained  for each variant (TUPE-A, TUPE-R and TUPE-R tie-cls, BERT-A, BERT-R with and
-              without the [CLS] buckets, pre-LN TUPE-A with eps 1e-5, BERT-A^d): `tupe pretrain` a tiny
-              model (5 steps, real WikiText-2 shards), `tupe export`, load it with
+              without the [CLS] buckets, pre-LN TUPE-A with eps 1e-5, BERT-A^d, RoPE, ALiBi, NoPE):
+              `tupe pretrain` a tiny model (5 steps, real WikiText-2 shards), `tupe export`, load it with
               AutoModelForMaskedLM / AutoModel / AutoModelForSequenceClassification and compare
               MLM logits and every layer's hidden states with tupe's forward (tools_fixture
               forward): at most 1e-5 abs in fp32. Also: config.json states the constants; the
               T5 buckets of modeling_tupe equal docs/model.md's table; a wrong [CLS] bucket or word-term
               scale in config.json moves the logits (the comparison has power); BERT-A also
-              through --format hf-tupe. The model card of every export (card_checks.py). HF's standard calls on WikiText-2 for every variant
+              through --format hf-tupe. RoPE, ALiBi, NoPE on 2 rows of max_positions + 64 tokens
+              (past the trained length) instead; a wrong rope_base, or ALiBi read as NoPE, moves
+              the logits. The model card of every export (card_checks.py). HF's standard calls on WikiText-2 for every variant
               (hf_standard_calls.py): model(**tokenizer(...)) on sentences and pairs (with
               token_type_ids), AutoModel, feature-extraction, against tupe's forward on the
               same ids (1e-5); TUPE-R and BERT-A: resize_token_embeddings (+ pad_to_multiple_of)
@@ -37,11 +39,12 @@ import sys
 import time
 
 import torch
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 
 from card_checks import check_card, check_card_alone
 from hf_common import DATA, FIXTURE, SOURCE, TOL, TUPE, VOCAB, WIKI, check, maxdiff, run
 from hf_standard_calls import resize_and_reload, standard_calls
+
 
 
 def wiki_subset(work, lines=1200):
@@ -80,9 +83,21 @@ def export(ckpt, out, *extra):
     return run(TUPE, "export", "--checkpoint", ckpt, "--output", out, "--vocab", VOCAB, *extra).stdout
 
 
-def reference(ckpt, work, name):
+def reference(ckpt, work, name, longer=0):
+    """tupe's forward (tools_fixture forward) on 2 rows of max_positions random ids (row 1 padded),
+    or with `longer`, on 2 rows of max_positions + longer random ids, row 1 padded from max_positions."""
     path = os.path.join(work, f"ref_{name}.safetensors")
-    run(FIXTURE, "forward", ckpt, path)
+    if not longer:
+        run(FIXTURE, "forward", ckpt, path)
+        return load_file(path)
+    saved = json.load(open(os.path.join(ckpt, "trainer_state.json")))["config"]
+    T, V = int(saved["model.max_positions"]), int(saved["model.vocab_size"])
+    mask = torch.ones(2, T + longer, dtype=torch.long)
+    mask[1, T:] = 0
+    ids = torch.randint(5, V, (2, T + longer), generator=torch.Generator().manual_seed(7)) * mask  # [PAD] = 0
+    in_path = os.path.join(work, f"ref_{name}_in.safetensors")
+    save_file({"input_ids": ids, "attention_mask": mask}, in_path)
+    run(FIXTURE, "forward", ckpt, path, in_path)
     return load_file(path)
 
 
@@ -129,7 +144,11 @@ CASES = [  # name, position_encoding, untie_cls, extra pretrain overrides
     ("bert-r-untie-cls", "bert-relative", "true", []),
     ("tupe-a-pre-ln", "tupe-absolute", "true", ["--model.layer_norm", "pre", "--model.layer_norm_eps", "1e-5"]),
     ("bert-a-d", "bert-absolute-untied", "false", []),
+    ("rope", "rope", "false", []),  # no position table: compared past max_positions (COMPUTED)
+    ("alibi", "alibi", "false", []),
+    ("none", "none", "false", []),
 ]
+COMPUTED = ("rope", "alibi", "none")
 
 
 def pretrained(work):  # its checkpoints stay for `finetuned` (CTest fixture HfCheckpoints)
@@ -139,7 +158,7 @@ def pretrained(work):  # its checkpoints stay for `finetuned` (CTest fixture HfC
     for name, variant, untie, extra in CASES:
         print(f"\n=== {name}")
         ckpt = pretrain(work, shard_dir, name, "--model.position_encoding", variant, "--model.untie_cls", untie, *extra)
-        ref = reference(ckpt, work, name)
+        ref = reference(ckpt, work, name, longer=64 if variant in COMPUTED else 0)  # past max_positions: no table
         formats = ["auto", "hf-tupe"] if variant == "bert-absolute" else ["auto"]
         for fmt in formats:
             out = os.path.join(work, f"hf_{name}_{fmt}")
@@ -164,8 +183,8 @@ def pretrained(work):  # its checkpoints stay for `finetuned` (CTest fixture HfC
             model.eval()
             o = hf_forward(model, ref)
             logit_diff = maxdiff(o.logits.reshape(-1, o.logits.shape[-1]), ref["mlm_logits"])
-            check(logit_diff <= TOL, f"{name} [{fmt}]: MLM logits max |diff| {logit_diff:.2e} <= {TOL} "
-                                     f"(logit scale {ref['mlm_logits'].abs().max().item():.3g})")
+            check(logit_diff <= TOL, f"{name} [{fmt}]: MLM logits on 2 x {ref['input_ids'].shape[1]} tokens max |diff| "
+                                     f"{logit_diff:.2e} <= {TOL} (logit scale {ref['mlm_logits'].abs().max().item():.3g})")
             hidden_diff = compare_encoder(o, ref, f"{name} [{fmt}]")
             results.append((name, fmt, cfg["architectures"][0], logit_diff, hidden_diff))
             if fmt == "auto":
@@ -182,6 +201,8 @@ def pretrained(work):  # its checkpoints stay for `finetuned` (CTest fixture HfC
                       "AutoModelForSequenceClassification -> TupeForSequenceClassification, (2, 3) logits")
                 if name == "bert-a-d":
                     bert_ad_controls(out, work, ref)
+                if variant in COMPUTED:
+                    computed_controls(out, work, name, variant, ref)
                 if name == "tupe-r":
                     resize_and_reload(out, work, name, remote)
                     negative_controls(out, work, ref)
@@ -233,6 +254,7 @@ def check_constants(cfg, variant, untie, placement, eps):
         "relative_bucket_function": "t5-bidirectional", "relative_buckets": 32, "relative_max_distance": 128,
         "relative_bias_rows": 33 if rel else 0,
         "cls_row_bucket": 16 if rel and untie else None, "cls_column_bucket": 32 if rel and untie else None,
+        "rope_base": 10000.0,  # stated by every variant, read by rope only
     }
     bad = {k: (cfg.get(k), v) for k, v in want.items()
            if not (cfg.get(k) == v or (isinstance(v, float) and abs(cfg.get(k, 0) - v) < 1e-15))}
@@ -277,6 +299,26 @@ def bert_ad_controls(out, work, ref):
     base(input_ids=ref["input_ids"], attention_mask=ref["attention_mask"]).last_hidden_state.pow(2).sum().backward()
     g = base.positional.query.weight.grad
     check(g is not None and g.abs().sum().item() > 0, "BERT-A^d: the position projection U^Q receives gradients")
+
+
+def computed_controls(out, work, name, variant, ref):
+    """RoPE, ALiBi, NoPE (compared on 2 rows of max_positions + 64 tokens, past the length trained
+    on): the comparison has power: RoPE read with rope_base / 100, and ALiBi read as NoPE, move
+    the logits."""
+    from transformers import AutoModelForMaskedLM
+    cfg = json.load(open(os.path.join(out, "config.json")))
+    check(ref["input_ids"].shape[1] > cfg["max_position_embeddings"],
+          f"{name}: compared on {ref['input_ids'].shape[1]} tokens, past max_position_embeddings {cfg['max_position_embeddings']}")
+    changes = {"rope": (("rope_base / 100", {"rope_base": cfg["rope_base"] / 100}),),
+               "alibi": (("NoPE", {"position_encoding": "none"}),), "none": ()}[variant]
+    for label, change in changes:
+        bad = os.path.join(work, "bad_" + name)
+        shutil.rmtree(bad, ignore_errors=True)
+        shutil.copytree(out, bad)
+        json.dump({**cfg, **change}, open(os.path.join(bad, "config.json"), "w"))
+        wrong = AutoModelForMaskedLM.from_pretrained(bad, trust_remote_code=True).eval()
+        d = maxdiff(hf_forward(wrong, ref).logits.reshape(-1, cfg["vocab_size"]), ref["mlm_logits"])
+        check(d > 5 * TOL, f"control: {name} read with {label} moves the logits by {d:.2e} (> {5 * TOL:g})")
 
 
 GLUE = os.path.join(DATA, "glue")

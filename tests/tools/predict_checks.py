@@ -234,6 +234,12 @@ def errors(work, pre):
     model = os.path.join(glue_out, "models", "SST-2")
     ckpt = model
     refused("finetuned", good + "\n", ["SST-2", "no MLM head", "fill-mask needs a checkpoint of tupe pretrain"], *v)
+    # tupe analyze cannot score masked tokens with it either: refused in one line, nothing written.
+    analysis = os.path.join(work, "analysis_finetuned")
+    p = run(TUPE, "analyze", "--checkpoint", model, "--output", analysis, "--validation-shards", model, ok=False)
+    lines = p.stderr.strip().splitlines()
+    check(p.returncode == 1 and len(lines) == 1 and "no MLM head" in lines[0] and "--validation-shards" in lines[0]
+          and not os.path.exists(analysis), f"analyze --validation-shards of a fine-tuned model: {lines[-1:]}")
     out = os.path.join(work, "emb_finetuned.safetensors")
     run(TUPE, "predict", "--checkpoint", model, "--vocab", VOCAB, "--mode", "embeddings", "--output", out, stdin=good + "\n")
     check(load_file(out)["cls"].shape == (1, 64), "embeddings of a fine-tuned model: cls (1, 64)")

@@ -164,6 +164,10 @@ std::string analyze_checkpoint(const AnalyzeOptions& options) {
   TUPE_CHECK(!options.output.empty(), "--output: missing");
   TUPE_CHECK(options.heatmap_positions >= 2, "--positions: " << options.heatmap_positions << " is below 2");
   const checkpoint::ModelCheckpoint ckpt = checkpoint::read_model_checkpoint(options.checkpoint);
+  TUPE_CHECK(ckpt.has_mlm_head || (options.validation_shards.empty() && options.length_shards.empty()),
+             ckpt.dir.string() << ": no MLM head (mlm_head.*): a fine-tuned model keeps only its sentence head, so "
+                                  "--validation-shards and --length-shards cannot score masked tokens; give the "
+                                  "pre-training checkpoint it was fine-tuned from");
   model::TupeBert net = checkpoint::build_model(ckpt);
   const auto& c = ckpt.config;
   const int64_t L = std::min(options.heatmap_positions, c.max_positions);

@@ -53,6 +53,7 @@ nlohmann::json hf_tupe_config(const model::ModelOptions& c, const HeadInfo& head
       {"untie_cls", c.untie_cls},
       // alpha = q k^T * word_term_scale + reset_theta(P + B), P scaled by positional_term_scale, B unscaled;
       // BERT-A^d: q, k include the projected positions, word_term_scale = 1/sqrt(4 d_h), no P
+      // RoPE (q, k turned by position), ALiBi (-m_h |i - j| in the logits), NoPE: 1/sqrt(d_h), no P, no table
       {"word_term_scale", c.attention_scale()},
       {"positional_term_scale", untied ? json(1.0 / std::sqrt(2.0 * dh)) : json(nullptr)},
       {"position_table_size", table ? c.position_table_rows() : 0},
@@ -62,6 +63,7 @@ nlohmann::json hf_tupe_config(const model::ModelOptions& c, const HeadInfo& head
       {"relative_bias_rows", relative ? c.relative_buckets + 1 : 0},
       {"cls_row_bucket", cls_buckets ? json(c.relative_buckets / 2) : json(nullptr)},
       {"cls_column_bucket", cls_buckets ? json(c.relative_buckets) : json(nullptr)},
+      {"rope_base", c.rope_base},  // rope only: theta_i = rope_base^(-2i/d_h)
       {"pad_token_id", 0},
       {"tie_word_embeddings", true},
       {"dtype", "float32"},

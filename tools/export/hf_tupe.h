@@ -1,8 +1,10 @@
 // tupe -> a Hugging Face folder with tupe's own modeling code ("remote code"): every variant
-// (TUPE-A, TUPE-R, BERT-A, BERT-R), with or without the [CLS] untie, post- or pre-LN, as
+// (TUPE-A, TUPE-R, BERT-A, BERT-R, BERT-A^d, RoPE, ALiBi, NoPE), with or without the [CLS]
+// untie, post- or pre-LN, as
 //   config.json              TupeConfig (model_type "tupe") stating every constant of the
 //                            math (word/positional term scales, buckets, max distance, the
-//                            [CLS] buckets, LayerNorm eps and placement, untie flag, variant)
+//                            [CLS] buckets, RoPE's base, LayerNorm eps and placement, untie
+//                            flag, variant; ALiBi's slopes follow from the head count)
 //                            and "auto_map", so that AutoConfig, AutoModel,
 //                            AutoModelForMaskedLM and AutoModelForSequenceClassification
 //                            .from_pretrained(folder, trust_remote_code=True) find the classes

@@ -155,7 +155,11 @@ void model_section(std::ostringstream& o, const CardFacts& f, const CardExport& 
   row(o, "hidden size", std::to_string(c.hidden_size));
   row(o, "attention heads", std::to_string(c.num_heads));
   row(o, "FFN size", std::to_string(c.ffn_size));
-  row(o, "max positions", std::to_string(c.max_positions));
+  const bool computed = c.longest_sequence() > c.max_positions;  // RoPE, ALiBi, NoPE: no position table
+  row(o, "max positions",
+      std::to_string(c.max_positions) +
+          (computed ? " (the length trained on; positions are computed, longer inputs run)" : ""));
+  if (c.has_rotary()) row(o, "RoPE base", yaml_number(c.rope_base));
   row(o, "LayerNorm", std::string(c.layer_norm == model::LayerNormPlacement::kPost ? "post-LN" : "pre-LN") + ", eps " +
                           yaml_number(c.layer_norm_eps));
   row(o, "segment embedding", c.type_vocab_size > 0 ? std::to_string(c.type_vocab_size) + " types" : "none");

@@ -11,39 +11,52 @@
 # and for BERT-A^d (bert-absolute-untied; the paper's Sec. 4.3), all four word/position terms:
 #   alpha_ij = (x_i W^Q + pq_i)(x_j W^K + pk_j)^T * word_term_scale   (1/sqrt(4 d_h))
 #   pq_i = LN(p_i) U^Q + b^Q,  pk_j = LN(p_j) U^K + b^K   (shared by all layers)
+# and for the three without any position table or positional parameter (word_term_scale 1/sqrt(d_h)):
+#   rope:   alpha_ij = (R_i q_i) . (R_j k_j) * word_term_scale, R_t turning feature pair (i, i + d_h/2)
+#           by t * rope_base^(-2i/d_h) (RoFormer, half-split pairing), in every layer
+#   alibi:  alpha_ij = q_i . k_j * word_term_scale - m_h |i - j|   (m_h: modeling_tupe.alibi_slopes)
+#   none:   alpha_ij = q_i . k_j * word_term_scale   (NoPE)
 # Loaded with `trust_remote_code=True` through the "auto_map" of config.json.
 from transformers import PretrainedConfig
 
-VARIANTS = ("tupe-absolute", "tupe-relative", "bert-absolute", "bert-relative", "bert-absolute-untied")
+VARIANTS = ("tupe-absolute", "tupe-relative", "bert-absolute", "bert-relative", "bert-absolute-untied", "rope", "alibi",
+            "none")
+COMPUTED = ("rope", "alibi", "none")  # positions computed for any length: no table, no parameters
 
 
 class TupeConfig(PretrainedConfig):
     """TUPE-BERT configuration. Fields (sizes in elements, lengths in tokens):
 
     vocab_size, hidden_size (d), num_hidden_layers, num_attention_heads (H, d_h = d / H),
-    intermediate_size (FFN width), max_position_embeddings (longest sequence L),
+    intermediate_size (FFN width), max_position_embeddings (longest sequence L; for rope, alibi
+    and none the length trained on, not a limit),
     type_vocab_size (segment ids; 0 = no segment embedding), hidden_dropout_prob,
     attention_probs_dropout_prob, layer_norm_eps (every LayerNorm), initializer_range.
     position_encoding: tupe-absolute | tupe-relative | bert-absolute | bert-relative |
       bert-absolute-untied (BERT-A^d: word-only input, the position table's own projections
-      added to every layer's query and key).
+      added to every layer's query and key) | rope | alibi | none (RoPE, ALiBi, NoPE: no position
+      table, no positional parameter; they run sequences longer than max_position_embeddings).
     layer_norm_placement: "post" (LN after each residual add) or "pre" (LN before each
       sublayer, plus a final LN).
     hidden_act: "gelu" (the erf form; the only one tupe trains).
-    word_term_scale: multiplies q k^T: 1/sqrt(2 d_h) for TUPE, 1/sqrt(d_h) for BERT, 1/sqrt(4 d_h)
-      for BERT-A^d (whose q, k include the projected positions).
-    positional_term_scale: multiplies TUPE's position correlation P: 1/sqrt(2 d_h); None for BERT
-      and BERT-A^d (no separate positional term).
+    word_term_scale: multiplies q k^T: 1/sqrt(2 d_h) for TUPE, 1/sqrt(d_h) for BERT, RoPE, ALiBi and
+      NoPE, 1/sqrt(4 d_h) for BERT-A^d (whose q, k include the projected positions).
+    positional_term_scale: multiplies TUPE's position correlation P: 1/sqrt(2 d_h); None for BERT,
+      BERT-A^d, RoPE, ALiBi and NoPE (no P).
     position_table_size: rows of the position table of TUPE and BERT-A^d: max_position_embeddings,
       + 1 with untie_cls (TUPE only: row 0 plays p_theta1, row 1 p_theta2, sequence position
-      t >= 1 uses row t + 1; without the untie position t uses row t). 0 for BERT-A/R.
+      t >= 1 uses row t + 1; without the untie position t uses row t). 0 for BERT-A/R, RoPE, ALiBi,
+      NoPE.
     untie_cls: TUPE Eq. 9: the [CLS] row (i = 0) of the positional term is theta_1 = P(row 0, row 0),
       its column (i != 0, j = 0) theta_2 = P(row 1, row 1); with a relative bias the [CLS] row
-      uses bucket cls_row_bucket and the column bucket cls_column_bucket.
+      uses bucket cls_row_bucket and the column bucket cls_column_bucket. TUPE and the relative bias
+      only (refused for bert-absolute-untied, rope, alibi and none).
     relative_buckets, relative_max_distance: the T5 bucket function (bidirectional; see
       modeling_tupe.relative_buckets); relative_bias_rows = relative_buckets + 1 rows of b.
     cls_row_bucket, cls_column_bucket: relative_buckets / 2 and relative_buckets (None without
       the untie or without a relative bias).
+    rope_base: rope only: the base b of the rotation frequencies theta_i = b^(-2i/d_h) (RoFormer
+      Eq. 15; 10000); d_h must be even. Stated for every variant, read by rope alone.
     classifier_dropout: dropout of the sequence-classification head (None = hidden_dropout_prob).
     ignores_token_type_ids: with type_vocab_size = 0, token_type_ids (which BERT tokenizers return,
       1 for a pair's second sentence) are accepted and ignored, as by RoBERTa's one zero row
@@ -78,6 +91,7 @@ class TupeConfig(PretrainedConfig):
         relative_bucket_function="t5-bidirectional",
         cls_row_bucket=None,
         cls_column_bucket=None,
+        rope_base=10000.0,
         classifier_dropout=None,
         ignores_token_type_ids=None,
         pad_token_id=0,
@@ -97,9 +111,13 @@ class TupeConfig(PretrainedConfig):
         untied = position_encoding.startswith("tupe-")
         relative = position_encoding.endswith("-relative")
         bert_ad = position_encoding == "bert-absolute-untied"
-        if bert_ad and untie_cls:
-            raise ValueError("TupeConfig: untie_cls resets a positional logit term; bert-absolute-untied has none")
+        if (bert_ad or position_encoding in COMPUTED) and untie_cls:
+            raise ValueError(f"TupeConfig: untie_cls resets a learned positional logit term; position_encoding "
+                             f"{position_encoding} has none")
         head = hidden_size // num_attention_heads
+        if position_encoding == "rope" and head % 2 != 0:
+            raise ValueError(f"TupeConfig: rope rotates pairs of features, so d_h = hidden_size / num_attention_heads "
+                             f"must be even, got {head}")
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
         self.num_hidden_layers = num_hidden_layers
@@ -132,6 +150,7 @@ class TupeConfig(PretrainedConfig):
             relative_buckets // 2 if with_cls_buckets else None)
         self.cls_column_bucket = cls_column_bucket if cls_column_bucket is not None else (
             relative_buckets if with_cls_buckets else None)
+        self.rope_base = float(rope_base)
         self.classifier_dropout = classifier_dropout
         self.ignores_token_type_ids = bool(type_vocab_size == 0 if ignores_token_type_ids is None else ignores_token_type_ids)
         super().__init__(pad_token_id=pad_token_id, tie_word_embeddings=tie_word_embeddings, **kwargs)
@@ -155,6 +174,21 @@ class TupeConfig(PretrainedConfig):
     def has_relative_bias(self):
         """The T5 relative bias B in the logits (TUPE-R, BERT-R)."""
         return self.position_encoding.endswith("-relative")
+
+    @property
+    def has_rotary(self):
+        """RoPE: every layer's q and k turned by position (modeling_tupe.rotary)."""
+        return self.position_encoding == "rope"
+
+    @property
+    def has_alibi(self):
+        """ALiBi's constant bias -m_h |i - j| in the logits (no parameters)."""
+        return self.position_encoding == "alibi"
+
+    @property
+    def has_computed_positions(self):
+        """RoPE, ALiBi, NoPE: no position table, so no length limit (max_position_embeddings is the trained length)."""
+        return self.position_encoding in COMPUTED
 
     @property
     def has_absolute_input_positions(self):

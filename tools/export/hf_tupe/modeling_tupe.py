@@ -7,13 +7,21 @@
 # "sentence_head." -> "classifier.". Every constant comes from TupeConfig (config.json).
 # Shape legend: B batch, L sequence length, d width, H heads, d_h = d / H, V vocabulary.
 #
-#   input:   e = LN(word[x] (+ position[t], BERT-A/R; not BERT-A^d) (+ segment[s])), then dropout
+#   input:   e = LN(word[x] (+ position[t], BERT-A/R only) (+ segment[s])), then dropout
 #   logits:  alpha = q k^T * word_term_scale + A + padding (-inf-like at padded keys)  (B, H, L, L)
-#            A = reset_theta(P + B)  TUPE-R | reset_theta(P) TUPE-A | B  BERT-R | 0  BERT-A, BERT-A^d
+#            A = reset_theta(P + B)  TUPE-R | reset_theta(P) TUPE-A | B  BERT-R
+#                | -m_h |i - j|  ALiBi (alibi_slopes; symmetric, no [CLS] case, no parameters)
+#                | 0  BERT-A, BERT-A^d, RoPE, NoPE
 #            computed ONCE per forward (shared by every layer; differs across heads)
 #            BERT-A^d: q = x W^Q + b^Q + pq, k = x W^K + b^K + pk, with pq = LN(p) U^Q + c^Q and
 #            pk = LN(p) U^K + c^K (H, L, d_h), once per forward, shared by every layer, so that
 #            q k^T holds all four word/position terms (word_term_scale = 1/sqrt(4 d_h))
+#            RoPE: in every layer q <- q cos + rotate_half(q) sin, k likewise, rotate_half([x1 | x2])
+#            = [-x2 | x1] over d_h's halves; cos, sin (L, d_h) of angle[t, i] = t theta_(i mod d_h/2),
+#            theta_i = rope_base^(-2i/d_h), in float64 once per forward (rotary)
+#            RoPE, ALiBi, NoPE (position_encoding rope | alibi | none): no position table and no
+#            positional parameter, word_term_scale = 1/sqrt(d_h), no length limit (L may exceed
+#            max_position_embeddings, the length trained on)
 #   layer:   post-LN: x = LN(x + Attn(x)); x = LN(x + FFN(x))
 #            pre-LN:  x = x + Attn(LN(x)); x = x + FFN(LN(x)); a final LN after the last layer
 #   FFN(x) = GELU_erf(x W_1 + b_1) W_2 + b_2
@@ -58,6 +66,34 @@ def relative_buckets(relative, num_buckets, max_distance):
     return offset + torch.where(n < exact, n, logbin)
 
 
+def alibi_slopes(num_heads):
+    """ALiBi's m_h (Press et al.), (H) float64: 2^(-8h/n), h = 1..n, for n the largest power of two
+    <= H, then the odd-numbered slopes of the rule for 2n heads, 2^(-4(2k-1)/n), k = 1..H - n."""
+    n = 1
+    while n * 2 <= num_heads:
+        n *= 2
+    m = [2.0 ** (-8.0 * h / n) for h in range(1, n + 1)] + [2.0 ** (-4.0 * (2 * k - 1) / n)
+                                                             for k in range(1, num_heads - n + 1)]
+    return torch.tensor(m, dtype=torch.float64)
+
+
+def rotary(L, head_size, base, device=None):
+    """RoPE's (cos, sin) of angle[t, i] = t theta_(i mod d_h/2), theta_i = base^(-2i/d_h), t < L:
+    (L, d_h) each, float64."""
+    i = torch.arange(head_size // 2, dtype=torch.float64, device=device)
+    theta = torch.pow(torch.tensor(float(base), dtype=torch.float64, device=device), -2.0 * i / head_size)
+    angle = torch.outer(torch.arange(L, dtype=torch.float64, device=device), theta)  # (L, d_h/2)
+    angle = torch.cat((angle, angle), dim=-1)                                          # (L, d_h)
+    return angle.cos(), angle.sin()
+
+
+def rotate(x, cos, sin):
+    """x cos + rotate_half(x) sin, rotate_half([x1 | x2]) = [-x2 | x1] over the last dim's halves.
+    x (B, H, L, d_h); cos, sin broadcastable to it."""
+    x1, x2 = x.chunk(2, dim=-1)
+    return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+
 class TupeEmbeddings(nn.Module):
     def __init__(self, config):
         super().__init__()
@@ -86,8 +122,8 @@ class TupeEmbeddings(nn.Module):
 
 
 class TupePositionalTerm(nn.Module):
-    """The additive positional logits A (H, L, L), shared by all layers; None for BERT-A and
-    BERT-A^d (whose projected positions query_key(L) gives)."""
+    """The additive positional logits A (H, L, L), shared by all layers; None for BERT-A, BERT-A^d
+    (whose projected positions query_key(L) gives), RoPE (whose rotation rotary gives) and NoPE."""
 
     def __init__(self, config):
         super().__init__()
@@ -117,10 +153,14 @@ class TupePositionalTerm(nn.Module):
         pq, pk = self.query_key(rows)
         return torch.matmul(pq, pk.transpose(1, 2)) * self.config.positional_term_scale
 
-    def forward(self, L):
+    def forward(self, L, device=None):
         c = self.config
-        if L > c.max_position_embeddings:
+        if L > c.max_position_embeddings and not c.has_computed_positions:
             raise ValueError(f"TupeModel: sequence length {L} exceeds max_position_embeddings {c.max_position_embeddings}")
+        if c.has_alibi:  # -m_h |i - j|, float64
+            t = torch.arange(L, dtype=torch.float64, device=device)
+            distance = (t.unsqueeze(1) - t.unsqueeze(0)).abs()                       # (L, L)
+            return -alibi_slopes(c.num_attention_heads).to(device).view(-1, 1, 1) * distance  # (H, L, L)
         out = None
         if c.has_untied_positions:
             if c.untie_cls:
@@ -151,13 +191,16 @@ class TupeSelfAttention(nn.Module):
         self.query, self.key, self.value, self.output = (nn.Linear(d, d) for _ in range(4))
         self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
 
-    def forward(self, x, bias, positions=None):
-        """positions: BERT-A^d's (pq, pk), each (1, H, L, d_h), added to q and k; else None."""
+    def forward(self, x, bias, positions=None, rotation=None):
+        """positions: BERT-A^d's (pq, pk), each (1, H, L, d_h), added to q and k; rotation: RoPE's
+        (cos, sin), each (1, 1, L, d_h), turning q and k; else None."""
         B, L, d = x.shape
         split = lambda t: t.view(B, L, self.heads, d // self.heads).transpose(1, 2)  # (B, H, L, d_h)
         q, k, v = split(self.query(x)), split(self.key(x)), split(self.value(x))
         if positions is not None:
             q, k = q + positions[0], k + positions[1]
+        if rotation is not None:
+            q, k = rotate(q, *rotation), rotate(k, *rotation)
         scores = torch.matmul(q, k.transpose(-1, -2)) * self.scale
         if bias is not None:
             scores = scores + bias
@@ -181,12 +224,12 @@ class TupeLayer(nn.Module):
     def ffn(self, h):
         return self.dropout(self.ffn_out(F.gelu(self.ffn_in(h))))
 
-    def forward(self, x, bias, positions=None):
+    def forward(self, x, bias, positions=None, rotation=None):
         if self.pre_ln:
-            a, probs = self.attention(self.attention_norm(x), bias, positions)
+            a, probs = self.attention(self.attention_norm(x), bias, positions, rotation)
             h = x + self.dropout(a)
             return h + self.ffn(self.ffn_norm(h)), probs
-        a, probs = self.attention(x, bias, positions)
+        a, probs = self.attention(x, bias, positions, rotation)
         h = self.attention_norm(x + self.dropout(a))
         return self.ffn_norm(h + self.ffn(h)), probs
 
@@ -240,12 +283,16 @@ class TupeModel(TupePreTrainedModel):
             raise ValueError("TupeModel: give exactly one of input_ids and inputs_embeds")
         x = self.embeddings(input_ids, token_type_ids, inputs_embeds)  # (B, L, d)
         B, L = x.shape[:2]
-        bias = self.positional(L)  # (H, L, L) or None
+        bias = self.positional(L, x.device)  # (H, L, L) or None
         if bias is not None:
             bias = bias.unsqueeze(0).to(x.dtype)  # (1, H, L, L)
         positions = None
         if cfg.has_positional_query_key:  # BERT-A^d: (1, H, L, d_h) each, for every layer
             positions = tuple(t.unsqueeze(0).to(x.dtype) for t in self.positional.query_key(L))
+        rotation = None
+        if cfg.has_rotary:  # RoPE: (1, 1, L, d_h) each, for every layer
+            rotation = tuple(t.view(1, 1, L, -1).to(x.dtype)
+                             for t in rotary(L, cfg.hidden_size // cfg.num_attention_heads, cfg.rope_base, x.device))
         if attention_mask is not None:
             pad = torch.zeros(B, 1, 1, L, dtype=x.dtype, device=x.device)
             pad = pad.masked_fill(attention_mask.view(B, 1, 1, L) == 0, torch.finfo(x.dtype).min)
@@ -253,7 +300,7 @@ class TupeModel(TupePreTrainedModel):
         hidden, attentions = [], []
         for layer in self.layers:
             hidden.append(x)
-            x, probs = layer(x, bias, positions)
+            x, probs = layer(x, bias, positions, rotation)
             attentions.append(probs)
         if self.final_norm is not None:
             x = self.final_norm(x)
