@@ -278,22 +278,28 @@ def negative_controls(out, work, ref):
         check(d > 5 * TOL, f"control: {key} = {value:.4g} in config.json moves the logits by {d:.2e} (> {5 * TOL:g})")
 
 
+def logits_moved(out, bad, cfg, change, ref):
+    """The export `out` copied to `bad` with `change` written into its config.json, loaded by
+    AutoModelForMaskedLM: the largest move of its MLM logits from tupe's reference `ref`."""
+    from transformers import AutoModelForMaskedLM
+    shutil.rmtree(bad, ignore_errors=True)
+    shutil.copytree(out, bad)
+    json.dump({**cfg, **change}, open(os.path.join(bad, "config.json"), "w"))
+    model = AutoModelForMaskedLM.from_pretrained(bad, trust_remote_code=True).eval()
+    return maxdiff(hf_forward(model, ref).logits.reshape(-1, cfg["vocab_size"]), ref["mlm_logits"])
+
+
 def bert_ad_controls(out, work, ref):
     """BERT-A^d's four terms have power: the same tensors read as two terms only (word-word plus
     position-position: position_encoding tupe-absolute, tied [CLS], the same 1/sqrt(4 d_h) on
     both, i.e. what q' = [q, pq], k' = [k, pk] would compute) or with TUPE's scale move the
     logits; and a backward reaches U^Q."""
-    from transformers import AutoModel, AutoModelForMaskedLM
+    from transformers import AutoModel
     cfg = json.load(open(os.path.join(out, "config.json")))
     s = cfg["word_term_scale"]
     for label, change in (("two terms only", {"position_encoding": "tupe-absolute", "positional_term_scale": s}),
                           ("TUPE's scale 1/sqrt(2 d_h)", {"word_term_scale": s * math.sqrt(2)})):
-        bad = os.path.join(work, "bad_bert_ad")
-        shutil.rmtree(bad, ignore_errors=True)
-        shutil.copytree(out, bad)
-        json.dump({**cfg, **change}, open(os.path.join(bad, "config.json"), "w"))
-        model = AutoModelForMaskedLM.from_pretrained(bad, trust_remote_code=True).eval()
-        d = maxdiff(hf_forward(model, ref).logits.reshape(-1, cfg["vocab_size"]), ref["mlm_logits"])
+        d = logits_moved(out, os.path.join(work, "bad_bert_ad"), cfg, change, ref)
         check(d > 5 * TOL, f"control: BERT-A^d read with {label} moves the logits by {d:.2e} (> {5 * TOL:g})")
     base = AutoModel.from_pretrained(out, trust_remote_code=True)
     base(input_ids=ref["input_ids"], attention_mask=ref["attention_mask"]).last_hidden_state.pow(2).sum().backward()
@@ -305,19 +311,13 @@ def computed_controls(out, work, name, variant, ref):
     """RoPE, ALiBi, NoPE (compared on 2 rows of max_positions + 64 tokens, past the length trained
     on): the comparison has power: RoPE read with rope_base / 100, and ALiBi read as NoPE, move
     the logits."""
-    from transformers import AutoModelForMaskedLM
     cfg = json.load(open(os.path.join(out, "config.json")))
     check(ref["input_ids"].shape[1] > cfg["max_position_embeddings"],
           f"{name}: compared on {ref['input_ids'].shape[1]} tokens, past max_position_embeddings {cfg['max_position_embeddings']}")
     changes = {"rope": (("rope_base / 100", {"rope_base": cfg["rope_base"] / 100}),),
                "alibi": (("NoPE", {"position_encoding": "none"}),), "none": ()}[variant]
     for label, change in changes:
-        bad = os.path.join(work, "bad_" + name)
-        shutil.rmtree(bad, ignore_errors=True)
-        shutil.copytree(out, bad)
-        json.dump({**cfg, **change}, open(os.path.join(bad, "config.json"), "w"))
-        wrong = AutoModelForMaskedLM.from_pretrained(bad, trust_remote_code=True).eval()
-        d = maxdiff(hf_forward(wrong, ref).logits.reshape(-1, cfg["vocab_size"]), ref["mlm_logits"])
+        d = logits_moved(out, os.path.join(work, "bad_" + name), cfg, change, ref)
         check(d > 5 * TOL, f"control: {name} read with {label} moves the logits by {d:.2e} (> {5 * TOL:g})")
 
 
