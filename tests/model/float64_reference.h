@@ -8,6 +8,7 @@
 //   FFN(h) = GELU_erf(h W_1 + b_1) W_2 + b_2; MLM: (LN(GELU(x W_t + b_t)) E^T + b) at every position
 #pragma once
 #include <ATen/ATen.h>
+#include <gtest/gtest.h>
 
 #include <cmath>
 #include <functional>
@@ -108,6 +109,52 @@ inline double rel_err(const at::Tensor& got, const at::Tensor& want) {
   const at::Tensor zero = at::zeros({}, at::kDouble);
   const at::Tensor g = at::where(finite, got, zero), w = at::where(finite, want, zero);
   return (g - w).abs().max().item<double>() / w.abs().max().item<double>();
+}
+
+/// A fresh model of `cfg` in float64, every parameter N(0, 0.5) (biases and LayerNorm affine terms
+/// non-trivial), in eval mode.
+inline TupeBert random_float64_model(const ModelOptions& cfg) {
+  TupeBert net(cfg);
+  net->to(at::kDouble);
+  torch::NoGradGuard no_grad;
+  for (auto& p : net->parameters()) p.normal_(0.0, 0.5);
+  net->eval();
+  return net;
+}
+
+/// The batch the reference tests run: 3 rows of 37 random ids (B, L) int64 and their mask, row 1
+/// real up to position 30, row 2 up to 11.
+struct PaddedBatch {
+  at::Tensor ids, mask;
+};
+inline PaddedBatch padded_batch(int64_t vocab_size) {
+  const int64_t B = 3, L = 37;
+  PaddedBatch b{at::randint(vocab_size, {B, L}, at::kLong), at::ones({B, L}, at::kLong)};
+  b.mask[1].narrow(0, 30, L - 30).fill_(0);
+  b.mask[2].narrow(0, 11, L - 11).fill_(0);
+  return b;
+}
+
+/// Expects the encoder output `out` of `net` on `b` (recorded layers) and its MLM logits at every
+/// position, in eval mode and through the explicit CPU training path (every layer's attention
+/// dropout set to 1e-12, which selects it, so nothing is dropped), to equal `ref` to 1e-10
+/// relative. Leaves `net` in training mode.
+inline void expect_equals_reference(TupeBert& net, const EncoderOutput& out, const PaddedBatch& b,
+                                    const Reference& ref) {
+  const int64_t layers = net->config.num_layers, rows = b.ids.numel();
+  ASSERT_EQ(out.attention_logits.size(), static_cast<size_t>(layers));
+  for (int64_t l = 0; l < layers; ++l) {
+    EXPECT_LT(rel_err(out.layer_inputs[l].detach(), ref.inputs[l]), 1e-10) << "input of layer " << l;
+    EXPECT_LT(rel_err(out.attention_logits[l].detach(), ref.logits[l]), 1e-10) << "logits of layer " << l;
+  }
+  EXPECT_LT(rel_err(out.hidden.detach(), ref.hidden), 1e-10) << "encoder output (through SDPA)";
+  const at::Tensor mlm = net->mlm_logits(b.ids, b.mask, {}, at::arange(rows, at::kLong)).detach();
+  EXPECT_LT(rel_err(mlm, ref.mlm), 1e-10) << "MLM logits";
+  for (const auto& layer : *net->encoder->layers)
+    layer->as<EncoderLayerImpl>()->attention->config.attention_dropout = 1e-12;
+  net->train();
+  const at::Tensor trained = net->mlm_logits(b.ids, b.mask, {}, at::arange(rows, at::kLong)).detach();
+  EXPECT_LT(rel_err(trained, ref.mlm), 1e-10) << "MLM logits, explicit CPU training path";
 }
 
 }  // namespace tupe::model::testing

@@ -32,7 +32,6 @@ using tupe::model::testing::heads;
 using tupe::model::testing::layer_norm;
 using tupe::model::testing::P;
 using tupe::model::testing::Reference;
-using tupe::model::testing::rel_err;
 
 /// The whole BERT-A^d forward in float64 from its definition (eval: no dropout).
 Reference reference(TupeBert& m, const ModelOptions& c, const at::Tensor& ids, const at::Tensor& mask) {
@@ -65,35 +64,13 @@ TEST_P(BertAd, EqualsFourTermFormulaInFloat64) {
   cfg.num_layers = 3;
   cfg.layer_norm = GetParam();
   cfg.layer_norm_eps = 1e-5;
-  TupeBert net(cfg);
-  net->to(at::kDouble);
-  tupe::model::testing::randomize(*net, 0.5);
-  net->eval();
-  const int64_t B = 3, L = 37;
-  const at::Tensor ids = at::randint(cfg.vocab_size, {B, L}, at::kLong);
-  at::Tensor mask = at::ones({B, L}, at::kLong);
-  mask[1].narrow(0, 30, L - 30).fill_(0);
-  mask[2].narrow(0, 11, L - 11).fill_(0);
-
-  const Reference ref = reference(net, cfg, ids, mask);
-  const auto out = net->encoder->forward(ids, mask, {}, /*record_layers=*/true);
-  ASSERT_EQ(out.attention_logits.size(), static_cast<size_t>(cfg.num_layers));
+  TupeBert net = tupe::model::testing::random_float64_model(cfg);
+  const auto batch = tupe::model::testing::padded_batch(cfg.vocab_size);
+  const Reference ref = reference(net, cfg, batch.ids, batch.mask);
+  const auto out = net->encoder->forward(batch.ids, batch.mask, {}, /*record_layers=*/true);
   EXPECT_TRUE(out.position_query.defined() && out.position_key.defined());
-  EXPECT_EQ(out.attention_bias.sizes(), (std::vector<int64_t>{B, 1, 1, L})) << "only the padding mask: no L x L bias";
-  for (int64_t l = 0; l < cfg.num_layers; ++l) {
-    EXPECT_LT(rel_err(out.layer_inputs[l].detach(), ref.inputs[l]), 1e-10) << "input of layer " << l;
-    EXPECT_LT(rel_err(out.attention_logits[l].detach(), ref.logits[l]), 1e-10) << "logits of layer " << l;
-  }
-  EXPECT_LT(rel_err(out.hidden.detach(), ref.hidden), 1e-10) << "encoder output (through SDPA)";
-  const at::Tensor mlm = net->mlm_logits(ids, mask, {}, at::arange(B * L, at::kLong)).detach();
-  EXPECT_LT(rel_err(mlm, ref.mlm), 1e-10) << "MLM logits";
-
-  // Training mode with dropout off but a drop probability of 1e-12 on the attention (its
-  // CPU path: the explicit baddbmm / softmax / bmm): the same numbers to 1e-10.
-  net->encoder->layers->ptr(0)->as<tupe::model::EncoderLayerImpl>()->attention->config.attention_dropout = 1e-12;
-  net->train();
-  const at::Tensor trained = net->mlm_logits(ids, mask, {}, at::arange(B * L, at::kLong)).detach();
-  EXPECT_LT(rel_err(trained, ref.mlm), 1e-10) << "MLM logits, explicit CPU training path";
+  EXPECT_EQ(out.attention_bias.sizes(), (std::vector<int64_t>{3, 1, 1, 37})) << "only the padding mask: no L x L bias";
+  tupe::model::testing::expect_equals_reference(net, out, batch, ref);
 }
 
 INSTANTIATE_TEST_SUITE_P(Placement, BertAd, ::testing::Values(LayerNormPlacement::kPost, LayerNormPlacement::kPre),

@@ -35,7 +35,6 @@ using tupe::model::TupeBert;
 using tupe::model::testing::layer_norm;
 using tupe::model::testing::P;
 using tupe::model::testing::Reference;
-using tupe::model::testing::rel_err;
 
 /// ALiBi's slopes as the authors' code states them: for n a power of two, start = ratio =
 /// 2^(-2^(-(log2 n - 3))), slopes start * ratio^i (i < n); otherwise the closest power of two's
@@ -110,38 +109,17 @@ TEST_P(Encodings, EqualsThePapersFormulaInFloat64) {
   cfg.layer_norm = placement;
   cfg.layer_norm_eps = 1e-5;
   cfg.rope_base = 500.0;
-  TupeBert net(cfg);
-  net->to(at::kDouble);
-  tupe::model::testing::randomize(*net, 0.5);
-  net->eval();
+  TupeBert net = tupe::model::testing::random_float64_model(cfg);
   EXPECT_TRUE(net->encoder->embeddings->position.is_empty()) << "no input position table";
-  const int64_t B = 3, L = 37;
-  const at::Tensor ids = at::randint(cfg.vocab_size, {B, L}, at::kLong);
-  at::Tensor mask = at::ones({B, L}, at::kLong);
-  mask[1].narrow(0, 30, L - 30).fill_(0);
-  mask[2].narrow(0, 11, L - 11).fill_(0);
-
-  const Reference ref = reference(net, cfg, ids, mask);
-  const auto out = net->encoder->forward(ids, mask, {}, /*record_layers=*/true);
-  ASSERT_EQ(out.attention_logits.size(), static_cast<size_t>(cfg.num_layers));
+  const auto batch = tupe::model::testing::padded_batch(cfg.vocab_size);
+  const Reference ref = reference(net, cfg, batch.ids, batch.mask);
+  const auto out = net->encoder->forward(batch.ids, batch.mask, {}, /*record_layers=*/true);
   EXPECT_EQ(out.rope_cos.defined(), pe == PositionEncoding::kRotary);
-  const std::vector<int64_t> bias_shape = pe == PositionEncoding::kAlibi ? std::vector<int64_t>{B, 3, L, L}
-                                                                         : std::vector<int64_t>{B, 1, 1, L};
+  const std::vector<int64_t> bias_shape = pe == PositionEncoding::kAlibi ? std::vector<int64_t>{3, 3, 37, 37}
+                                                                         : std::vector<int64_t>{3, 1, 1, 37};
   EXPECT_EQ(out.attention_bias.sizes(), bias_shape) << "an L x L bias for ALiBi only";
   EXPECT_FALSE(out.attention_bias.requires_grad()) << "none of the three has a learned logit term";
-  for (int64_t l = 0; l < cfg.num_layers; ++l) {
-    EXPECT_LT(rel_err(out.layer_inputs[l].detach(), ref.inputs[l]), 1e-10) << "input of layer " << l;
-    EXPECT_LT(rel_err(out.attention_logits[l].detach(), ref.logits[l]), 1e-10) << "logits of layer " << l;
-  }
-  EXPECT_LT(rel_err(out.hidden.detach(), ref.hidden), 1e-10) << "encoder output (through SDPA)";
-  const at::Tensor mlm = net->mlm_logits(ids, mask, {}, at::arange(B * L, at::kLong)).detach();
-  EXPECT_LT(rel_err(mlm, ref.mlm), 1e-10) << "MLM logits";
-  // The explicit CPU training path (a drop probability of 1e-12 selects it): the same numbers.
-  for (const auto& layer : *net->encoder->layers)
-    layer->as<tupe::model::EncoderLayerImpl>()->attention->config.attention_dropout = 1e-12;
-  net->train();
-  const at::Tensor trained = net->mlm_logits(ids, mask, {}, at::arange(B * L, at::kLong)).detach();
-  EXPECT_LT(rel_err(trained, ref.mlm), 1e-10) << "MLM logits, explicit CPU training path";
+  tupe::model::testing::expect_equals_reference(net, out, batch, ref);
 }
 
 INSTANTIATE_TEST_SUITE_P(
