@@ -55,14 +55,10 @@ std::array<at::Tensor, 3> SelfAttentionImpl::project_qkv(const at::Tensor& x) co
 
 AttentionInputs SelfAttentionImpl::inputs(const at::Tensor& x, const PositionInputs& pos) const {
   auto [q, k, v] = project_qkv(x);
-  AttentionInputs in{q, k, v};
+  AttentionInputs in{q, k, v, pos};
   // SDPA wants the mask in the query's dtype. Encoder passes it already in the compute
   // dtype (cast once per forward for all layers): then this is a no-op, no graph node.
-  in.bias = pos.bias.defined() ? pos.bias.to(q.scalar_type()) : pos.bias;
-  in.pos_q = pos.pos_q;
-  in.pos_k = pos.pos_k;
-  in.rope_cos = pos.rope_cos;
-  in.rope_sin = pos.rope_sin;
+  if (pos.bias.defined()) in.pos.bias = pos.bias.to(q.scalar_type());
   in.scale = config.attention_scale();
   in.dropout = is_training() ? config.attention_dropout : 0.0;
   return in;
@@ -102,10 +98,11 @@ namespace {
 /// its four terms; RoPE's rotation of q and k. A no-op cast when the encoder passed them in the
 /// compute dtype.
 void add_query_key_terms(AttentionInputs& in) {
-  if (in.pos_q.defined()) in.q = in.q + in.pos_q.to(in.q.scalar_type());
-  if (in.pos_k.defined()) in.k = in.k + in.pos_k.to(in.k.scalar_type());
-  if (in.rope_cos.defined()) {  // RoPE: no L x L tensor, the rotation is elementwise on q and k
-    const at::Tensor cos = in.rope_cos.to(in.q.scalar_type()), sin = in.rope_sin.to(in.q.scalar_type());
+  const PositionInputs& pos = in.pos;
+  if (pos.pos_q.defined()) in.q = in.q + pos.pos_q.to(in.q.scalar_type());
+  if (pos.pos_k.defined()) in.k = in.k + pos.pos_k.to(in.k.scalar_type());
+  if (pos.rope_cos.defined()) {  // RoPE: no L x L tensor, the rotation is elementwise on q and k
+    const at::Tensor cos = pos.rope_cos.to(in.q.scalar_type()), sin = pos.rope_sin.to(in.q.scalar_type());
     in.q = apply_rotary(in.q, cos, sin);
     in.k = apply_rotary(in.k, cos, sin);
   }
@@ -118,11 +115,11 @@ at::Tensor explicit_attention(const AttentionInputs& in) {
   const at::Tensor q3 = in.q.reshape({B * H, L, dh}), k3 = in.k.reshape({B * H, L, dh}),
                    v3 = in.v.reshape({B * H, L, dh});
   at::Tensor scores;  // (B*H, L, L) = bias + scale * q k^T in one GEMM (beta = 1, alpha = scale)
-  if (in.bias.defined()) {
+  if (in.pos.bias.defined()) {
     // (B, H, Lq, L) with Lq = L or 1: a view for TUPE's full bias; BERT-A's (B, 1, 1, L)
     // padding mask becomes (B*H, 1, L), which baddbmm broadcasts over the query rows.
-    const int64_t Lq = in.bias.size(-2);
-    const at::Tensor mask3 = in.bias.expand({B, H, Lq, L}).reshape({B * H, Lq, L});
+    const int64_t Lq = in.pos.bias.size(-2);
+    const at::Tensor mask3 = in.pos.bias.expand({B, H, Lq, L}).reshape({B * H, Lq, L});
     scores = at::baddbmm(mask3, q3, k3.transpose(1, 2), /*beta=*/1.0, /*alpha=*/in.scale);
   } else {
     scores = at::bmm(q3, k3.transpose(1, 2)).mul_(in.scale);
@@ -146,11 +143,11 @@ bool takes_explicit_path(bool cpu, bool training, double dropout, bool bias_need
 at::Tensor attend(AttentionInputs in, bool training, bool avoid_cudnn_in_training) {
   add_query_key_terms(in);
   const double p = training ? in.dropout : 0.0;
-  if (takes_explicit_path(in.q.device().is_cpu(), training, p, in.bias.defined() && in.bias.requires_grad()))
+  if (takes_explicit_path(in.q.device().is_cpu(), training, p, in.pos.bias.defined() && in.pos.bias.requires_grad()))
     return explicit_attention(in);
   // No bias (BERT-A without padding) is SDPA's nullopt: an undefined tensor would be a mask of no dtype.
-  const std::optional<at::Tensor> mask = in.bias.defined() ? std::optional<at::Tensor>(in.bias) : std::nullopt;
-  if (in.q.is_cuda() && cudnn_sdpa_avoided(in.q, in.bias, avoid_cudnn_in_training)) {
+  const std::optional<at::Tensor> mask = in.pos.bias.defined() ? std::optional<at::Tensor>(in.pos.bias) : std::nullopt;
+  if (in.q.is_cuda() && cudnn_sdpa_avoided(in.q, in.pos.bias, avoid_cudnn_in_training)) {
     const CudnnSdpaOff no_cudnn;
     return at::scaled_dot_product_attention(in.q, in.k, in.v, mask, p, /*is_causal=*/false, in.scale);
   }
@@ -177,7 +174,7 @@ std::string attention_kernel(const ModelOptions& c, int64_t batch, int64_t lengt
 at::Tensor attention_logits(AttentionInputs in) {
   add_query_key_terms(in);
   at::Tensor s = at::matmul(in.q, in.k.transpose(-2, -1)) * in.scale;
-  return in.bias.defined() ? s + in.bias : s;
+  return in.pos.bias.defined() ? s + in.pos.bias : s;
 }
 
 }  // namespace tupe::model

@@ -55,11 +55,9 @@ struct PositionInputs {
 /// One attention call (shape legend above). q, k, v: (B, H, L, d_h) in the compute dtype.
 struct AttentionInputs {
   at::Tensor q, k, v;
-  at::Tensor bias;          ///< additive, broadcastable to (B, H, L, L) (positional term + padding), or undefined
-  at::Tensor pos_q, pos_k;  ///< BERT-A^d: added to q and k, broadcastable to (B, H, L, d_h), or undefined
-  at::Tensor rope_cos, rope_sin;  ///< RoPE: broadcastable to (B, H, L, d_h), or undefined
-  double scale = 1.0;       ///< of q k^T (ModelOptions::attention_scale)
-  double dropout = 0.0;     ///< on the probabilities (0 outside training)
+  PositionInputs pos;   ///< the bias (in q's dtype), BERT-A^d's terms, RoPE's rotation, or undefined
+  double scale = 1.0;   ///< of q k^T (ModelOptions::attention_scale)
+  double dropout = 0.0; ///< on the probabilities (0 outside training)
 };
 
 /// RoPE's rotation of x: x cos + rotate_half(x) sin, rotate_half([x1 | x2]) = [-x2 | x1] over the

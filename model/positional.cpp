@@ -96,11 +96,18 @@ at::Tensor PositionalTermImpl::forward(int64_t L, const at::TensorOptions& optio
              "model: sequence length " << L << " exceeds model.max_positions = " << config.max_positions);
   if (!active()) return {};
   if (config.has_alibi()) {
-    if (!slopes_.defined() || slopes_.device() != options.device())
-      slopes_ = alibi_slopes(config.num_heads).view({-1, 1, 1}).to(options.device());  // once per device
-    const at::Tensor t = at::arange(L, options.dtype(at::kDouble));
-    const at::Tensor distance = (t.unsqueeze(1) - t.unsqueeze(0)).abs();  // (L, L): |i - j|
-    return (-slopes_ * distance).to(options);                              // (H, L, L)
+    // A constant: computed in float64 once per (device, dtype) for max(L, max_positions) rows;
+    // each forward copies out its (H, L, L) corner.
+    const bool cached = alibi_rows_ >= L && alibi_.defined() && alibi_.device() == options.device() &&
+                        alibi_.scalar_type() == c10::typeMetaToScalarType(options.dtype());
+    if (!cached) {
+      const int64_t rows = std::max(L, config.max_positions);
+      const at::Tensor t = at::arange(rows, at::kDouble);
+      const at::Tensor distance = (t.unsqueeze(1) - t.unsqueeze(0)).abs();                 // (rows, rows): |i - j|
+      alibi_ = (-alibi_slopes(config.num_heads).view({-1, 1, 1}) * distance).to(options);  // (H, rows, rows)
+      alibi_rows_ = rows;
+    }
+    return alibi_.narrow(1, 0, L).narrow(2, 0, L).contiguous();  // (H, L, L)
   }
   const bool untie = config.untie_cls;
   at::Tensor out;

@@ -82,7 +82,8 @@ class PositionalTermImpl : public torch::nn::Module {
   bool untied_ = false;
   bool relative_ = false;
   at::Tensor buckets_;  ///< (max_positions, max_positions) int64 bucket ids, on the parameters' device
-  at::Tensor slopes_;   ///< ALiBi: (H, 1, 1) float64, on the device of the last forward
+  at::Tensor alibi_;    ///< ALiBi: -m_h |i - j|, (H, alibi_rows_, alibi_rows_) in the last forward's dtype and device
+  int64_t alibi_rows_ = 0;
   /// RoPE: cos and sin of the last call's device and dtype, for rope_rows_ positions.
   at::Tensor rope_cos_, rope_sin_;
   int64_t rope_rows_ = 0;
