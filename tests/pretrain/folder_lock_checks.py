@@ -41,9 +41,9 @@ def check(cond, what, detail=""):
         sys.exit("FAILED: " + what + ("\n" + detail[-4000:] if detail else ""))
 
 
-def start(args):
-    return subprocess.Popen([TUPE] + args, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+def start(args, env=None):
+    return subprocess.Popen([TUPE] + args, env=env or ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
 
 
 def run(args, timeout=600):
@@ -108,9 +108,23 @@ class Job:
         """When A is far enough to be killed for the stale check."""
         if self.kind == "pretrain":
             return os.path.isdir(os.path.join(self.folder, "step_00000010"))
-        if self.kind == "preprocess":
-            return bool(glob.glob(os.path.join(self.folder, "*.h5.tmp-*")))
+        if self.kind == "preprocess":  # held where its work begins (stale_env): the lock is taken by then
+            return os.path.exists(self.stall_marker) and lock_holder(self.folder) is not None
         return lock_holder(self.folder) is not None
+
+    @property
+    def stall_marker(self):
+        return os.path.join(self.work, "preprocess-stalled")
+
+    def stale_env(self):
+        """A preprocess of this size ends in a fraction of a second, faster than a poll can catch
+        it mid-way: for the stale check it sleeps where its work begins (dist/stall_injection.h)
+        and says so with a marker file, so that it is killed holding its lock."""
+        if self.kind != "preprocess":
+            return None
+        if os.path.exists(self.stall_marker):
+            os.remove(self.stall_marker)
+        return dict(ENV, TUPE_TEST_STALL=f"rank=0,phase=work,seconds=60,marker={self.stall_marker}")
 
     def whole(self, out, starts_wanted=1):
         if self.kind == "pretrain":
@@ -155,7 +169,7 @@ def check_concurrent(kind, work):
 def check_stale(kind, work):
     job = Job(kind, work)
     shutil.rmtree(job.folder, ignore_errors=True)
-    a = start(job.args)
+    a = start(job.args, job.stale_env())
     wait_for(job.ready_to_kill, "A at the point to kill it", a)
     holder = lock_holder(job.folder)
     os.killpg(a.pid, signal.SIGKILL)
