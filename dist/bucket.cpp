@@ -26,7 +26,11 @@ std::vector<std::vector<size_t>> compute_bucket_assignment(const std::vector<int
 }
 
 Bucket::Bucket(size_t index, at::Tensor flat, std::vector<size_t> params, at::Tensor sum64)
-    : index_(index), flat_(std::move(flat)), params_(std::move(params)), sum64_(std::move(sum64)) {
+    : index_(index),
+      flat_(std::move(flat)),
+      params_(std::move(params)),
+      sum64_(std::move(sum64)),
+      trace_(trace_names::all_reduce_bucket(index)) {
   reset();
 }
 
@@ -46,6 +50,7 @@ bool Bucket::mark_ready() {
 
 void Bucket::start(Communicator& comm, ReduceDtype dtype, const std::string& name) {
   TUPE_CHECK(!started(), "gradient bucket " << index_ << ": all-reduce started twice in one step");
+  trace_.begin();
   if (dtype == ReduceDtype::kFp64 && sum64_.defined()) {
     from_sum64_ = true;
     work_ = comm.all_reduce({sum64_}, name);
@@ -57,11 +62,17 @@ void Bucket::start(Communicator& comm, ReduceDtype dtype, const std::string& nam
   }
 }
 
-bool Bucket::test() { return work_ == nullptr || finished_ || work_->test(); }
+bool Bucket::test() {
+  if (work_ == nullptr || finished_) return true;
+  if (!work_->test()) return false;
+  trace_.mark_end();
+  return true;
+}
 
 void Bucket::finish() {
   if (work_ == nullptr || finished_) return;
   work_->wait();
+  trace_.end();
   if (reduce_copy_.defined()) {
     flat_.copy_(reduce_copy_);
     reduce_copy_ = at::Tensor();

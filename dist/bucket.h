@@ -13,6 +13,7 @@
 
 #include "dist/communicator.h"
 #include "dist/options.h"
+#include "dist/trace.h"
 
 namespace tupe::dist {
 
@@ -47,7 +48,8 @@ class Bucket {
   /// copy (cast, reduce, cast back in finish()) for ReduceDtype::kBf16, or of the float64
   /// sum slice in place for ReduceDtype::kFp64 (rounded into `flat` in finish()).
   void start(Communicator& comm, ReduceDtype dtype, const std::string& name);
-  /// Non-blocking: true when the collective has completed (drives MPI progress).
+  /// Non-blocking: true when the collective has completed (drives MPI progress); the first
+  /// true ends the bucket's trace range ("all-reduce bucket <index>", dist/trace.h).
   bool test();
   /// Waits for the collective (NCCL: stream-ordered) and copies a bf16 or float64 result back.
   /// Does nothing if the bucket was not started or already finished.
@@ -63,6 +65,7 @@ class Bucket {
   at::Tensor sum64_;            ///< float64 sum slice (kFp64 only), [numel]
   bool from_sum64_ = false;     ///< start() reduced sum64_; reset by reset()
   bool finished_ = false;       ///< finish() ran since start(); reset by reset()
+  AsyncTraceRange trace_;       ///< "all-reduce bucket <index>": start() to when the host saw it done
 };
 
 }  // namespace tupe::dist

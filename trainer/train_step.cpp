@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "common/mix64.h"
+#include "dist/trace.h"
 
 namespace tupe::trainer {
 
@@ -26,7 +27,8 @@ TrainStep::TrainStep(const checkpoint::NamedTensors& params, dist::Communicator&
       seed_(options.seed),
       params_(params),
       scaler_(options.precision),
-      schedule_(options.optimizer) {
+      schedule_(options.optimizer),
+      exposed_sync_(device) {
   TUPE_CHECK(!params_.empty(), "training step: no trainable parameters");
   optimizer_ = make_optimizer(params_, options.optimizer);
   scaler_.to(device_);
@@ -61,7 +63,10 @@ StepResult TrainStep::run(int64_t micro_batches, const MicroBatchLossFn& loss, S
   int64_t local_count = 0;
   for (int64_t m = 0; m < micro_batches; ++m) {
     const bool last = m == micro_batches - 1;
-    const MicroBatchLoss l = loss(m);
+    const MicroBatchLoss l = [&] {
+      const dist::TraceRange range(dist::trace_names::kForward);
+      return loss(m);
+    }();
     TUPE_CHECK(l.sum.defined() && l.sum.numel() == 1,
                "step " << t << ": the loss of micro-batch " << m << " is not one value");
     TUPE_CHECK(l.count >= 0, "step " << t << ": micro-batch " << m << " has a negative count " << l.count);
@@ -69,7 +74,10 @@ StepResult TrainStep::run(int64_t micro_batches, const MicroBatchLossFn& loss, S
     phase_done("forward");
     // Only the last backward all-reduces; the count travels ahead of its gradient buckets.
     ddp_->prepare_for_backward(last, last ? std::optional<int64_t>(local_count) : std::nullopt);
-    scaler_.scale_loss(l.sum).backward();
+    {
+      const dist::TraceRange range(dist::trace_names::kBackward);
+      scaler_.scale_loss(l.sum).backward();
+    }
     loss_sum = m == 0 ? l.sum.detach() : loss_sum + l.sum.detach();
     phase_done("backward");
   }
@@ -79,9 +87,17 @@ StepResult TrainStep::run(int64_t micro_batches, const MicroBatchLossFn& loss, S
     loss_sum = at::zeros({}, ddp_->buffer().data().options().dtype(
                                  ddp_->buffer().data().scalar_type() == at::kDouble ? at::kDouble : at::kFloat));
   }
-  ddp_->finish_grad_sync();
+  exposed_sync_.backward_ended();
+  {
+    const dist::TraceRange range(dist::trace_names::kGradSyncWait);
+    ddp_->finish_grad_sync();
+  }
+  exposed_sync_.sync_finished();
   phase_done("reduce");
-  StepResult result = optimizer_step_->apply(ddp_->buffer().data(), scheduler_step_ + 1, ddp_->global_count());
+  StepResult result = [&] {
+    const dist::TraceRange range(dist::trace_names::kOptimizer);
+    return optimizer_step_->apply(ddp_->buffer().data(), scheduler_step_ + 1, ddp_->global_count());
+  }();
   result.loss_sum = std::move(loss_sum);
   step_ = t;
   ++scheduler_step_;

@@ -23,6 +23,8 @@
 //      scaler, all on the device; both counters advance. fairseq's trainer (the paper's code)
 //      normalises the same way: gradients of the summed loss, divided after the all-reduce by
 //      the all-reduced sample size.
+// Trace ranges (dist/trace.h): "forward" and "backward" per micro-batch, "all-reduce bucket <i>"
+// (dist/bucket.h), "gradient sync wait" (finish_grad_sync) and "optimizer".
 // No host sync: the counts are host integers put on the device by a fill, C is read on the
 // device, and the result's tensors stay there until the job reads them (on log steps).
 #pragma once
@@ -39,6 +41,7 @@
 #include "dist/communicator.h"
 #include "dist/ddp.h"
 #include "dist/options.h"
+#include "trainer/exposed_sync.h"
 #include "trainer/loss_scaler.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/optimizer.h"
@@ -128,6 +131,8 @@ class TrainStep {
   DynamicLossScaler& scaler() { return scaler_; }
   const LrSchedule& schedule() const { return schedule_; }
   dist::DistributedDataParallel& ddp() { return *ddp_; }
+  /// The exposed gradient-sync time of the steps run (trainer/exposed_sync.h).
+  ExposedSyncTimer& exposed_sync() { return exposed_sync_; }
   const checkpoint::NamedTensors& parameters() const { return params_; }
 
  private:
@@ -140,6 +145,7 @@ class TrainStep {
   LrSchedule schedule_;
   std::unique_ptr<dist::DistributedDataParallel> ddp_;
   std::unique_ptr<OptimizerStep> optimizer_step_;
+  ExposedSyncTimer exposed_sync_;
   int64_t step_ = 0, scheduler_step_ = 0;
 };
 

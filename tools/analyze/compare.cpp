@@ -13,6 +13,7 @@
 #include "common/error.h"
 #include "tools/analyze/compare_plots_source.h"
 #include "tools/analyze/plot_script.h"
+#include "tools/analyze/window_figures.h"
 
 namespace tupe::analyze {
 namespace fs = std::filesystem;
@@ -23,6 +24,7 @@ namespace {
 struct RunCurve {
   fs::path metrics;
   Curve curve;
+  WindowFigures windows;  ///< what its log windows say about their time
   std::optional<double> reach;
 };
 
@@ -112,6 +114,7 @@ std::string compare_runs(const CompareOptions& options) {
     RunCurve rc;
     rc.metrics = metrics_file(run);
     rc.curve = validation_curve(rc.metrics);
+    rc.windows = window_figures(rc.metrics);
     TUPE_CHECK(!rc.curve.empty(), rc.metrics.string() << ": no \"validation_loss\" record (run " << run.name
                                                       << "; was validation data given to the run?)");
     auto it = std::find_if(models.begin(), models.end(), [&](const Model& m) { return m.name == run.name; });
@@ -147,7 +150,8 @@ std::string compare_runs(const CompareOptions& options) {
       jruns.push_back({{"metrics", r.metrics.string()},
                        {"final_step", r.curve.back().first},
                        {"final_validation_loss", r.curve.back().second},
-                       {"steps_to_reach", r.reach ? nlohmann::json(*r.reach) : nlohmann::json(nullptr)}});
+                       {"steps_to_reach", r.reach ? nlohmann::json(*r.reach) : nlohmann::json(nullptr)},
+                       {"window_figures", window_figures_json(r.windows)}});
     }
     const double lo = *std::min_element(finals.begin(), finals.end()), hi = *std::max_element(finals.begin(), finals.end());
     const double s_lo = *std::min_element(final_steps.begin(), final_steps.end());
@@ -172,6 +176,11 @@ std::string compare_runs(const CompareOptions& options) {
   md << "\nTarget: " << reference << "'s final validation loss " << fixed(target, 4) << " (mean of " << ref->runs.size()
      << " seed" << (ref->runs.size() == 1 ? "" : "s") << ", at step " << fixed(ref_final_step, 0)
      << "); steps to reach it are interpolated linearly between evaluations.\n";
+  md << "\nWhere the step time went (means over each run's log windows, rank 0; docs/profiling.md):\n\n"
+     << window_figures_header();
+  for (const auto& m : models)
+    for (size_t i = 0; i < m.runs.size(); ++i)
+      md << window_figures_row(m.runs.size() == 1 ? m.name : m.name + " #" + std::to_string(i + 1), m.runs[i].windows);
   const nlohmann::json info = {{"reference", reference}, {"target", target}, {"reference_final_step", ref_final_step},
                                {"models", jmodels}};
 

@@ -11,9 +11,12 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "dist/small_collectives.h"
+#include "dist/trace.h"
 #include "trainer/autocast.h"
+#include "trainer/host_sync_counter.h"
 #include "trainer/pretrain/flops.h"
 #include "trainer/pretrain/pretrain_job.h"
+#include "trainer/pretrain/step_trace.h"
 
 namespace tupe::pretrain {
 
@@ -64,6 +67,7 @@ Validation evaluate(PretrainJob& job) {
 
 /// Rank 0 saves; every rank learns whether the save worked (one byte each).
 void save_checkpoint(PretrainJob& job) {
+  const dist::TraceRange range(dist::trace_names::kCheckpointSave);
   const checkpoint::TrainerState state = checkpoint_record(job);
   std::string error;
   if (job.rank == 0) {
@@ -100,8 +104,9 @@ struct Window {
 };
 
 /// A log step: the global loss (one all-reduce), the progress line and a metrics record.
-/// The only step that reads the device (loss, norm, skips, scale).
-void log_step(PretrainJob& job, const data_pipeline::MlmBatch& batch, const trainer::StepResult& out, Window& window) {
+/// The only step that reads the device (loss, norm, skips, scale, the exposed-sync events).
+void log_step(PretrainJob& job, const data_pipeline::MlmBatch& batch, const trainer::StepResult& out, Window& window,
+              trainer::HostSyncCounter& syncs) {
   const PretrainConfig& cfg = job.cfg;
   trainer::DynamicLossScaler& scaler = job.step->scaler();
   const int64_t step = job.step->step();
@@ -134,7 +139,9 @@ void log_step(PretrainJob& job, const data_pipeline::MlmBatch& batch, const trai
   if (job.peak_tflops > 0) p.mfu = flops_per_token * p.tokens_per_s / (job.peak_tflops * 1e12 * job.world);
   job.progress->update(p);
   const auto pos = job.loader->state();
-  job.metrics->write(
+  const double steps = static_cast<double>(window.steps);
+  const double exposed_s = job.step->exposed_sync().take_seconds();  // host clock, or CUDA events (synced above)
+  nlohmann::json record(
       {{"step", step},
        {"epoch", pos.epoch},
        {"consumed_samples", pos.consumed_samples},
@@ -150,7 +157,11 @@ void log_step(PretrainJob& job, const data_pipeline::MlmBatch& batch, const trai
        {"flops_per_token", flops_per_token},
        {"mfu", p.mfu >= 0 ? p.mfu : -1.0},
        {"mfu_peak_tflops", job.peak_tflops},
-       {"mfu_peak_source", job.peak_source}});
+       {"mfu_peak_source", job.peak_source},
+       {"exposed_allreduce_ms", 1000.0 * exposed_s / steps},
+       {"exposed_allreduce_fraction", dt > 0 ? exposed_s / dt : 0.0}});
+  if (syncs.available()) record["host_syncs_per_step"] = static_cast<double>(syncs.take()) / steps;
+  job.metrics->write(record);
   job.result.last_loss = global_loss;
   job.result.last_logged_step = step;
   window = Window(job.loader->wait_seconds());
@@ -161,7 +172,10 @@ void validate_if_due(PretrainJob& job) {
   const int64_t step = job.step->step();
   const int64_t every = job.cfg.train.eval_every;
   if (!job.validation_data || !((every > 0 && step % every == 0) || step == job.max_steps)) return;
-  const Validation v = evaluate(job);
+  const Validation v = [&] {
+    const dist::TraceRange range(dist::trace_names::kValidation);
+    return evaluate(job);
+  }();
   job.result.validation_loss = v.loss;
   job.result.validation_accuracy = v.accuracy;
   std::ostringstream msg;
@@ -184,23 +198,39 @@ void install_checkpoint_signal_handlers() {
 void train_loop(PretrainJob& job) {
   Window window(job.loader->wait_seconds());
   const auto amp = trainer::autocast_dtype(job.precision);
+  StepTrace trace(profile_step_range(job.cfg.train.profile_steps), job.cfg.checkpoint.dir, job.rank, job.use_cuda);
+  trainer::HostSyncCounter syncs(job.device());  // counts inside the steps only (not the log steps' reads)
+  const auto trace_written = [&](const std::string& path) {
+    if (!path.empty()) job.progress->message("trace written: " + path + " (and one per rank beside it)");
+  };
   while (job.step->step() < job.max_steps) {
     const int64_t step = job.step->step() + 1;
     job.comm().set_step(step);
     if (dist::any_rank(job.comm(), g_checkpoint_signal != 0, "signal check")) {
       job.progress->message("signal received: checkpointing at step " + std::to_string(step - 1) + " and stopping");
       save_checkpoint(job);
+      trace_written(trace.finish());
       job.result.stopped_by_signal = true;
       return;
     }
-    const data_pipeline::MlmBatch batch = job.loader->next();
-    const trainer::StepResult out = run_mlm_step(*job.step, *job.net, batch, job.plan, amp);
+    const auto trace_start = Clock::now();
+    trace.before_step(step);
+    window.start += Clock::now() - trace_start;
+    const data_pipeline::MlmBatch batch = [&] {
+      const dist::TraceRange range(dist::trace_names::kDataWait);
+      return job.loader->next();
+    }();
+    const trainer::StepResult out = [&] {
+      const trainer::HostSyncCounter::Counting counting(syncs);
+      return run_mlm_step(*job.step, *job.net, batch, job.plan, amp);
+    }();
     ++window.steps;
     window.tokens += batch.input_ids.numel() * job.world;
-    if (step % job.cfg.train.log_every == 0 || step == job.max_steps) log_step(job, batch, out, window);
+    if (step % job.cfg.train.log_every == 0 || step == job.max_steps) log_step(job, batch, out, window, syncs);
     const auto side_start = Clock::now();
     validate_if_due(job);
     if (job.store->due(step) || step == job.max_steps) save_checkpoint(job);
+    trace_written(trace.after_step(step));
     window.start += Clock::now() - side_start;
   }
 }

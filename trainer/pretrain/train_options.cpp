@@ -12,6 +12,26 @@ void TrainOptions::validate() const {
              "train.init_from_sha256: '" << init_from_sha256 << "' is not a SHA-256 (64 lower-case hex digits)");
   TUPE_CHECK(init_from_sha256.empty() || !init_from.empty(),
              "train.init_from_sha256: set, but train.init_from is not (nothing to check it against)");
+  profile_step_range(profile_steps);
+}
+
+std::optional<ProfileStepRange> profile_step_range(const std::string& text) {
+  if (text.empty() || text == "off") return std::nullopt;
+  const auto number = [&](const std::string& part, const char* which) {
+    TUPE_CHECK(!part.empty() && part.size() <= 18 &&
+                   part.find_first_not_of("0123456789") == std::string::npos,
+               "train.profile_steps: '" << text << "': " << which
+                                        << " is not a step number (want A:B, optimizer steps A to B, e.g. 20:24)");
+    return static_cast<int64_t>(std::stoll(part));
+  };
+  const size_t colon = text.find(':');
+  TUPE_CHECK(colon != std::string::npos,
+             "train.profile_steps: '" << text << "' is not A:B (optimizer steps A to B, e.g. 20:24; \"\" = off)");
+  const ProfileStepRange r{number(text.substr(0, colon), "A"), number(text.substr(colon + 1), "B")};
+  TUPE_CHECK(r.first >= 1, "train.profile_steps: '" << text << "': steps count from 1");
+  TUPE_CHECK(r.last >= r.first, "train.profile_steps: '" << text << "': B (" << r.last << ") is before A (" << r.first
+                                                         << ")");
+  return r;
 }
 
 const FieldTable<TrainOptions>& TrainOptions::fields() {
@@ -57,7 +77,10 @@ const FieldTable<TrainOptions>& TrainOptions::fields() {
               "(docs/warm-start.md); \"\" = from scratch")
         .text("init_from_sha256", &T::init_from_sha256, "",
               "expected SHA-256 (hex) of init_from's model.safetensors; \"\" = whatever it holds (the run records "
-              "the value)");
+              "the value)")
+        .text("profile_steps", &T::profile_steps, "",
+              "A:B = every rank writes a Chrome/Perfetto trace of optimizer steps A to B (LibTorch's profiler) "
+              "to <checkpoint.dir>/traces/rank<R>-steps<A>-<B>.json (docs/profiling.md); \"\" = off");
     return t;
   }();
   return table;
