@@ -46,11 +46,25 @@ MlmBatch to_device(const MlmBatch& b, const c10::Device& device) {
   return out;
 }
 
+namespace {
+/// The masker of `config`, after the rule that stored masks admit only the token strategy.
+Masker make_masker(const PretrainDataset& dataset, const DataOptions& config, uint64_t mask_seed,
+                   std::shared_ptr<const WordBoundaries> words) {
+  const DatasetInfo& info = dataset.info();
+  TUPE_CHECK(config.mask_strategy == MaskStrategy::kToken || !(info.has_static_masks && config.use_static_masks),
+             "data.mask_strategy = " << to_string(config.mask_strategy) << ": "
+                                     << (info.files.empty() ? std::string("the dataset") : info.files.front())
+                                     << " holds stored masks, which data.use_static_masks = true uses as they are; "
+                                        "set data.use_static_masks = false to mask dynamically");
+  return Masker(config.masking(), info.special, info.vocab_size, mask_seed, std::move(words));
+}
+}  // namespace
+
 BatchBuilder::BatchBuilder(std::shared_ptr<const PretrainDataset> dataset, const DataOptions& config,
-                           uint64_t mask_seed)
+                           uint64_t mask_seed, std::shared_ptr<const WordBoundaries> words)
     : dataset_(std::move(dataset)),
       config_(config),
-      masker_(config.masking(), dataset_->info().special, dataset_->info().vocab_size, mask_seed),
+      masker_(make_masker(*dataset_, config, mask_seed, std::move(words))),
       static_masks_(dataset_->info().has_static_masks && config.use_static_masks) {
   config_.validate();
   TUPE_CHECK(config_.pin_memory != PinMemory::kOn || at::hasCUDA(),
@@ -59,6 +73,7 @@ BatchBuilder::BatchBuilder(std::shared_ptr<const PretrainDataset> dataset, const
 
 int64_t BatchBuilder::masked_count(int64_t index) const {
   if (static_masks_) return dataset_->static_mask_count(index);
+  if (!masker_.count_known_without_reading()) return -1;
   return masker_.masked_count_for(dataset_->ordinary_tokens(index));
 }
 
@@ -145,10 +160,12 @@ MlmBatch BatchBuilder::build(int64_t epoch, const std::vector<int64_t>& step_ind
   }
 
   // Masked tokens of the other ranks' rows: counted from the dataset's per-sample numbers.
+  // Unknown (-1) when the strategy makes them depend on samples this rank does not read.
   int64_t total = m;
-  for (int64_t r = 0; r < global_rows; ++r) {
+  for (int64_t r = 0; r < global_rows && total >= 0; ++r) {
     if (r >= row_begin && r < row_end) continue;
-    total += masked_count(step_indices[static_cast<size_t>(r)]);
+    const int64_t other = masked_count(step_indices[static_cast<size_t>(r)]);
+    total = other < 0 ? -1 : total + other;
   }
   batch.global_masked_count = total;
   return batch;

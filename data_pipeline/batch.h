@@ -30,7 +30,10 @@ struct MlmBatch {
   int64_t epoch = 0;                ///< epoch of the step
   int64_t first_position = 0;       ///< global position of the step's first sample in the epoch order
   int64_t global_rows = 0;          ///< sequences in the step over all ranks
-  int64_t global_masked_count = 0;  ///< masked tokens of the step over all ranks (sum of every rank's M)
+  /// Masked tokens of the step over all ranks (sum of every rank's M); -1 when the masking
+  /// strategy makes it depend on the other ranks' samples (whole_word, span: the training step
+  /// all-reduces the counts itself, trainer/train_step.h).
+  int64_t global_masked_count = 0;
   int64_t rows() const { return input_ids.defined() ? input_ids.size(0) : 0; }
 };
 
@@ -57,8 +60,11 @@ struct BatchWorkspace {
 class BatchBuilder {
  public:
   /// `mask_seed` keys the dynamic masks (data.seed for training, data.validation_seed for
-  /// evaluation). Throws tupe::Error for pin_memory without CUDA.
-  BatchBuilder(std::shared_ptr<const PretrainDataset> dataset, const DataOptions& config, uint64_t mask_seed);
+  /// evaluation); `words` are the vocabulary's word boundaries (needed by data.mask_strategy =
+  /// whole_word and span). Throws tupe::Error for pin_memory without CUDA, a strategy without
+  /// `words`, or whole_word/span on stored (static) masks.
+  BatchBuilder(std::shared_ptr<const PretrainDataset> dataset, const DataOptions& config, uint64_t mask_seed,
+               std::shared_ptr<const WordBoundaries> words = nullptr);
   /// The batch of rows [row_begin, row_end) of a step whose global batch is `step_indices`
   /// (global sample indices in step order) in `epoch`. The masks of sample i are those of
   /// (mask_seed, epoch, i).
@@ -71,7 +77,8 @@ class BatchBuilder {
   /// to the masked input.
   void mask_sample(int64_t epoch, int64_t index, BatchWorkspace& ws) const;
   int64_t padded_length(const std::vector<int64_t>& step_indices) const;
-  /// Masked tokens of sample `index` (static or by the masking rule), without reading it.
+  /// Masked tokens of sample `index` (static or by the masking rule), without reading it;
+  /// -1 when the strategy needs the sample (Masker::count_known_without_reading).
   int64_t masked_count(int64_t index) const;
 
   std::shared_ptr<const PretrainDataset> dataset_;

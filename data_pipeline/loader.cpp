@@ -17,9 +17,10 @@ void check_rank(int64_t rank, int64_t world_size) {
 }  // namespace
 
 Loader::Loader(std::shared_ptr<const PretrainDataset> dataset, const DataOptions& config, int64_t rank,
-               int64_t world_size, LoaderState start, std::function<void()> on_thread_start)
+               int64_t world_size, LoaderState start, std::function<void()> on_thread_start,
+               std::shared_ptr<const WordBoundaries> words)
     : sampler_(dataset->size(), config.global_batch_size, static_cast<uint64_t>(config.seed)),
-      builder_(dataset, config, static_cast<uint64_t>(config.seed)),
+      builder_(dataset, config, static_cast<uint64_t>(config.seed), std::move(words)),
       rank_(rank),
       world_size_(world_size),
       prefetch_(config.prefetch_batches) {
@@ -115,8 +116,8 @@ LoaderState Loader::state() const {
 }
 
 EvalIterator::EvalIterator(std::shared_ptr<const PretrainDataset> dataset, const DataOptions& config, int64_t rank,
-                           int64_t world_size)
-    : builder_(dataset, config, static_cast<uint64_t>(config.validation_seed)),
+                           int64_t world_size, std::shared_ptr<const WordBoundaries> words)
+    : builder_(dataset, config, static_cast<uint64_t>(config.validation_seed), std::move(words)),
       batch_(config.global_batch_size),
       rank_(rank),
       world_size_(world_size) {

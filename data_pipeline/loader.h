@@ -30,9 +30,11 @@ class Loader {
   /// divisible by the world size, or a dataset smaller than one global batch.
   /// `on_thread_start` (may be empty) runs first in every worker thread: the trainer makes
   /// its CUDA device current there, so that pinned-memory allocations do not open a
-  /// context on device 0.
+  /// context on device 0. `words`: the vocabulary's word boundaries, needed by
+  /// data.mask_strategy = whole_word and span (BatchBuilder).
   Loader(std::shared_ptr<const PretrainDataset> dataset, const DataOptions& config, int64_t rank, int64_t world_size,
-         LoaderState start = {}, std::function<void()> on_thread_start = {});
+         LoaderState start = {}, std::function<void()> on_thread_start = {},
+         std::shared_ptr<const WordBoundaries> words = nullptr);
   ~Loader();
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
@@ -83,8 +85,9 @@ class Loader {
 /// rows [floor(r*n_t/W), floor((r+1)*n_t/W)) of it, possibly none (a batch of 0 rows).
 class EvalIterator {
  public:
+  /// `words` as for Loader. Throws tupe::Error as BatchBuilder, or for an empty dataset.
   EvalIterator(std::shared_ptr<const PretrainDataset> dataset, const DataOptions& config, int64_t rank,
-               int64_t world_size);
+               int64_t world_size, std::shared_ptr<const WordBoundaries> words = nullptr);
   /// This rank's part of the next step, or nullopt after the last step.
   std::optional<MlmBatch> next();
   /// ceil(N / B).

@@ -15,6 +15,7 @@ MaskingConfig DataOptions::masking() const {
   m.replace_with_mask = replace_with_mask;
   m.replace_with_random = replace_with_random;
   m.max_predictions = max_predictions;
+  m.strategy = mask_strategy;
   return m;
 }
 
@@ -56,6 +57,9 @@ const FieldTable<DataOptions>& DataOptions::fields() {
         .at_most(1)
         .integer("max_predictions", &L::max_predictions, 0, "tokens", "cap on predicted tokens per sequence; 0 = none")
         .at_least(0)
+        .choice("mask_strategy", &L::mask_strategy, kMaskStrategyWords, MaskStrategy::kToken,
+                "what is masked together: token (word pieces independently), whole_word (all pieces of a word) or "
+                "span (SpanBERT's geometric spans of whole words); whole_word and span need tokenizer.vocab")
         .boolean("use_static_masks", &L::use_static_masks, true,
                  "NVIDIA shards: use their stored masks (false = restore the tokens and mask dynamically)")
         .integer("pad_to_multiple", &L::pad_to_multiple, 8, "tokens",

@@ -37,6 +37,7 @@ struct DataOptions {
   double replace_with_mask;
   double replace_with_random;
   int64_t max_predictions;
+  MaskStrategy mask_strategy;
   bool use_static_masks;
   int64_t pad_to_multiple;
   bool pad_to_max_seq_len;

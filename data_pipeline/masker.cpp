@@ -8,6 +8,15 @@
 
 namespace tupe::data_pipeline {
 
+const char* to_string(MaskStrategy s) {
+  switch (s) {
+    case MaskStrategy::kToken: return "token";
+    case MaskStrategy::kWholeWord: return "whole_word";
+    case MaskStrategy::kSpan: return "span";
+  }
+  return "?";
+}
+
 void MaskingConfig::validate() const {
   TUPE_CHECK(mask_probability > 0 && mask_probability <= 1,
              "data.mask_probability: must be in (0, 1], got " << mask_probability);
@@ -21,10 +30,30 @@ void MaskingConfig::validate() const {
   TUPE_CHECK(max_predictions >= 0, "data.max_predictions: must be >= 0, got " << max_predictions);
 }
 
-Masker::Masker(MaskingConfig config, SpecialTokens special, int64_t vocab_size, uint64_t seed)
-    : config_(config), special_(special), vocab_size_(vocab_size), seed_(seed) {
+int64_t span_length_words(double u) {
+  constexpr double kP = 0.2;
+  constexpr int64_t kMaxWords = 10;
+  const double total = 1 - std::pow(1 - kP, static_cast<double>(kMaxWords));
+  for (int64_t l = 1; l < kMaxWords; ++l)
+    if ((1 - std::pow(1 - kP, static_cast<double>(l))) / total > u) return l;
+  return kMaxWords;
+}
+
+Masker::Masker(MaskingConfig config, SpecialTokens special, int64_t vocab_size, uint64_t seed,
+               std::shared_ptr<const WordBoundaries> words)
+    : config_(config), special_(special), vocab_size_(vocab_size), seed_(seed), words_(std::move(words)) {
   config_.validate();
   TUPE_CHECK(vocab_size_ > 5, "data: vocabulary of " << vocab_size_ << " ids has no ordinary tokens to mask");
+  if (config_.strategy == MaskStrategy::kToken) {
+    words_.reset();
+    return;
+  }
+  TUPE_CHECK(words_ != nullptr, "data.mask_strategy = " << to_string(config_.strategy)
+                                                        << ": masking whole words needs the vocabulary's word "
+                                                           "boundaries; set tokenizer.vocab to the shards' vocabulary");
+  TUPE_CHECK(words_->vocab_size() == vocab_size_,
+             "data.mask_strategy = " << to_string(config_.strategy) << ": the word boundaries are of a vocabulary of "
+                                     << words_->vocab_size() << " ids, the shards' has " << vocab_size_);
 }
 
 int64_t Masker::masked_count_for(int64_t candidates) const {
@@ -43,6 +72,33 @@ int64_t Masker::count(const int32_t* ids, int64_t n) const {
 
 void Masker::mask(int64_t epoch, int64_t sample_index, const int32_t* ids, int64_t n, std::vector<MaskedToken>& out,
                   std::vector<int32_t>& scratch) const {
+  if (config_.strategy == MaskStrategy::kToken)
+    mask_tokens(epoch, sample_index, ids, n, out, scratch);
+  else
+    mask_words(epoch, sample_index, ids, n, out, scratch);
+}
+
+void Masker::replace_unit(CounterRng& rng, const int32_t* ids, int32_t begin, int32_t end,
+                          std::vector<MaskedToken>& out) const {
+  const double u = rng.uniform();
+  const bool to_mask = u < config_.replace_with_mask;
+  const bool to_random = !to_mask && u < config_.replace_with_mask + config_.replace_with_random;
+  for (int32_t pos = begin; pos < end; ++pos) {
+    const int32_t original = ids[pos];
+    int32_t replacement = original;
+    if (to_mask) {
+      replacement = special_.mask;
+    } else if (to_random) {
+      do {
+        replacement = static_cast<int32_t>(rng.below(static_cast<uint64_t>(vocab_size_)));
+      } while (is_special(replacement));
+    }
+    out.push_back({pos, original, replacement});
+  }
+}
+
+void Masker::mask_tokens(int64_t epoch, int64_t sample_index, const int32_t* ids, int64_t n,
+                         std::vector<MaskedToken>& out, std::vector<int32_t>& scratch) const {
   out.clear();
   scratch.clear();
   for (int64_t i = 0; i < n; ++i)
@@ -74,6 +130,76 @@ void Masker::mask(int64_t epoch, int64_t sample_index, const int32_t* ids, int64
     }
     out.push_back({pos, original, replacement});
   }
+}
+
+void Masker::mask_words(int64_t epoch, int64_t sample_index, const int32_t* ids, int64_t n,
+                        std::vector<MaskedToken>& out, std::vector<int32_t>& scratch) const {
+  out.clear();
+  // Units (words): start[w], end[w] (exclusive) for w < u, in sequence order.
+  int64_t c = 0, u = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (is_special(ids[i])) continue;
+    ++c;
+    if (i == 0 || is_special(ids[i - 1]) || !words_->continues(ids[i])) ++u;
+  }
+  const int64_t k = masked_count_for(c);
+  if (k == 0) return;
+  // scratch: start[u] | end[u] | order[u] | taken[u] (0/1; span: also the span's first word) | unit_of[c]
+  scratch.assign(static_cast<size_t>(4 * u + c), 0);
+  int32_t* start = scratch.data();
+  int32_t* end = start + u;
+  int32_t* order = end + u;
+  int32_t* taken = order + u;
+  int32_t* unit_of = taken + u;
+  {
+    int64_t w = -1, cand = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      if (is_special(ids[i])) continue;
+      if (i == 0 || is_special(ids[i - 1]) || !words_->continues(ids[i])) start[++w] = static_cast<int32_t>(i);
+      end[w] = static_cast<int32_t>(i + 1);
+      unit_of[cand++] = static_cast<int32_t>(w);
+    }
+  }
+  CounterRng rng(rng_key(RngDomain::kMask, seed_, static_cast<uint64_t>(epoch), static_cast<uint64_t>(sample_index)));
+  const auto length = [&](int64_t w) { return static_cast<int64_t>(end[w] - start[w]); };
+  int64_t covered = 0;
+  std::vector<std::pair<int32_t, int32_t>> chosen;  // (first word, last word + 1) of each chosen unit or span
+  if (config_.strategy == MaskStrategy::kWholeWord) {
+    for (int64_t w = 0; w < u; ++w) order[w] = static_cast<int32_t>(w);
+    // A lazy Fisher-Yates shuffle: word j of the random order is drawn when it is visited.
+    for (int64_t j = 0; j < u && covered < k; ++j) {
+      const auto r = j + static_cast<int64_t>(rng.below(static_cast<uint64_t>(u - j)));
+      std::swap(order[j], order[r]);
+      const int32_t w = order[j];
+      if (covered + length(w) > k) continue;
+      covered += length(w);
+      chosen.emplace_back(w, w + 1);
+    }
+  } else {
+    const int64_t max_tries = 64 * u + 64;
+    for (int64_t tries = 0; covered < k && tries < max_tries; ++tries) {
+      const int64_t words = span_length_words(rng.uniform());
+      const int32_t first = unit_of[rng.below(static_cast<uint64_t>(c))];
+      int32_t last = first;  // exclusive end of the span's words
+      while (last - first < words && last < u && !taken[last] && covered + length(last) <= k &&
+             (last == first || start[last] == end[last - 1])) {
+        taken[last] = 1;
+        covered += length(last);
+        ++last;
+      }
+      if (last > first) {
+        chosen.emplace_back(first, last);
+        continue;
+      }
+      // Nothing taken: stop when no free word fits what is left of the budget.
+      bool any_fits = false;
+      for (int64_t w = 0; w < u && !any_fits; ++w) any_fits = !taken[w] && covered + length(w) <= k;
+      if (!any_fits) break;
+    }
+  }
+  std::sort(chosen.begin(), chosen.end());
+  out.reserve(static_cast<size_t>(covered));
+  for (const auto& [first, last] : chosen) replace_unit(rng, ids, start[first], end[last - 1], out);
 }
 
 }  // namespace tupe::data_pipeline

@@ -30,6 +30,9 @@ class Tokenizer {
   virtual std::string decode(const std::vector<int32_t>& ids) const = 0;
   /// Number of ids (vocabulary size).
   virtual int64_t vocab_size() const = 0;
+  /// The vocabulary's entry for `id` as written there ("##ing" for WordPiece, "▁the" for
+  /// SentencePiece, "[CLS]"). Throws tupe::Error outside [0, vocab_size).
+  virtual std::string piece(int32_t id) const = 0;
   virtual SpecialTokens special_tokens() const = 0;
   /// "wordpiece" or "sentencepiece".
   virtual std::string kind() const = 0;

@@ -29,6 +29,7 @@ class SentencePieceTokenizer final : public Tokenizer {
   /// SentencePiece's detokenisation ("▁" back to spaces; control pieces dropped).
   std::string decode(const std::vector<int32_t>& ids) const override;
   int64_t vocab_size() const override { return vocab_size_; }
+  std::string piece(int32_t id) const override { return id_to_piece(id); }
   SpecialTokens special_tokens() const override { return special_; }
   std::string kind() const override { return "sentencepiece"; }
   bool lower_case() const override { return lower_case_; }

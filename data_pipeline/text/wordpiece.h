@@ -49,6 +49,7 @@ class WordPieceTokenizer final : public Tokenizer {
   /// Throws tupe::Error for an id outside [0, vocab_size).
   std::string decode(const std::vector<int32_t>& ids) const override;
   int64_t vocab_size() const override { return static_cast<int64_t>(tokens_.size()); }
+  std::string piece(int32_t id) const override { return id_to_token(id); }
   SpecialTokens special_tokens() const override { return special_; }
   std::string kind() const override { return "wordpiece"; }
   bool lower_case() const override { return options_.lower_case; }

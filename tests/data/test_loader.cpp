@@ -59,7 +59,9 @@ GlobalStep assemble(const std::vector<MlmBatch>& ranks) {
     row_offset += b.rows();
     masked += b.masked_positions.size(0);
   }
-  EXPECT_EQ(masked, ranks[0].global_masked_count) << "global_masked_count must be the sum over ranks";
+  // Whole-word and span masks: the loader cannot count other ranks' tokens (-1 on every rank).
+  if (ranks[0].global_masked_count >= 0)
+    EXPECT_EQ(masked, ranks[0].global_masked_count) << "global_masked_count must be the sum over ranks";
   g.input_ids = at::cat(ids);
   g.attention_mask = at::cat(att);
   g.masked_positions = at::cat(pos);
@@ -82,11 +84,21 @@ void expect_same(const GlobalStep& a, const GlobalStep& b, const std::string& wh
 }
 
 /// `steps` global steps from `start` with W simulated ranks (one Loader each).
+/// Word boundaries of the synthetic ids: every id divisible by 3 continues a word (so words
+/// of 1 to several pieces), for the whole_word and span strategies.
+std::shared_ptr<const WordBoundaries> synthetic_words() {
+  std::vector<uint8_t> continues(static_cast<size_t>(kVocab), 0);
+  for (int64_t id = 1000; id < kVocab; ++id) continues[static_cast<size_t>(id)] = id % 3 == 0;
+  return std::make_shared<const WordBoundaries>(std::move(continues), "");
+}
+
 std::vector<GlobalStep> run(const std::shared_ptr<const PretrainDataset>& ds, DataOptions cfg, int64_t world,
                             int64_t threads, LoaderState start, int64_t steps, LoaderState* end_state = nullptr) {
   cfg.num_threads = threads;
+  const auto words = cfg.mask_strategy == MaskStrategy::kToken ? nullptr : synthetic_words();
   std::vector<std::unique_ptr<Loader>> loaders;
-  for (int64_t r = 0; r < world; ++r) loaders.push_back(std::make_unique<Loader>(ds, cfg, r, world, start));
+  for (int64_t r = 0; r < world; ++r)
+    loaders.push_back(std::make_unique<Loader>(ds, cfg, r, world, start, std::function<void()>{}, words));
   std::vector<GlobalStep> out;
   for (int64_t t = 0; t < steps; ++t) {
     std::vector<MlmBatch> parts;
@@ -225,21 +237,37 @@ TEST(DataLoader, PartialLastBatchIsDroppedTheSameWayForEveryWorldSize) {
   }
 }
 
-TEST(DataLoader, GlobalStepIsIdenticalForWorldSizes123) {
+/// config(batch) with data.mask_strategy = `strategy`.
+DataOptions config(int64_t batch, MaskStrategy strategy) {
+  DataOptions c = config(batch);
+  c.mask_strategy = strategy;
+  return c;
+}
+
+class DataLoaderStrategies : public ::testing::TestWithParam<MaskStrategy> {};
+
+TEST_P(DataLoaderStrategies, GlobalStepIsIdenticalForWorldSizes123) {
   const auto ds = synthetic(300);
   // 30 steps of 12 cross the boundary of epoch 0 (25 steps).
-  const auto ref = run(ds, config(12), 1, 0, {}, 30);
+  const auto ref = run(ds, config(12, GetParam()), 1, 0, {}, 30);
   for (const int64_t world : {2, 3}) {
-    const auto got = run(ds, config(12), world, 2, {}, 30);
+    const auto got = run(ds, config(12, GetParam()), world, 2, {}, 30);
     for (size_t t = 0; t < ref.size(); ++t) expect_same(ref[t], got[t], "W=" + std::to_string(world) + " step " + std::to_string(t));
+    // Other ranks' masked counts follow from sample lengths only for token masks (else -1).
+    EXPECT_EQ(got[0].global_masked_count >= 0, GetParam() == MaskStrategy::kToken);
   }
   EXPECT_EQ(ref[25].epoch, 1);
   EXPECT_FALSE(at::equal(ref[0].sample_indices, ref[25].sample_indices)) << "a new epoch has a new order";
+  if (GetParam() != MaskStrategy::kToken) {  // another strategy gives other masks on the same samples
+    const auto token = run(ds, config(12), 1, 0, {}, 1);
+    EXPECT_TRUE(at::equal(token[0].sample_indices, ref[0].sample_indices));
+    EXPECT_FALSE(at::equal(token[0].masked_positions, ref[0].masked_positions));
+  }
 }
 
-TEST(DataLoader, ResumeReproducesNextBatchesWithOtherWorldSizeAndThreads) {
+TEST_P(DataLoaderStrategies, ResumeReproducesNextBatchesWithOtherWorldSizeAndThreads) {
   const auto ds = synthetic(150);
-  const DataOptions cfg = config(12);  // 12 steps per epoch
+  const DataOptions cfg = config(12, GetParam());  // 12 steps per epoch
   const auto ref = run(ds, cfg, 1, 0, {}, 40);
   const GlobalSampler sampler(150, 12, 77);
   for (const int64_t stop : {0, 5, 12, 23, 31}) {
@@ -256,6 +284,10 @@ TEST(DataLoader, ResumeReproducesNextBatchesWithOtherWorldSizeAndThreads) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(MaskStrategies, DataLoaderStrategies,
+                         ::testing::Values(MaskStrategy::kToken, MaskStrategy::kWholeWord, MaskStrategy::kSpan),
+                         [](const ::testing::TestParamInfo<MaskStrategy>& info) { return std::string(to_string(info.param)); });
 
 TEST(DataLoader, BatchLayoutPaddingAndMasks) {
   const auto ds = synthetic(96);
@@ -341,6 +373,12 @@ TEST(DataLoader, BadSettingsAreRefused) {
     c.pin_memory = PinMemory::kOn;
     test::expect_error([&] { Loader(ds, c, 0, 1); }, {"data.pin_memory", "CUDA"});
   }
+  // Whole words need the vocabulary's word boundaries, of the shards' vocabulary size.
+  c = config(16, MaskStrategy::kWholeWord);
+  test::expect_error([&] { Loader(ds, c, 0, 1); }, {"data.mask_strategy = whole_word", "tokenizer.vocab"});
+  c.mask_strategy = MaskStrategy::kSpan;
+  const auto small = std::make_shared<const WordBoundaries>(std::vector<uint8_t>(100, 0), "");
+  test::expect_error([&] { EvalIterator(ds, c, 0, 1, small); }, {"data.mask_strategy = span", "100 ids", "30522"});
 }
 
 TEST(DataEval, CoversValidationOnceWithFixedMasks) {

@@ -142,6 +142,7 @@ def check_resume(work):
         sys.exit("FAILED: 2 ranks then 1 rank did not continue the same sample sequence")
     check_world_size_change_with_dropout(work)
     check_world_size_change_bitwise(work)
+    check_mask_strategies_world_size_bitwise(work)
 
 
 def two_ranks_then(work, name, opts):
@@ -182,6 +183,31 @@ def check_world_size_change_bitwise(work):
             sys.exit(f"FAILED: data position {got[2]['data_position']} vs {ref[2]['data_position']}")
         print(f"dist.reduce_dtype fp64, dropout 0.1, 2 ranks -> {ranks} rank(s) at step 10: weights and Adam moments "
               f"at step 20 bitwise equal to 2 ranks throughout")
+
+
+def check_mask_strategies_world_size_bitwise(work):
+    """data.mask_strategy whole_word and span (masks read from configs/tiny.ini's vocabulary): the
+    fp64 run of check_world_size_change_bitwise, 2 ranks to step 10 resumed on 1 and on 3 ranks,
+    bitwise equal to 2 ranks throughout. Each rank counts only its own masked tokens (the step
+    all-reduces the count), and the masks are a function of (seed, epoch, sample) alone. The
+    strategy changes the run: its weights differ from the token run's."""
+    opts = {"model.hidden_dropout": 0.1, "model.attention_dropout": 0.1, "data.global_batch_size": 12,
+            "train.micro_batch_size": 2, "optimizer.lr": 1e-4, "dist.reduce_dtype": "fp64"}
+    token = checkpoint(os.path.join(work, "fp64_two_straight"), 20)
+    for strategy in ("whole_word", "span"):
+        ref, resumed = two_ranks_then(work, strategy, {**opts, "data.mask_strategy": strategy})
+        if all(np.array_equal(ref[0][k], token[0][k]) for k in ref[0]):
+            sys.exit(f"FAILED: data.mask_strategy = {strategy} trained the same weights as token")
+        if ref[2]["config"].get("data.mask_strategy") != strategy:
+            sys.exit(f"FAILED: the checkpoint records data.mask_strategy = {ref[2]['config'].get('data.mask_strategy')}")
+        for ranks, got in resumed.items():
+            differ = [k for k in got[0] if not np.array_equal(got[0][k], ref[0][k])]
+            differ += [k for k in got[1] if not np.array_equal(got[1][k], ref[1][k])]
+            if differ or got[2]["data_position"] != ref[2]["data_position"]:
+                sys.exit(f"FAILED: data.mask_strategy = {strategy}, 2 ranks -> {ranks} rank(s) at step 10: "
+                         f"{len(differ)} tensors differ from 2 ranks throughout at step 20")
+        print(f"data.mask_strategy = {strategy}: 2 ranks -> 1 and 3 ranks at step 10, weights and Adam moments at "
+              "step 20 bitwise equal to 2 ranks throughout; other weights than token masks")
 
 
 def check_world_size_change_with_dropout(work):

@@ -11,6 +11,7 @@
 #include "data_pipeline/dataset.h"
 #include "data_pipeline/loader.h"
 #include "data_pipeline/loader_config.h"
+#include "data_pipeline/text/tokenizer_factory.h"
 
 namespace tupe::analyze {
 
@@ -81,13 +82,31 @@ std::shared_ptr<const data_pipeline::PretrainDataset> open_validation(const chec
                                               data.dataset_options("validation", ckpt.vocab_sha256()));
 }
 
+/// The run's word boundaries when it masked whole words or spans (from the vocabulary its
+/// checkpoint carries), else null. Throws tupe::Error when the checkpoint carries none.
+std::shared_ptr<const data_pipeline::WordBoundaries> run_word_boundaries(const checkpoint::ModelCheckpoint& ckpt,
+                                                                         const data_pipeline::DataOptions& data) {
+  if (data.mask_strategy == data_pipeline::MaskStrategy::kToken) return nullptr;
+  const auto record = checkpoint::recorded_tokenizer(ckpt);
+  TUPE_CHECK(record && !ckpt.carried_vocab().empty(),
+             ckpt.dir.string() << ": the run masked with data.mask_strategy = "
+                               << data_pipeline::to_string(data.mask_strategy)
+                               << ", and the checkpoint carries no vocabulary to find its words (the run had no "
+                                  "tokenizer.vocab)");
+  data_pipeline::TokenizerOptions options;
+  options.vocab = ckpt.carried_vocab().string();
+  options.kind = data_pipeline::parse_tokenizer_kind(ckpt.dir.string() + " tokenizer kind", record->kind);
+  options.lower_case = record->lower_case;
+  return data_pipeline::WordBoundaries::of(*data_pipeline::make_tokenizer(options));
+}
+
 std::vector<BucketSums> score(const checkpoint::ModelCheckpoint& ckpt, const data_pipeline::DataOptions& data,
                               const std::shared_ptr<const data_pipeline::PretrainDataset>& dataset,
                               const std::string& shards, int64_t eval_batches) {
   model::TupeBert net = checkpoint::build_model(ckpt);
   net->eval();
   at::NoGradGuard no_grad;
-  data_pipeline::EvalIterator it(dataset, data, /*rank=*/0, /*world_size=*/1);
+  data_pipeline::EvalIterator it(dataset, data, /*rank=*/0, /*world_size=*/1, run_word_boundaries(ckpt, data));
   std::vector<BucketSums> sums;
   for (int64_t s = 0; eval_batches == 0 || s < eval_batches; ++s) {
     const auto b = it.next();

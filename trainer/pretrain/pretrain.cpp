@@ -29,7 +29,8 @@ std::vector<std::string> resume_must_match_keys() {
   for (const auto& f : model::ModelOptions::fields().fields())
     if (f.name.find("dropout") == std::string::npos) keys.push_back("model." + f.name);
   for (const char* k : {"data.global_batch_size", "data.seed", "data.mask_probability", "data.replace_with_mask",
-                        "data.replace_with_random", "optimizer.optimizer", "train.init_from_sha256", "vocab_sha256"})
+                        "data.replace_with_random", "data.mask_strategy", "optimizer.optimizer",
+                        "train.init_from_sha256", "vocab_sha256"})
     keys.emplace_back(k);
   return keys;
 }
@@ -142,6 +143,7 @@ void open_data(PretrainJob& job) {
   job.loader_config.pin_memory =
       cfg.data.pins(job.use_cuda) ? data_pipeline::PinMemory::kOn : data_pipeline::PinMemory::kOff;
   record_tokenizer(job);
+  load_word_boundaries(job);
   job.plan =
       plan_batches(cfg.data.global_batch_size, job.world, cfg.train.micro_batch_size, cfg.train.max_micro_batch_size);
   log::debug("train data: " + std::to_string(job.train_data->size()) + " sequences in " +
@@ -227,7 +229,7 @@ void start_loader(PretrainJob& job) {
     job.loader = std::make_unique<data_pipeline::Loader>(
         job.train_data, job.loader_config, job.rank, job.world,
         data_pipeline::LoaderState{job.start_position.epoch, job.start_position.consumed_samples},
-        [device] { dist::set_current_device(device); });
+        [device] { dist::set_current_device(device); }, job.word_boundaries);
   } catch (const Error& e) {
     if (job.resumed_state_file.empty()) throw;
     TUPE_FAIL(job.resumed_state_file << ": its data position does not fit these shards: " << e.what());

@@ -58,6 +58,8 @@ struct PretrainJob {
   BatchPlan plan;                             ///< micro-batch and accumulation
   std::optional<checkpoint::TokenizerRecord> tokenizer_record;  ///< what checkpoints record (record_tokenizer)
   std::string vocab_bytes;                    ///< the vocabulary file checkpoints carry ("" = none)
+  /// data.mask_strategy = whole_word | span: which ids continue a word (load_word_boundaries); else null
+  std::shared_ptr<const data_pipeline::WordBoundaries> word_boundaries;
   // build_model
   model::TupeBert net{nullptr};
   std::unique_ptr<trainer::TrainStep> step;  ///< optimizer, scaler, LR schedule, DDP, step counters
@@ -123,6 +125,11 @@ void announce(PretrainJob& job);
 /// tokenizer.vocab file's bytes when given (its SHA-256 must be the shards'). Throws ONE-line
 /// tupe::Error "tokenizer.<key>: ..." on a contradiction.
 void record_tokenizer(PretrainJob& job);
+/// data.mask_strategy = whole_word | span: the word boundaries of the shards' vocabulary, read
+/// from tokenizer.vocab (or the vocabulary train.init_from carries) into job.word_boundaries.
+/// Throws ONE-line tupe::Error "data.mask_strategy = ...: ..." when no vocabulary of the shards'
+/// SHA-256 is at hand. Nothing for token.
+void load_word_boundaries(PretrainJob& job);
 
 // resume.cpp
 /// Applies `--resume` (auto | none | a checkpoint folder): finds the checkpoint, checks every

@@ -42,7 +42,7 @@ struct Validation {
 /// all-reduce.
 Validation evaluate(PretrainJob& job) {
   const PretrainConfig& cfg = job.cfg;
-  data_pipeline::EvalIterator it(job.validation_data, job.loader_config, job.rank, job.world);
+  data_pipeline::EvalIterator it(job.validation_data, job.loader_config, job.rank, job.world, job.word_boundaries);
   job.net->eval();
   at::Tensor sums = at::zeros({3}, at::TensorOptions().dtype(at::kDouble).device(job.device()));  // CE, correct, count
   double count = 0;
@@ -112,9 +112,10 @@ void log_step(PretrainJob& job, const data_pipeline::MlmBatch& batch, const trai
   const int64_t step = job.step->step();
   scaler.check_divergence(step);
   // The step's own count (the all-reduced masked tokens) must be the loader's: a mismatch
-  // means the loss was normalised by something else than the global batch.
+  // means the loss was normalised by something else than the global batch. (Whole-word and
+  // span masks: the loader cannot count other ranks' tokens, -1; the step's count stands.)
   const double global_masked = out.count.item<double>();
-  TUPE_CHECK(global_masked == static_cast<double>(batch.global_masked_count),
+  TUPE_CHECK(batch.global_masked_count < 0 || global_masked == static_cast<double>(batch.global_masked_count),
              "step " << step << ": the ranks' micro-batches hold " << global_masked << " masked tokens, the loader's "
                      << "global batch " << batch.global_masked_count);
   const double local_loss_sum = out.loss_sum.item<double>();

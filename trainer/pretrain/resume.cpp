@@ -65,6 +65,7 @@ void restore(PretrainJob& job, const std::filesystem::path& from, checkpoint::Ch
   model::model_config_from_saved(ck.state.config, (from / "trainer_state.json").string());  // every model key saved
   KeyValues saved = ck.state.compat_kv();
   saved.emplace("train.init_from_sha256", "");  // checkpoints from before the key: a run from scratch
+  saved.emplace("data.mask_strategy", "token");  // checkpoints from before the key masked word pieces
   model::add_model_keys_added_later(saved);
   checkpoint::check_config_compatible(saved, checkpoint_record(job).compat_kv(), resume_must_match_keys(), from.string());
   const checkpoint::NamedTensors& named = job.step->parameters();

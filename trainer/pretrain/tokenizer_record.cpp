@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/sha256.h"
+#include "data_pipeline/text/tokenizer_factory.h"
 #include "trainer/pretrain/pretrain_job.h"
 
 namespace tupe::pretrain {
@@ -106,6 +107,40 @@ void record_tokenizer(PretrainJob& job) {
               "need --vocab");
   }
   job.tokenizer_record = record;
+}
+
+void load_word_boundaries(PretrainJob& job) {
+  const data_pipeline::MaskStrategy strategy = job.cfg.data.mask_strategy;
+  if (strategy == data_pipeline::MaskStrategy::kToken) return;
+  const data_pipeline::DatasetInfo& info = job.train_data->info();
+  const std::string what = std::string("data.mask_strategy = ") + data_pipeline::to_string(strategy);
+  // The vocabulary of the shards' SHA-256: tokenizer.vocab, else the one train.init_from carries
+  // (shards that record no hash, NVIDIA's, take tokenizer.vocab as given).
+  data_pipeline::TokenizerOptions options = job.cfg.tokenizer;
+  std::string path;
+  const auto matches = [&](const std::string& p) {
+    return fs::is_regular_file(p) &&
+           (info.vocab_sha256.empty() || sha256_hex(checkpoint::read_file_bytes(p)) == info.vocab_sha256);
+  };
+  if (!options.vocab.empty() && matches(options.vocab))
+    path = options.vocab;
+  else if (job.source && !job.source->carried_vocab().empty() && matches(job.source->carried_vocab().string()))
+    path = job.source->carried_vocab().string();
+  TUPE_CHECK(!path.empty(), what << ": the word boundaries come from the vocabulary the shards were made with ("
+                                 << info.files.front() << (info.vocab_sha256.empty() ? "" : ", SHA-256 ")
+                                 << info.vocab_sha256 << "); set tokenizer.vocab to that file"
+                                 << (options.vocab.empty() ? "" : " (" + options.vocab + " is not it)"));
+  options.vocab = path;
+  options.kind = data_pipeline::resolve_tokenizer_kind(options, false);
+  if (job.tokenizer_record) options.lower_case = job.tokenizer_record->lower_case;
+  const auto tokenizer = data_pipeline::make_tokenizer(options);
+  job.word_boundaries = data_pipeline::WordBoundaries::of(*tokenizer);
+  TUPE_CHECK(job.word_boundaries->vocab_size() == info.vocab_size,
+             what << ": " << path << " holds " << job.word_boundaries->vocab_size() << " ids, the shards ("
+                  << info.files.front() << ") " << info.vocab_size);
+  if (job.rank == 0)
+    log::info(what + ": word boundaries from " + path + " (" + std::to_string(job.word_boundaries->continuation_count()) +
+              " of " + std::to_string(info.vocab_size) + " ids continue a word)");
 }
 
 }  // namespace tupe::pretrain
