@@ -1,6 +1,7 @@
 #include "data_pipeline/masker.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "common/error.h"
@@ -32,10 +33,16 @@ void MaskingConfig::validate() const {
 
 int64_t span_length_words(double u) {
   constexpr double kP = 0.2;
-  constexpr int64_t kMaxWords = 10;
-  const double total = 1 - std::pow(1 - kP, static_cast<double>(kMaxWords));
-  for (int64_t l = 1; l < kMaxWords; ++l)
-    if ((1 - std::pow(1 - kP, static_cast<double>(l))) / total > u) return l;
+  constexpr int kMaxWords = 10;
+  // F(l) for l = 1..9, computed once (F(10) = 1).
+  static const std::array<double, kMaxWords - 1> cdf = [] {
+    std::array<double, kMaxWords - 1> f{};
+    const double total = 1 - std::pow(1 - kP, kMaxWords);
+    for (int l = 1; l < kMaxWords; ++l) f[static_cast<size_t>(l - 1)] = (1 - std::pow(1 - kP, l)) / total;
+    return f;
+  }();
+  for (int l = 1; l < kMaxWords; ++l)
+    if (cdf[static_cast<size_t>(l - 1)] > u) return l;
   return kMaxWords;
 }
 
@@ -135,35 +142,35 @@ void Masker::mask_tokens(int64_t epoch, int64_t sample_index, const int32_t* ids
 void Masker::mask_words(int64_t epoch, int64_t sample_index, const int32_t* ids, int64_t n,
                         std::vector<MaskedToken>& out, std::vector<int32_t>& scratch) const {
   out.clear();
-  // Units (words): start[w], end[w] (exclusive) for w < u, in sequence order.
+  // One pass: the words (units) start[w], end[w] (exclusive), w < u, in sequence order, and the
+  // word of each candidate. scratch: start | end | order | taken | unit_of, n entries each.
+  scratch.resize(static_cast<size_t>(5 * n));
+  int32_t* start = scratch.data();
+  int32_t* end = start + n;
+  int32_t* order = end + n;
+  int32_t* taken = order + n;  // 0, or the 1-based number of the word's (span's) choice
+  int32_t* unit_of = taken + n;
   int64_t c = 0, u = 0;
+  bool after_special = true;  // the sequence start counts as a special token before it
+  const WordBoundaries& words = *words_;
   for (int64_t i = 0; i < n; ++i) {
-    if (is_special(ids[i])) continue;
-    ++c;
-    if (i == 0 || is_special(ids[i - 1]) || !words_->continues(ids[i])) ++u;
+    const int32_t id = ids[i];
+    if (is_special(id)) {
+      after_special = true;
+      continue;
+    }
+    if (after_special || !words.continues(id)) start[u++] = static_cast<int32_t>(i);
+    after_special = false;
+    end[u - 1] = static_cast<int32_t>(i + 1);
+    unit_of[c++] = static_cast<int32_t>(u - 1);
   }
   const int64_t k = masked_count_for(c);
   if (k == 0) return;
-  // scratch: start[u] | end[u] | order[u] | taken[u] (0/1; span: also the span's first word) | unit_of[c]
-  scratch.assign(static_cast<size_t>(4 * u + c), 0);
-  int32_t* start = scratch.data();
-  int32_t* end = start + u;
-  int32_t* order = end + u;
-  int32_t* taken = order + u;
-  int32_t* unit_of = taken + u;
-  {
-    int64_t w = -1, cand = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      if (is_special(ids[i])) continue;
-      if (i == 0 || is_special(ids[i - 1]) || !words_->continues(ids[i])) start[++w] = static_cast<int32_t>(i);
-      end[w] = static_cast<int32_t>(i + 1);
-      unit_of[cand++] = static_cast<int32_t>(w);
-    }
-  }
+  std::fill(taken, taken + u, 0);
   CounterRng rng(rng_key(RngDomain::kMask, seed_, static_cast<uint64_t>(epoch), static_cast<uint64_t>(sample_index)));
   const auto length = [&](int64_t w) { return static_cast<int64_t>(end[w] - start[w]); };
   int64_t covered = 0;
-  std::vector<std::pair<int32_t, int32_t>> chosen;  // (first word, last word + 1) of each chosen unit or span
+  int32_t choices = 0;
   if (config_.strategy == MaskStrategy::kWholeWord) {
     for (int64_t w = 0; w < u; ++w) order[w] = static_cast<int32_t>(w);
     // A lazy Fisher-Yates shuffle: word j of the random order is drawn when it is visited.
@@ -173,7 +180,7 @@ void Masker::mask_words(int64_t epoch, int64_t sample_index, const int32_t* ids,
       const int32_t w = order[j];
       if (covered + length(w) > k) continue;
       covered += length(w);
-      chosen.emplace_back(w, w + 1);
+      taken[w] = ++choices;
     }
   } else {
     const int64_t max_tries = 64 * u + 64;
@@ -181,14 +188,15 @@ void Masker::mask_words(int64_t epoch, int64_t sample_index, const int32_t* ids,
       const int64_t words = span_length_words(rng.uniform());
       const int32_t first = unit_of[rng.below(static_cast<uint64_t>(c))];
       int32_t last = first;  // exclusive end of the span's words
+      const int32_t choice = choices + 1;
       while (last - first < words && last < u && !taken[last] && covered + length(last) <= k &&
              (last == first || start[last] == end[last - 1])) {
-        taken[last] = 1;
+        taken[last] = choice;
         covered += length(last);
         ++last;
       }
       if (last > first) {
-        chosen.emplace_back(first, last);
+        choices = choice;
         continue;
       }
       // Nothing taken: stop when no free word fits what is left of the budget.
@@ -197,9 +205,18 @@ void Masker::mask_words(int64_t epoch, int64_t sample_index, const int32_t* ids,
       if (!any_fits) break;
     }
   }
-  std::sort(chosen.begin(), chosen.end());
+  // In position order: each run of words of one choice (a word, a span) gets one draw.
   out.reserve(static_cast<size_t>(covered));
-  for (const auto& [first, last] : chosen) replace_unit(rng, ids, start[first], end[last - 1], out);
+  for (int64_t w = 0; w < u;) {
+    if (!taken[w]) {
+      ++w;
+      continue;
+    }
+    int64_t last = w + 1;
+    while (last < u && taken[last] == taken[w]) ++last;
+    replace_unit(rng, ids, start[w], end[last - 1], out);
+    w = last;
+  }
 }
 
 }  // namespace tupe::data_pipeline

@@ -28,7 +28,7 @@ class WordBoundaries {
   static std::shared_ptr<const WordBoundaries> of(const Tokenizer& tokenizer);
   /// Whether `id` continues the word of the piece before it (false outside the table).
   bool continues(int32_t id) const {
-    return id >= 0 && static_cast<size_t>(id) < continues_.size() && continues_[static_cast<size_t>(id)] != 0;
+    return static_cast<uint32_t>(id) < continues_.size() && continues_[static_cast<uint32_t>(id)] != 0;
   }
   int64_t vocab_size() const { return static_cast<int64_t>(continues_.size()); }
   const std::string& vocab_sha256() const { return vocab_sha256_; }
