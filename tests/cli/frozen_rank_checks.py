@@ -13,7 +13,10 @@ TUPE_HEARTBEAT_TIMEOUT_S=5 throughout.
                       shard of the frozen run
   frozen verify       rank 1 of 3 stops while the shards are verified: the same line for rank 1
   frozen evaluate     rank 1 of 2 stops: the line names rank 1
-(pretrain and finetune have no heartbeat: their collectives are the watchdog's, dist/heartbeat.h.)
+  frozen pretrain     rank 1 of 2 stops: pretrain has no heartbeat (dist/heartbeat.h); its
+  frozen finetune     collectives are the watchdog's, so with dist.timeout_s = 5 the job ends within
+                      5 + 25 s with the watchdog's line naming the collective that waited, and no
+                      process is left
 Environment: TUPE_BIN, TUPE_SOURCE_DIR, TUPE_SHARED_DATA.
 """
 import glob
@@ -87,6 +90,25 @@ def frozen(name, np_, rank, args, unique, command):
     return p
 
 
+def frozen_watchdog(name, np_, rank, args, unique):
+    """As frozen(), for the jobs whose waits are the watchdog's (args set dist.timeout_s 5)."""
+    p = mpirun(np_, args, stall=f"rank={rank},phase=work,freeze=1")
+    check(p.returncode != 0, f"{name}: the job with a frozen rank {rank} ends non-zero (exit {p.returncode})", p.text)
+    check(p.took < TIMEOUT_S + 25, f"{name}: it ends {p.took:.1f} s after it started (bound {TIMEOUT_S} + 25 s)",
+          p.text)
+    lines = [line for line in p.text.splitlines() if line.startswith("tupe: watchdog: rank 0: collective '")]
+    check(len(lines) >= 1 and f"did not finish within {TIMEOUT_S} s (dist.timeout_s)" in lines[0],
+          f"{name}: the watchdog names the collective rank 0 waited in: {lines[0] if lines else ''}", p.text)
+    deadline = time.time() + 15
+    while leftovers(unique) and time.time() < deadline:
+        time.sleep(0.2)
+    left = leftovers(unique)
+    for pid in left:
+        os.kill(pid, 9)
+    check(not left, f"{name}: no process of the job is left (stopped ones included)")
+    return p
+
+
 def tiny_pretrain(ck, steps, shards):
     return ["pretrain", "--config", os.path.join(SRC, "configs", "tiny.ini"), "--model.hidden_size", 32,
             "--model.num_layers", 2, "--model.num_heads", 4, "--model.ffn_size", 64, "--data.train_shards", shards,
@@ -130,6 +152,13 @@ def main():
     ev = ["evaluate", "--model", os.path.join(out, "models", "RTE"), "--finetune.data_dir", GLUE,
           "--finetune.threads", 1]
     frozen("frozen evaluate", 2, 1, ev, out, "evaluate")
+
+    frozen_pt = os.path.join(work, "frozen_pretrain")
+    frozen_watchdog("frozen pretrain", 2, 1, tiny_pretrain(frozen_pt, 40, shards) + ["--dist.timeout_s", TIMEOUT_S],
+                    frozen_pt)
+    frozen_ft = os.path.join(work, "frozen_finetune")
+    ft_frozen = [frozen_ft if a == out else a for a in ft] + ["--dist.timeout_s", TIMEOUT_S]
+    frozen_watchdog("frozen finetune", 2, 1, ft_frozen, frozen_ft)
 
 
 if __name__ == "__main__":
