@@ -13,10 +13,22 @@
 namespace tupe::trainer {
 
 #ifdef TUPE_HAVE_NCCL
-// One pair of timing events per step since the last take; the pairs are reused.
+// One pair of timing events per step not yet read; the pairs are reused. Pairs [head, used)
+// are pending; the ones before head were read. A job that never takes (fine-tuning) keeps the
+// pool at the steps the device is behind: each step first reads the pairs already done.
 struct ExposedSyncTimer::CudaEvents {
   std::vector<std::unique_ptr<at::cuda::CUDAEvent>> begin, end;
-  size_t used = 0;  ///< pairs recorded since the last take
+  size_t head = 0, used = 0;
+  /// Adds the elapsed time of the pending pairs to `seconds`, from the front, while their end
+  /// has completed (`wait`: all of them, waiting for the last); recycles the pool when empty.
+  void read(double& seconds, bool wait) {
+    if (wait && used > head) end[used - 1]->synchronize();
+    while (head < used && (wait || end[head]->query())) {
+      seconds += begin[head]->elapsed_time(*end[head]) / 1000.0;
+      ++head;
+    }
+    if (head == used) head = used = 0;
+  }
 };
 #else
 struct ExposedSyncTimer::CudaEvents {};
@@ -38,6 +50,7 @@ void ExposedSyncTimer::backward_ended() {
 #ifdef TUPE_HAVE_NCCL
   if (cuda_) {
     CudaEvents& e = *events_;
+    e.read(host_seconds_, /*wait=*/false);
     if (e.used == e.begin.size()) {
       e.begin.push_back(std::make_unique<at::cuda::CUDAEvent>(cudaEventDefault));
       e.end.push_back(std::make_unique<at::cuda::CUDAEvent>(cudaEventDefault));
@@ -63,12 +76,7 @@ void ExposedSyncTimer::sync_finished() {
 double ExposedSyncTimer::take_seconds() {
 #ifdef TUPE_HAVE_NCCL
   if (cuda_) {
-    CudaEvents& e = *events_;
-    double ms = 0;
-    if (e.used > 0) e.end[e.used - 1]->synchronize();
-    for (size_t i = 0; i < e.used; ++i) ms += e.begin[i]->elapsed_time(*e.end[i]);
-    e.used = 0;
-    return ms / 1000.0;
+    events_->read(host_seconds_, /*wait=*/true);
   }
 #endif
   return std::exchange(host_seconds_, 0.0);

@@ -39,7 +39,7 @@ class ExposedSyncTimer {
   bool cuda_;
   std::unique_ptr<CudaEvents> events_;
   std::chrono::steady_clock::time_point backward_end_;
-  double host_seconds_ = 0;
+  double host_seconds_ = 0;  ///< summed since the last take (CUDA: the pairs read so far)
 };
 
 }  // namespace tupe::trainer
