@@ -13,6 +13,10 @@ Usage: python bench/paper/paper.py --scale mini|base|toy|FILE.ini [--launcher lo
   nothing. --parallel N runs up to N local jobs at once. The results store ([paper] store, or
   --store DIR; store.py) keeps each finished job's results, so that a run goes on from them on
   another machine: the mini scale's is bench/paper/results-mini, in the repository.
+  With [paper] lr_grid, each row is first pre-trained at each LR of the grid on the first
+  lr_grid_fraction of its schedule; a row's table jobs are planned once its grid is done, at its
+  best LR. The local launcher plans again as grids end; with Slurm, run the command again once
+  the grid jobs have ended (docs/paper.md).
 Environment: TUPE_BIN (build/cli/tupe), TUPE_SHARED_DATA (../shared/data), TUPE_PYTHON.
 The scale files and what each key means: bench/paper/*.ini; the workflow: docs/paper.md.
 """
@@ -26,8 +30,8 @@ import subprocess
 import sys
 import time
 
-from plan import Job, check_done_settings, leaves, load_scale, plan_jobs
-from scale_check import SLURM_KEYS
+from plan import Job, check_done_settings, grid_ini, leaves, load_scale, plan_jobs, write_grid_record
+from scale_check import SLURM_KEYS, lr_name
 from store import Store, write_complete
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -56,11 +60,13 @@ def run_local(leaves, scale, store: Store, parallel: int, dry_run: bool):
     protocol_chosen is false. When a pre-training's last fine-tuning is done, the report of what
     is done so far is drawn (WORK/report.md, and into the store). A failed job stops the run (the
     others are stopped with SIGTERM: a pre-training checkpoints and exits, a fine-tuning starts
-    again next time)."""
+    again next time). A grid run that ends leaves its record (WORK/grid) for the next plan."""
     pending = [(j, d) for j, d in leaves if not j.done()]
     deps_of = {j.name: d for j, d in leaves}
     if dry_run:
         for j, _ in pending:
+            if j.kind == "grid":
+                print(f"# {j.name}: {j.describe}")
             print(shlex.join(j.command))
         return
     unfinished = {j.name for j, _ in pending}
@@ -105,6 +111,9 @@ def run_local(leaves, scale, store: Store, parallel: int, dry_run: bool):
             sys.exit(f"paper: {job.name} failed (exit {proc.returncode}); {job.log_file} ends:\n  " + "\n  ".join(tail))
         if job.kind == "pretrain" and not job.done():  # stopped at a checkpoint (SIGTERM): not done
             sys.exit(f"paper: {job.name} stopped before its last step; rerun to resume it ({job.log_file})")
+        if job.kind == "grid" and not write_grid_record(scale, job):
+            sys.exit(f"paper: {job.name} ended without a validation loss at step {scale.grid_step} (stopped early, or "
+                     f"its folder {job.run_dir} was already past that step: remove it); rerun to go on ({job.log_file})")
         job.finish()
         if job.kind == "pretrain":
             write_complete(job, scale.steps)
@@ -149,7 +158,7 @@ def sbatch_line(job: Job, scale, deps) -> list:
     cmd = ["sbatch", "--parsable", f"--job-name=paper-{job.name}", f"--output={out}"]
     if deps:
         cmd.append("--dependency=afterok:" + ":".join(deps))
-    if job.kind == "pretrain":
+    if job.kind in ("pretrain", "grid"):
         # --cpus-per-task: launch/tupe.sbatch asks for 8, more than a small node may have.
         cmd += [f"--nodes={s['slurm_pretrain_nodes']}", f"--ntasks-per-node={s['slurm_pretrain_tasks_per_node']}",
                 f"--cpus-per-task={s['threads']}", f"--gpus-per-node={s['slurm_gpus_per_node']}",
@@ -261,7 +270,8 @@ def main():
     ap.add_argument("--scale", required=True, help="mini, base, toy, or an INI file laid out as bench/paper/mini.ini")
     ap.add_argument("--launcher", choices=["local", "slurm"], default="local")
     ap.add_argument("--work", help="the run's folder (default runs/paper-<scale>)")
-    ap.add_argument("--only", choices=["pretrain", "pilot", "glue", "report"])
+    ap.add_argument("--only", choices=["pretrain", "pilot", "glue", "report"],
+                    help="these jobs only (pretrain: the LR grid's runs too)")
     ap.add_argument("--rows", help="comma-separated: these rows only (e.g. BERT-A,TUPE-R)")
     ap.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
     ap.add_argument("--parallel", type=int, default=1,
@@ -278,29 +288,72 @@ def main():
     scale.check_rows_with_tupe()
     if args.only == "pilot" and not scale.paper.get("pilot_learning_rates"):
         sys.exit(f"paper: --only pilot: {scale.path} has no pilot ([paper] pilot_learning_rates)")
-    jobs = plan_jobs(scale)
     store = Store(scale.store if args.store is None else args.store, scale.work)
     if not args.dry_run:
         store.check()
         scale.write_run_config()
-        restored = store.restore([j for j, _ in leaves(jobs)])
-        if restored:
-            log(f"{restored} finished jobs taken from the store {store.root}")
-    check_done_settings(scale, [j for j, _ in leaves(jobs)])
-    if not args.dry_run:
-        if args.only in (None, "pretrain"):  # the report and the fine-tunings need no corpus
+    corpus_made = False
+    while True:  # once, or again each time an LR grid is done: its row's table jobs are planned then
+        jobs = plan_jobs(scale)
+        if not args.dry_run:
+            restored = store.restore([j for j, _ in leaves(jobs)])
+            if restored:
+                log(f"{restored} finished jobs taken from the store {store.root}")
+            record_grids(scale, jobs, store)
+        check_done_settings(scale, [j for j, _ in leaves(jobs)])
+        if grids_resolved(scale):  # grids found done (in the store, or run by Slurm): plan again
+            continue
+        if not args.dry_run and not corpus_made and args.only in (None, "pretrain"):  # the others need no corpus
             try:
                 scale.make_corpus()
             except subprocess.CalledProcessError as e:
                 sys.exit(f"paper: making the corpus {scale.paper.get('corpus')} in {os.path.join(scale.work, 'shards')} "
                          f"with {scale.tupe} failed (exit {e.returncode})")
-    if args.only:
-        jobs = [j for j in jobs if j.kind == args.only]
-    if args.launcher == "slurm":
-        submit_slurm(jobs, scale, args.dry_run)
-        return
-    run_local(leaves(jobs), scale, store, args.parallel, args.dry_run)
+            corpus_made = True
+        if args.only:
+            jobs = [j for j in jobs if j.kind == args.only or (args.only == "pretrain" and j.kind == "grid")]
+        if args.launcher == "slurm":
+            if scale.waiting_rows():  # the report comes with the table jobs, submitted once the grids are done
+                jobs = [j for j in jobs if j.kind != "report"]
+            submit_slurm(jobs, scale, args.dry_run)
+            say_waiting(scale, "run this command again once the grid jobs have ended")
+            return
+        run_local(leaves(jobs), scale, store, args.parallel, args.dry_run)
+        if args.dry_run:
+            say_waiting(scale, "the local launcher plans them as each row's grid ends")
+            break
+        if not grids_resolved(scale):
+            break
     log("done" if not args.dry_run else "(dry run)")
+
+
+def record_grids(scale, jobs, store: Store):
+    """Grid runs done without a record (run by Slurm, or stopped after their last evaluation):
+    their record written (WORK/grid) and kept in the store."""
+    for job in jobs:
+        if job.kind == "grid" and job.done() and not (os.path.exists(job.done_file) and os.path.exists(grid_ini(job))):
+            if write_grid_record(scale, job):
+                store.save(job)
+
+
+def grids_resolved(scale):
+    """Re-reads the grids; True (and each newly chosen LR logged) when a row's grid got done
+    since the last plan."""
+    before = dict(scale.best_lr)
+    scale.resolve_grid()
+    new = [r for r in scale.best_lr if r not in before]
+    for r in new:
+        losses = ", ".join(f"{lr_name(lr)} -> {v:.4f}" for lr, v in scale.grid_losses[r].items())
+        log(f"LR grid of {r}: LR {lr_name(scale.best_lr[r])} chosen (validation loss at step {scale.grid_step}: {losses})")
+    return bool(new)
+
+
+def say_waiting(scale, then):
+    """One line (a comment, as --dry-run prints) for the rows whose table jobs wait for their grid."""
+    waiting = scale.waiting_rows()
+    if waiting:
+        print(f"# the table jobs of {', '.join(waiting)} (their pre-trainings at the chosen LR and all that follows them) wait "
+              f"for their LR grid: {then}", flush=True)
 
 
 if __name__ == "__main__":

@@ -4,14 +4,20 @@ pre-trainings and fine-tunings, each job with its command, its folder and how it
 Layout under WORK:
   configs/run.ini                      the scale file less [paper] (what every tupe job reads)
   shards/{train,validation}            the corpus (corpus = mixed-english), unless given
-  pretrain/<ROW>-seed<S>/checkpoints   one pre-training per (row, seed); step_<N> kept at every
+  pretrain/<RUN>-seed<S>/checkpoints   one pre-training per (row, seed); step_<N> kept at every
                                        fraction the report needs (checkpoint.keep_every)
-  glue/<ROW>-seed<S>/step<N>/<TASK>    one `tupe finetune` per (pre-training, step, task); a
+  glue/<RUN>-seed<S>/step<N>/<TASK>    one `tupe finetune` per (pre-training, step, task); a
                                        ^mid row and a Figure 5c point share their folder
+  grid/<ROW>-lr<LR>.{json,ini}         [paper] lr_grid: each grid run's validation loss at its
+                                       end (and its effective config); the run itself is
+                                       pretrain/<ROW>-lr<LR>-seed<first seed>
+RUN is the row's name, or with an LR grid <ROW>-lr<LR> at the row's chosen LR: the table's first
+seed then continues the grid run at that LR in its own folder, to the last step.
   pilot/<TASK>                         BERT-A (first seed) under the pilot's wider grid
   logs/, slurm/                        the jobs' output
 """
 import configparser
+import json
 import math
 import os
 import shlex
@@ -19,9 +25,9 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
-from typing import List, Optional
+from typing import Callable, List, Optional
 
-from scale_check import PaperSection, ScaleError, check_with_tupe, expected_settings, settings_differ
+from scale_check import PaperSection, ScaleError, check_with_tupe, expected_settings, lr_name, settings_differ
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -75,10 +81,14 @@ class Job:
     list_file: str = ""                  # slurm: the array's command lines
     run_dir: str = ""                    # a pre-training: WORK/pretrain/<ROW>-seed<S>
     needed_by: List["Job"] = field(default_factory=list)  # a pre-training: the fine-tunings of its checkpoints
+    check: Optional[Callable[[], bool]] = None  # a grid run: done when its validation loss at its end is known
 
     def done(self) -> bool:
         """A fine-tuning: its results.json exists. A pre-training: its last checkpoint exists, or
-        its record (complete.json, from the store) does and every fine-tuning of it is done."""
+        its record (complete.json, from the store) does and every fine-tuning of it is done. A
+        grid run: its record, or its validation loss at its last step in its metrics."""
+        if self.check:
+            return self.check()
         if not self.done_file:
             return False
         if os.path.exists(self.done_file):
@@ -147,6 +157,7 @@ class Scale:
         self.threads = p.positive("threads")
         self.protocol_chosen = p.boolean("protocol_chosen", "true")
         self.keep_every = self._keep_every()
+        self._read_grid(p)
         self.mid_step = self.step_at(p.fraction("mid_fraction"), p, "mid_fraction")
         self.all_seeds_rows = p.names("all_seeds_rows")
         self.curve_rows = p.names("curve_rows")
@@ -180,6 +191,79 @@ class Scale:
             self.validation_shards = os.path.join(base, os.path.expanduser(self.paper["validation_shards"]))
         self.vocab = os.path.join(self.data, self.paper.get("vocab", "vocab/bert-base-uncased-vocab.txt"))
         self.glue_dir = os.path.join(self.data, self.paper.get("glue", "glue"))
+
+    def _read_grid(self, p: PaperSection):
+        """[paper] lr_grid and lr_grid_fraction (docs/paper.md, "The pre-training LR grid")."""
+        self.lr_grid = p.lr_grid("lr_grid")
+        fraction = p.grid_fraction("lr_grid_fraction") if p.has("lr_grid_fraction") else 0.5
+        self.grid_step = round(fraction * self.steps)
+        if self.lr_grid and self.grid_step <= 0:
+            p.error("lr_grid_fraction", f"{fraction:g} of {self.steps} steps is step 0: the grid would train nothing")
+        if self.lr_grid:
+            for r in self.rows.values():
+                own = next((v for k, v in r.overrides if k == "optimizer.lr"), None)
+                if own is not None:
+                    p.error(f"row.{r.name}", f"'optimizer.lr={own}': a row's own LR and [paper] lr_grid exclude each "
+                                             "other (the grid chooses every row's LR); drop one")
+        self.best_lr, self.grid_losses = {}, {}
+
+    # The LR grid: each pre-trained row at each LR of lr_grid, seed seeds[0], to grid_step.
+    def grid_dir(self, row, lr):
+        return os.path.join(self.work, "pretrain", f"{row}-lr{lr_name(lr)}-seed{self.seeds[0]}")
+
+    def grid_record(self, row, lr):
+        return os.path.join(self.work, "grid", f"{row}-lr{lr_name(lr)}.json")
+
+    def grid_result(self, row, lr):
+        """The validation loss of the grid run (row, lr) at grid_step: its record (written when the
+        run ended, or taken from the store), else its metrics' evaluation at that step (a run
+        Slurm ran, or one continued since); None while neither holds it."""
+        record = self.grid_record(row, lr)
+        if os.path.exists(record):
+            rec = json.load(open(record))
+            if rec.get("step") == self.grid_step:  # else made under another lr_grid_fraction: the metrics may hold it
+                return rec["validation_loss"]
+        metrics = os.path.join(self.grid_dir(row, lr), "checkpoints", "metrics", "rank_0.jsonl")
+        loss = None
+        if os.path.exists(metrics):
+            for line in open(metrics):
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue  # a record cut short by a crash
+                if rec.get("step") == self.grid_step and isinstance(rec.get("validation_loss"), (int, float)):
+                    loss = rec["validation_loss"]
+        return loss
+
+    def resolve_grid(self):
+        """Each pre-trained row whose grid is done gets its LR: the lowest validation loss at
+        grid_step, ties to the smaller LR (best_lr; grid_losses holds every loss known)."""
+        self.best_lr, self.grid_losses = {}, {}
+        if not self.lr_grid:
+            return
+        for r in self.rows.values():
+            if r.mid_of:
+                continue
+            losses = {lr: self.grid_result(r.name, lr) for lr in self.lr_grid}
+            self.grid_losses[r.name] = losses
+            if all(v is not None for v in losses.values()):
+                self.best_lr[r.name] = min(self.lr_grid, key=lambda lr: (losses[lr], lr))
+
+    def ready(self, row):
+        """The table's jobs of `row` (a pre-trained row's name) can be planned: no grid, or its grid is done."""
+        return not self.lr_grid or row in self.best_lr
+
+    def waiting_rows(self):
+        """The pre-trained rows whose table jobs wait for their grid."""
+        return [r.name for r in self.rows.values() if not r.mid_of and not self.ready(r.name)]
+
+    def run_name(self, row):
+        """The folder name of `row`'s table pre-trainings (a pre-trained row's name)."""
+        if not self.lr_grid:
+            return row
+        if row not in self.best_lr:
+            raise KeyError(f"{row}: its LR grid is not done")
+        return f"{row}-lr{lr_name(self.best_lr[row])}"
 
     def _keep_every(self):
         word = self.sections.get("checkpoint", "keep_every", fallback="0").strip() or "0"
@@ -251,13 +335,13 @@ class Scale:
         return self.seeds if row in self.all_seeds_rows else self.seeds[:1]
 
     def run_dir(self, row, seed):
-        return os.path.join(self.work, "pretrain", f"{row}-seed{seed}")
+        return os.path.join(self.work, "pretrain", f"{self.run_name(row)}-seed{seed}")
 
     def checkpoint(self, row, seed, step):
         return os.path.join(self.run_dir(row, seed), "checkpoints", f"step_{step:08d}")
 
     def glue_out(self, row, seed, step, task):
-        return os.path.join(self.work, "glue", f"{row}-seed{seed}", f"step{step}", task)
+        return os.path.join(self.work, "glue", f"{self.run_name(row)}-seed{seed}", f"step{step}", task)
 
     def run_config_text(self):
         """The scale file's text without its [paper] section: what every tupe job reads."""
@@ -308,9 +392,10 @@ class Scale:
 
 
 def load_scale(scale, work=None, rows=None):
-    """The scale file `scale` (mini, base, toy or a path); `rows` (comma-separated) keeps those
-    rows only (a ^mid row brings its pre-trained row)."""
-    path = os.path.join(HERE, f"{scale}.ini") if scale in ("mini", "base", "toy") else scale
+    """The scale file `scale` (a name, e.g. mini: bench/paper/mini.ini; or a path); `rows`
+    (comma-separated) keeps those rows only (a ^mid row brings its pre-trained row)."""
+    named = os.path.join(HERE, f"{scale}.ini")
+    path = named if os.sep not in scale and not scale.endswith(".ini") and os.path.isfile(named) else scale
     if not os.path.isfile(path):
         fail(f"{path}: no such scale file")
     s = Scale(path, work)
@@ -328,6 +413,7 @@ def load_scale(scale, work=None, rows=None):
         s.rows = {n: r for n, r in s.rows.items() if n in keep}
         s.all_seeds_rows = [r for r in s.all_seeds_rows if r in keep]
         s.curve_rows = [r for r in s.curve_rows if r in keep]
+    s.resolve_grid()
     return s
 
 
@@ -339,7 +425,11 @@ def check_done_settings(s: Scale, jobs):
     exits with one line naming its folder and the settings."""
     tupe_sections = [sec for sec in s.sections.sections() if sec not in ("paper", "finetune")]
     for job in jobs:
-        if job.kind == "pretrain":
+        if job.kind == "grid" and os.path.exists(grid_ini(job)) and job.done():  # its record: its folder may be gone
+            folder = job.done_file
+            recorded = grid_ini(job)
+            want = expected_settings(s.sections, job.command, tupe_sections)
+        elif job.kind in ("pretrain", "grid"):
             folder = job.run_dir
             recorded = os.path.join(job.run_dir, "checkpoints", "effective_config.ini")
             want = expected_settings(s.sections, job.command, tupe_sections)
@@ -356,18 +446,65 @@ def check_done_settings(s: Scale, jobs):
                  "(and its copy in the store) to run it again")
 
 
+def pretrain_command(s: Scale, row: Row, seed: int, run_dir: str, lr=None):
+    """`tupe pretrain` of `row` into `run_dir`: the full schedule (steps, warm-up); at `lr` if given."""
+    return [s.tupe, "pretrain", "--config", s.run_config, "--resume", "auto",
+            "--model.position_encoding", row.position_encoding, "--model.untie_cls", row.untie_cls,
+            "--data.train_shards", s.train_shards, "--data.validation_shards", s.validation_shards,
+            "--optimizer.total_steps", str(s.steps), "--optimizer.warmup_steps", s.paper["warmup_steps"],
+            "--train.eval_every", s.paper["eval_every"], "--train.seed", str(seed), "--data.seed", str(seed),
+            "--train.threads", str(s.threads), "--tokenizer.vocab", s.vocab,
+            "--checkpoint.dir", os.path.join(run_dir, "checkpoints"), *row.override_args(),
+            *(["--optimizer.lr", lr_name(lr)] if lr is not None else [])]
+
+
 def pretrain_job(s: Scale, row: Row, seed: int) -> Job:
+    """One table pre-training: at the row's chosen LR when there is a grid (the first seed's
+    folder is then the grid run's at that LR, continued to the last step)."""
     d = s.run_dir(row.name, seed)
-    cmd = [s.tupe, "pretrain", "--config", s.run_config, "--resume", "auto",
-           "--model.position_encoding", row.position_encoding, "--model.untie_cls", row.untie_cls,
-           "--data.train_shards", s.train_shards, "--data.validation_shards", s.validation_shards,
-           "--optimizer.total_steps", str(s.steps), "--optimizer.warmup_steps", s.paper["warmup_steps"],
-           "--train.eval_every", s.paper["eval_every"], "--train.seed", str(seed), "--data.seed", str(seed),
-           "--train.threads", str(s.threads), "--tokenizer.vocab", s.vocab,
-           "--checkpoint.dir", os.path.join(d, "checkpoints"), *row.override_args()]
-    return Job(f"pretrain-{row.name}-seed{seed}", "pretrain", cmd, f"pre-train {row.name} seed {seed} ({s.steps} steps)",
-               os.path.join(s.work, "logs", f"pretrain-{row.name}-seed{seed}.log"),
+    run = s.run_name(row.name)
+    lr = s.best_lr[row.name] if s.lr_grid else None
+    at = f" at LR {lr_name(lr)}" if lr is not None else ""
+    return Job(f"pretrain-{run}-seed{seed}", "pretrain", pretrain_command(s, row, seed, d, lr),
+               f"pre-train {row.name} seed {seed}{at} ({s.steps} steps)",
+               os.path.join(s.work, "logs", f"pretrain-{run}-seed{seed}.log"),
                done_file=s.checkpoint(row.name, seed, s.steps), run_dir=d)
+
+
+def grid_job(s: Scale, row: Row, lr: float) -> Job:
+    """One grid run: `row` at `lr`, the first seed, the full schedule stopped at grid_step
+    (train.max_steps); done once its validation loss there is known."""
+    d, seed = s.grid_dir(row.name, lr), s.seeds[0]
+    name = f"grid-{row.name}-lr{lr_name(lr)}"
+    return Job(name, "grid", pretrain_command(s, row, seed, d, lr) + ["--train.max_steps", str(s.grid_step)],
+               f"LR grid: pre-train {row.name} seed {seed} at LR {lr_name(lr)} to step {s.grid_step} of {s.steps}",
+               os.path.join(s.work, "logs", name + ".log"), done_file=s.grid_record(row.name, lr), run_dir=d,
+               check=lambda: s.grid_result(row.name, lr) is not None)
+
+
+def grid_ini(job: Job):
+    """A grid run's record's effective config, beside its record (WORK/grid/<ROW>-lr<LR>.ini)."""
+    return job.done_file[:-len(".json")] + ".ini"
+
+
+def write_grid_record(s: Scale, job: Job):
+    """WORK/grid/<ROW>-lr<LR>.json once the grid run's validation loss at grid_step is known
+    (its metrics), with its effective config beside it: what the store keeps of a grid run.
+    False while the loss is not known."""
+    row, lr = next((r, lr) for r in s.rows for lr in s.lr_grid if s.grid_record(r, lr) == job.done_file)
+    loss = s.grid_result(row, lr)
+    if loss is None:
+        return False
+    os.makedirs(os.path.dirname(job.done_file), exist_ok=True)
+    cfg = os.path.join(job.run_dir, "checkpoints", "effective_config.ini")
+    if os.path.exists(cfg):
+        shutil.copyfile(cfg, grid_ini(job) + ".tmp")
+        os.replace(grid_ini(job) + ".tmp", grid_ini(job))
+    with open(job.done_file + ".tmp", "w") as f:
+        json.dump({"row": row, "lr": lr, "seed": s.seeds[0], "step": s.grid_step, "steps": s.steps,
+                   "validation_loss": loss}, f)
+    os.replace(job.done_file + ".tmp", job.done_file)
+    return True
 
 
 def finetune_job(s: Scale, kind, run_row, seed, step, task, out, model_name, extra=()) -> Job:
@@ -379,7 +516,7 @@ def finetune_job(s: Scale, kind, run_row, seed, step, task, out, model_name, ext
     if cap:
         cmd += ["--finetune.train_rows", cap]
     cmd += list(extra)
-    name = f"{kind}-{run_row}-seed{seed}-step{step}-{task}"
+    name = f"{kind}-{s.run_name(run_row)}-seed{seed}-step{step}-{task}"
     return Job(name, kind, cmd, f"fine-tune {run_row} seed {seed} step {step} on {task}",
                os.path.join(s.work, "logs", name + ".log"), done_file=os.path.join(out, "results.json"),
                scratch=out + ".tmp", final=out)
@@ -388,13 +525,17 @@ def finetune_job(s: Scale, kind, run_row, seed, step, task, out, model_name, ext
 def glue_points(s: Scale):
     """(pre-trained row, seed, step) -> fine-tuned on every task: each row's seeds at the end
     (a ^mid row: its pre-training's seeds at mid_fraction), the curve rows' first seed at
-    every curve fraction. Deduplicated, in that order."""
+    every curve fraction. Deduplicated, in that order; rows waiting for their grid left out."""
     points = []
     for row in s.rows.values():
+        if not s.ready(row.pretrained_row):
+            continue
         step = s.mid_step if row.mid_of else s.steps
         for seed in s.seeds_of(row.pretrained_row):
             points.append((row.pretrained_row, seed, step))
     for r in s.curve_rows:
+        if not s.ready(r):
+            continue
         for step in s.curve_steps:
             points.append((r, s.seeds[0], step))
     seen, out = set(), []
@@ -406,19 +547,30 @@ def glue_points(s: Scale):
 
 
 def plan_jobs(s: Scale) -> List[Job]:
-    """Every job, in the local launcher's order of preference: the pilot row's first
+    """Every job, in the local launcher's order of preference: with an LR grid, the grid runs
+    of the rows still waiting for theirs (each row's LRs together, the pilot row first); then
+    for the rows whose LR is known (all of them without a grid): the pilot row's first
     pre-training and the pilot; then the rows pre-trained with every seed (seed by seed), then
     the other rows; each pre-training followed by its fine-tunings (slurm: one job array each,
-    after it), so that its checkpoints are needed for as short a time as can be; the report."""
+    after it), so that its checkpoints are needed for as short a time as can be; the report.
+    A row's table jobs are planned only once its grid is done: plan again after the grid."""
     pretrained = [r for r in s.rows.values() if not r.mid_of]
     pilot_row = s.pilot_row if s.pilot_row in s.rows else pretrained[0].name
+    waiting = s.waiting_rows()
+    firsts = [pilot_row] + s.all_seeds_rows + [r.name for r in pretrained]
+    grid = [grid_job(s, s.rows[r], lr) for r in dict.fromkeys(firsts) if r in waiting for lr in s.lr_grid]
+    pretrained = [r for r in pretrained if r.name not in waiting]
+    if not pretrained:
+        return grid + [report_job(s, [])]
+    if pilot_row in waiting:
+        pilot_row = pretrained[0].name
     order = [(s.rows[pilot_row], s.seeds[0])]
-    order += [(s.rows[r], seed) for seed in s.seeds for r in s.all_seeds_rows]
+    order += [(s.rows[r], seed) for seed in s.seeds for r in s.all_seeds_rows if r not in waiting]
     order += [(r, seed) for r in pretrained for seed in s.seeds_of(r.name)]
     order = list(dict.fromkeys((r.name, seed) for r, seed in order))
     pre = {(r, seed): pretrain_job(s, s.rows[r], seed) for r, seed in order}
     first = pre[(pilot_row, s.seeds[0])]
-    jobs = [first]
+    jobs = grid + [first]
     # The pilot is the pilot row's (BERT-A's); --rows without it plans none.
     has_pilot = bool(s.paper.get("pilot_learning_rates")) and pilot_row == s.pilot_row
     if has_pilot:
@@ -443,17 +595,21 @@ def plan_jobs(s: Scale) -> List[Job]:
         if not members:
             continue
         p.needed_by += members
-        name = f"glue-{key[0]}-seed{key[1]}"
+        name = f"glue-{s.run_name(key[0])}-seed{key[1]}"
         glue_names.append(name)
         jobs.append(Job(name, "glue", [], f"fine-tune {key[0]} seed {key[1]}", os.path.join(s.work, "logs", name + ".log"),
                         depends=[p.name] + (["pilot"] if has_pilot else []),
                         array=members, list_file=os.path.join(s.work, "slurm", name + ".list")))
+    jobs.append(report_job(s, glue_names))
+    return jobs
+
+
+def report_job(s: Scale, depends) -> Job:
     py = os.environ.get("TUPE_PYTHON", sys.executable)
     rows = ["--rows", s.rows_arg] if s.rows_arg else []
-    jobs.append(Job("report", "report", [py, os.path.join(HERE, "report.py"), "--scale", s.path, "--work", s.work] + rows,
-                    "the report", os.path.join(s.work, "logs", "report.log"), depends=glue_names,
-                    list_file=os.path.join(s.work, "slurm", "report.list")))
-    return jobs
+    return Job("report", "report", [py, os.path.join(HERE, "report.py"), "--scale", s.path, "--work", s.work] + rows,
+               "the report", os.path.join(s.work, "logs", "report.log"), depends=depends,
+               list_file=os.path.join(s.work, "slurm", "report.list"))
 
 
 def leaves(jobs: List[Job]):

@@ -11,6 +11,8 @@ and on the average comes with a 95% interval over pre-training seeds (Welch's t;
 losses come in measures that do not depend on where a reference stops: every row at matched
 steps (10%, 30%, 50%, 100%) and the steps to fixed losses; the paper's 30% claim is set in its own
 measure, the GLUE average of TUPE-R^mid (30% of the steps) against BERT-A's at 100%.
+With [paper] lr_grid: the grid (row x LR -> validation loss at the grid runs' end, the chosen LR
+marked) and each row's pre-training LR in Table 1; rows still waiting for their grid show "-".
 """
 import argparse
 import collections
@@ -25,6 +27,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from plan import load_scale  # noqa: E402
+from scale_check import lr_name  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 COLUMNS = {"CoLA": "CoLA", "SST-2": "SST", "MRPC": "MRPC", "STS-B": "STS", "RTE": "RTE", "WNLI": "WNLI",
@@ -113,7 +116,8 @@ def collect(s):
     for row in s.rows.values():
         step = s.mid_step if row.mid_of else s.steps
         for seed in s.seeds_of(row.pretrained_row):
-            per = {t: task_result(s.glue_out(row.pretrained_row, seed, step, t)) for t in s.tasks}
+            per = {t: task_result(s.glue_out(row.pretrained_row, seed, step, t)) if s.ready(row.pretrained_row) else None
+                   for t in s.tasks}
             table.setdefault(row.name, {})[seed] = per
             vals = [v[0] for v in per.values() if v]
             avg.setdefault(row.name, {})[seed] = statistics.mean(vals) if len(vals) == len(s.tasks) else None
@@ -139,7 +143,7 @@ def figure_5a(s, out):
     shutil.rmtree(dest, ignore_errors=True)
     runs = []
     for row in s.rows.values():
-        if row.mid_of:
+        if row.mid_of or not s.ready(row.name):
             continue
         for seed in s.seeds_of(row.name):
             d = os.path.join(s.run_dir(row.name, seed), "checkpoints")
@@ -162,7 +166,7 @@ def figure_5c(s, out):
     dest = os.path.join(s.work, "figure5c")
     shutil.rmtree(dest, ignore_errors=True)
     args = []
-    for r in s.curve_rows:
+    for r in [r for r in s.curve_rows if s.ready(r)]:
         seed = s.seeds[0]
         for step in s.curve_steps:
             for t in s.tasks:
@@ -199,7 +203,7 @@ def loss_lines(s, data):
     """The validation losses in measures that do not depend on where a reference run stops:
     every row at matched steps (the evaluation nearest each fraction of the steps), and the
     steps each row needs to reach fixed losses (its first evaluation at or below)."""
-    rows = [r for r in s.rows.values() if not r.mid_of]
+    rows = [r for r in s.rows.values() if not r.mid_of and s.ready(r.name)]
     curves = {r.name: [c for c in (validation_curve(s, r.name, seed) for seed in s.seeds_of(r.name)) if c] for r in rows}
     steps = sorted({k for cs in curves.values() for c in cs for k in c})
     if not steps:
@@ -240,6 +244,29 @@ def loss_lines(s, data):
     return md
 
 
+def grid_lines(s, data):
+    """The pre-training LR grid: each row's validation loss at the grid runs' end per LR, the
+    chosen LR (the lowest loss, ties to the smaller LR) in bold; "-" where a run is not done."""
+    if not s.lr_grid:
+        return []
+    lrs = [lr_name(lr) for lr in s.lr_grid]
+    md = ["## The pre-training LR grid", "",
+          f"Each pre-trained row at each LR, seed {s.seeds[0]}, the full schedule ({s.steps} steps, "
+          f"{s.paper['warmup_steps']} of warm-up) stopped at step {s.grid_step}: the validation MLM loss there. "
+          "Each row's table pre-trainings run at its LR in bold, the lowest (ties: the smaller LR); "
+          f"its seed {s.seeds[0]} continues that grid run to step {s.steps}.", "",
+          "| row | " + " | ".join(f"LR {n}" for n in lrs) + " | chosen |", "|---" * (len(lrs) + 2) + "|"]
+    data["lr_grid"] = {"step": s.grid_step, "losses": {}, "chosen": {}}
+    for r, losses in s.grid_losses.items():
+        best = s.best_lr.get(r)
+        cells = ["-" if v is None else (f"**{v:.4f}**" if lr == best else f"{v:.4f}") for lr, v in losses.items()]
+        md.append(f"| {r} | " + " | ".join(cells) + f" | {lr_name(best) if best else '(waits)'} |")
+        data["lr_grid"]["losses"][r] = {lr_name(lr): v for lr, v in losses.items()}
+        data["lr_grid"]["chosen"][r] = best
+    md.append("")
+    return md
+
+
 def thirty_percent_lines(s, avg):
     """The paper's claim in its own measure: TUPE at 30% of the steps against the baselines at
     100% on the GLUE average (Sec. 4.2, Figure 5c). Here: TUPE-R^mid (the mid checkpoint, at
@@ -274,11 +301,16 @@ def main():
           f"Pre-training: {s.steps} steps per row, seeds {s.seeds} for {', '.join(s.all_seeds_rows) or 'no row'}, "
           f"{s.seeds[0]} for the others; ^mid rows at step {s.mid_step}. Fine-tuning: the [finetune] protocol of "
           f"{os.path.relpath(s.path, REPO) if s.path.startswith(REPO + os.sep) else s.path}. Entries: dev x100, the median over fine-tuning seeds at the best LR [their range]; "
-          "rows with several pre-training seeds: the mean of the seeds' medians [their range] (seeds).", ""]
-    md.append("| row | " + " | ".join(COLUMNS.get(t, t) for t in s.tasks) + " | avg |")
-    md.append("|---" * (len(s.tasks) + 2) + "|")
+          "rows with several pre-training seeds: the mean of the seeds' medians [their range] (seeds)."
+          + (" Each row pre-trained at its own LR, chosen by the LR grid below." if s.lr_grid else ""), ""]
+    lr_col = bool(s.lr_grid)  # each row's pre-training LR, the grid's choice
+    md.append("| row | " + ("pre-training LR | " if lr_col else "") + " | ".join(COLUMNS.get(t, t) for t in s.tasks)
+              + " | avg |")
+    md.append("|---" * (len(s.tasks) + 2 + lr_col) + "|")
     data = {"scale": s.name, "rows": {}}
     for row in s.rows:
+        pre = s.rows[row].pretrained_row
+        lr_cell = (lr_name(s.best_lr[pre]) if pre in s.best_lr else "(grid)") + " | " if lr_col else ""
         cells, means = [], []
         for t in s.tasks:
             text, m = entry(table[row], t)
@@ -292,10 +324,12 @@ def main():
         else:
             a_text = (f"{statistics.mean(seed_avgs):.2f} [{min(seed_avgs):.2f}, {max(seed_avgs):.2f}] "
                       f"({len(seed_avgs)})")
-        md.append(f"| {row} | " + " | ".join(cells) + f" | {a_text} |")
+        md.append(f"| {row} | {lr_cell}" + " | ".join(cells) + f" | {a_text} |")
         data["rows"][row] = {"tasks": dict(zip(s.tasks, means)), "average_per_seed": avg[row]}
+        if lr_col:
+            data["rows"][row]["pretrain_lr"] = s.best_lr.get(pre)
     base = [majority(s.glue_dir, t) for t in s.tasks]
-    md.append("| majority class | " + " | ".join(fmt(v) for v in base) + " | "
+    md.append("| majority class | " + ("| " if lr_col else "") + " | ".join(fmt(v) for v in base) + " | "
               + (f"{statistics.mean(base):.2f}" if None not in base else "-") + " |")
     md.append("")
     if "TUPE-R" in table and "BERT-A" in table:
@@ -335,6 +369,7 @@ def main():
         else:
             md.append("Not enough seeds yet for an interval.")
         md.append("")
+    md += grid_lines(s, data)
     md += thirty_percent_lines(s, avg)
     md += loss_lines(s, data)
     md += pilot_lines(s)

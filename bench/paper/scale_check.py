@@ -20,17 +20,24 @@ ENCODINGS = ("bert-absolute", "bert-relative", "tupe-absolute", "tupe-relative",
              "none")
 ROW_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # a folder name: no '/', no '..', no spaces
 SLURM_TIME = re.compile(r"^(\d+-\d{1,2}(:\d{2}(:\d{2})?)?|\d+(:\d{2}(:\d{2})?)?)$")  # sbatch --time forms
-# Every [paper] key: its kind (docs in bench/paper/mini.ini). row.<NAME> and train_rows.<TASK> besides.
+# Every [paper] key: its kind (docs in bench/paper/mini.ini; lr_grid's in mini-grid.ini and docs/paper.md).
+# row.<NAME> and train_rows.<TASK> besides.
 KEYS = {
     "seeds": "seeds", "all_seeds_rows": "rows", "steps": "positive", "warmup_steps": "count",
     "eval_every": "positive", "mid_fraction": "fraction", "curve_rows": "rows", "curve_fractions": "fractions",
     "tasks": "tasks", "corpus": "corpus", "threads": "positive", "store": "text", "vocab": "text", "glue": "text",
     "train_shards": "text", "validation_shards": "text", "protocol_chosen": "bool",
     "pilot_learning_rates": "rates", "pilot_seeds": "seeds", "pilot_epochs": "positive",
+    "lr_grid": "lr_grid", "lr_grid_fraction": "grid_fraction",
     "slurm_pretrain_nodes": "positive", "slurm_pretrain_tasks_per_node": "positive", "slurm_gpus_per_node": "count",
     "slurm_launcher": "launcher", "slurm_pretrain_time": "time", "slurm_finetune_time": "time",
 }
 SLURM_KEYS = tuple(k for k in KEYS if k.startswith("slurm_") and k != "slurm_launcher")
+
+
+def lr_name(lr):
+    """An LR as it names a folder and is passed to tupe: 0.0003, 0.001 (6 significant digits)."""
+    return f"{lr:g}"
 
 
 class ScaleError(Exception):
@@ -138,6 +145,27 @@ class PaperSection:
             self.error(key, "every learning rate must be positive")
         return out
 
+    def lr_grid(self, key):
+        """The pre-training LR grid, ascending ([] when the key is absent or empty: no grid).
+        Each LR positive, none given twice (1e-3 and 0.001 are one LR), at least two."""
+        if not self.raw.get(key, "").strip():
+            return []
+        out = self.rates(key)
+        names = [lr_name(v) for v in out]
+        twice = next((n for n in names if names.count(n) > 1), None)
+        if twice:
+            self.error(key, f"the learning rate {twice} is given twice")
+        if len(out) < 2:
+            self.error(key, "one learning rate is no grid: give two or more (or leave it empty: every row at "
+                            "[optimizer] lr)")
+        return sorted(out)
+
+    def grid_fraction(self, key):
+        v = self._float(key, self.require(key))
+        if not 0 < v <= 1:
+            self.error(key, "must be in (0, 1] (the share of the steps each grid run trains)")
+        return v
+
     def tasks(self, key):
         out = self._list(key)
         for t in out:
@@ -162,7 +190,8 @@ class PaperSection:
             if key not in self.raw:
                 continue
             value = self.raw[key].strip()
-            if kind in ("positive", "count", "seeds", "fraction", "fractions", "rates", "tasks"):
+            if kind in ("positive", "count", "seeds", "fraction", "fractions", "rates", "tasks", "lr_grid",
+                        "grid_fraction"):
                 getattr(self, kind)(key)
             elif kind == "bool":
                 self.boolean(key, "true")
@@ -222,7 +251,10 @@ PLACE_KEYS = {"checkpoint.dir", "data.train_shards", "data.validation_shards", "
               "finetune.checkpoint", "finetune.data_dir", "finetune.output_dir", "train.threads",
               "finetune.threads", "data.num_threads", "checkpoint.every_steps", "checkpoint.keep_last",
               "checkpoint.keep_every", "train.log_every", "finetune.tensorboard", "finetune.save_model",
-              "finetune.predict_test", "finetune.overwrite"}
+              "finetune.predict_test", "finetune.overwrite",
+              # where a pre-training stops, not what any step computes: an LR grid run
+              # (train.max_steps = lr_grid_fraction x steps) is continued to the end in its folder
+              "train.max_steps"}
 
 
 def _normal(value):

@@ -8,6 +8,9 @@ What is kept (paths as under WORK; a few kB a job):
   pretrain/<ROW>-seed<S>/complete.json            the pre-training reached its last step
   pretrain/<ROW>-seed<S>/checkpoints/{metrics/rank_0.jsonl,effective_config.ini}
                                                   its validation curve (Figure 5a) and config
+  grid/<ROW>-lr<LR>.{json,ini}                     an LR grid run's validation loss at its end
+                                                  and its effective config (its checkpoints
+                                                  are its row's first table pre-training's)
   report/{report.md,report.json,figure5a/...,figure5c/...}
                                                   the newest report and its figures, as drawn
 Checkpoints are not kept (megabytes each). A pre-training is therefore taken as done without
@@ -59,6 +62,8 @@ class Store:
             names = [os.path.join(job.final, f) for f in FINETUNE_FILES]
         elif job.kind == "pretrain":
             names = [os.path.join(job.run_dir, f) for f in PRETRAIN_FILES]
+        elif job.kind == "grid":
+            names = [job.done_file, job.done_file[:-len(".json")] + ".ini"]
         elif job.kind == "report":  # under report/ in the store, its links kept relative
             return [(os.path.join(self.work, f), os.path.join(self.root, "report", f)) for f in REPORT_FILES]
         else:
@@ -80,12 +85,13 @@ class Store:
                     os.rmdir(os.path.dirname(kept))
 
     def restore(self, leaves):
-        """Before a run: fine-tunings done in the store are copied into WORK; then a
+        """Before a run: fine-tunings and grid runs done in the store are copied into WORK; then a
         pre-training whose record is stored and whose fine-tunings are all done is too."""
         if not self.root or not os.path.isdir(self.root):
             return 0
         restored = 0
-        for job in [j for j in leaves if j.kind in ("glue", "pilot")] + [j for j in leaves if j.kind == "pretrain"]:
+        for job in ([j for j in leaves if j.kind in ("glue", "pilot", "grid")] +
+                    [j for j in leaves if j.kind == "pretrain"]):
             files = self._files(job)
             if job.done() or not all(os.path.exists(kept) for _, kept in files):
                 continue

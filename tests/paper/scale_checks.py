@@ -2,8 +2,9 @@
 before any job runs, with one line naming the file, its line and key (or the option) and the
 cause, exit status non-zero, no Python traceback, and the work folder left unmade.
 
-Each case is bench/paper/toy.ini with one line replaced (or one option given); every run is a
---dry-run but the ones about the work folder, which need a real run to find the folder bad.
+Each case is bench/paper/toy.ini (or, for the LR grid's, grid-toy.ini) with one line replaced
+(or one option given); every run is a --dry-run but the ones about the work folder, which need
+a real run to find the folder bad.
 Usage: scale_checks.py WORKDIR   (TUPE_BIN, TUPE_SHARED_DATA from CTest)
 """
 import os
@@ -17,6 +18,7 @@ from script_checks import check  # noqa: E402
 SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PAPER = os.path.join(SRC, "bench", "paper", "paper.py")
 TOY = os.path.join(SRC, "bench", "paper", "toy.ini")
+GRID_TOY = os.path.join(SRC, "bench", "paper", "grid-toy.ini")
 
 # (the toy.ini line replaced (its first), its replacement, what the one error line must contain)
 CASES = [
@@ -68,6 +70,23 @@ CASES = [
     ("slurm_pretrain_time = 00:10:00", "slurm_pretrain_time = ten minutes", "not a Slurm time"),
     ("slurm_launcher = mpirun", "slurm_launcher = torchrun", "must be srun or mpirun"),
     ("corpus = wikitext-2-test", "corpus = wiki", "must be mixed-english or wikitext-2-test"),
+    # The pre-training LR grid (pilot_seeds and pilot_epochs have defaults: their lines are free).
+    ("pilot_seeds = 1", "lr_grid = 1e-3, -3e-4", "[paper] lr_grid = 1e-3, -3e-4: every learning rate must be positive"),
+    ("pilot_seeds = 1", "lr_grid = 1e-3, 0", "every learning rate must be positive"),
+    ("pilot_seeds = 1", "lr_grid = 1e-3, 0.001", "the learning rate 0.001 is given twice"),
+    ("pilot_seeds = 1", "lr_grid = 1e-3, 1e-3", "an item is given twice"),
+    ("pilot_seeds = 1", "lr_grid = 1e-3", "one learning rate is no grid: give two or more"),
+    ("pilot_seeds = 1", "lr_grid = 1e-3, fast", "'fast' is not a number"),
+    ("pilot_seeds = 1", "lr_grd = 1e-3, 3e-3", "unknown key (did you mean lr_grid?)"),
+    ("pilot_epochs = 1", "lr_grid_fraction = 0", "[paper] lr_grid_fraction = 0: must be in (0, 1]"),
+    ("pilot_epochs = 1", "lr_grid_fraction = 1.5", "must be in (0, 1]"),
+]
+# Cases on grid-toy.ini, whose [paper] has an LR grid.
+GRID_CASES = [
+    ("row.TUPE-R = tupe-relative true", "row.TUPE-R = tupe-relative true optimizer.lr=3e-4",
+     "[paper] row.TUPE-R = tupe-relative true optimizer.lr=3e-4: 'optimizer.lr=3e-4': a row's own LR and "
+     "[paper] lr_grid exclude each other"),
+    ("lr_grid_fraction = 0.5", "lr_grid_fraction = 0.01", "0.01 of 20 steps is step 0: the grid would train nothing"),
 ]
 
 
@@ -85,10 +104,11 @@ def main(work):
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     toy = open(TOY).read()
-    for i, (old, new, want) in enumerate(CASES):
+    grid_toy = open(GRID_TOY).read()
+    for i, (base, old, new, want) in enumerate([(toy, *c) for c in CASES] + [(grid_toy, *c) for c in GRID_CASES]):
         pattern = re.compile(r"^" + re.escape(old) + r"$", re.M)
-        check(pattern.search(toy) is not None, f"toy.ini has the line {old!r}")
-        text = pattern.sub(new, toy, count=1)  # the first: [paper] comes first
+        check(pattern.search(base) is not None, f"{'toy' if base is toy else 'grid-toy'}.ini has the line {old!r}")
+        text = pattern.sub(new, base, count=1)  # the first: [paper] comes first
         path = os.path.join(work, f"case{i}.ini")
         open(path, "w").write(text)
         line = text.splitlines().index(new) + 1
