@@ -16,6 +16,7 @@
 
 #include "cli/commands.h"
 #include "cli/config_cli.h"
+#include "common/config_fields.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "tools/analyze/analysis.h"
@@ -27,7 +28,7 @@ namespace po = boost::program_options;
 namespace tupe::cli {
 
 int run_analyze(int argc, char** argv) {
-  std::string checkpoint, output, metrics, python, script, reference;
+  std::string checkpoint, output, metrics, python, script, reference, losses;
   std::vector<std::string> runs, glue, length_shards;
   std::string validation_shards;
   int64_t positions = 128, seed = 1, eval_batches = -1;
@@ -68,7 +69,10 @@ int run_analyze(int argc, char** argv) {
       "glue", po::value<std::vector<std::string>>(&glue)->composing(),
       "NAME=DIR: fine-tuning results (DIR holds results.json) for the GLUE-average curve; repeat it")(
       "reference", po::value<std::string>(&reference),
-      "with --run: the model whose final validation loss is the target (default: the first NAME)");
+      "with --run: the model whose final validation loss is the target (default: the first NAME)")(
+      "losses", po::value<std::string>(&losses),
+      "with --run: comma-separated validation losses (nats); a table gives the steps each model needs to reach "
+      "each");
   if (!cli.parse(argc, argv)) return 0;
   // numpy seeds the probes' split: a seed in [0, 2^32).
   TUPE_CHECK(seed >= 0 && seed <= 4294967295LL, "analyze: --seed " << seed << ": must be in [0, 4294967295]");
@@ -95,13 +99,14 @@ int run_analyze(int argc, char** argv) {
     for (const auto& r : runs) compare.runs.push_back(analyze::parse_compare_run(r));
     compare.output = output;
     compare.reference = reference;
+    for (const auto& l : split_comma_list(losses)) compare.losses.push_back(parse_double("--losses", l));
     compare.python = python;
     compare.script = script;
     std::cout << analyze::compare_runs(compare);
     log::info("wrote " + output);
     return 0;
   }
-  TUPE_CHECK(reference.empty(), "analyze: --reference belongs to --run");
+  TUPE_CHECK(reference.empty() && losses.empty(), "analyze: --reference and --losses belong to --run");
   const auto same_place = [](const std::string& p) {  // "dir", "dir/" and "./dir" name one set
     std::string c = std::filesystem::weakly_canonical(p).string();
     while (c.size() > 1 && c.back() == '/') c.pop_back();

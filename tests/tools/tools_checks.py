@@ -307,8 +307,19 @@ def analyze_compare(work):
     check(abs(curve_a[300][0] - (8 - 0.6 + 8.2 - 0.6) / 2) < 1e-12 and abs(curve_a[300][1] - 7.4) < 1e-12,
           "the resumed run's repeated step: the last record counts (mean and band at step 300)")
     md = open(os.path.join(out, "compare.md")).read()
-    check("| A | 2 | 1000 | 6.1000 | 6.0000..6.2000 | 950 (1 of 2 seeds) | 95% |" in md and "| C | 1 | 1000 | 7.0000 | 7.0000 | not reached | - |" in md,
-          "compare.md rows")
+    check("| A | 2 | 1000 | 6.1000 | 6.0000..6.2000 | (the reference) | - |" in md
+          and "| B | 1 | 1000 | 4.0000 | 4.0000 | 475 | 48% |" in md
+          and "| C | 1 | 1000 | 7.0000 | 7.0000 | not reached | - |" in md,
+          "compare.md rows: no ratio of the reference against itself")
+    # A's mean curve 8.1 - 0.002 s falls from 7.1 to 6.1 over its second half: 14.1%, descending.
+    check(info["reference_descending"] and abs(info["reference_second_half_drop"] - 1.0 / 7.1) < 1e-12,
+          f"the reference's second-half drop {info['reference_second_half_drop']:.4f} == 1/7.1")
+    # Matched steps (10/30/50/100% of step 1000), closed forms of the lines above.
+    for name, v in (("A", lambda s: 8.1 - 0.002 * s), ("B", lambda s: 8 - 0.004 * s), ("C", lambda s: 7.0)):
+        got = m[name]["matched_steps"]
+        want = {"0.1": v(100), "0.3": v(300), "0.5": v(500), "1.0": v(1000)}
+        check(all(abs(got[k] - want[k]) < 1e-9 for k in want), f"{name} at matched steps {got} == {want}")
+    check("| B | 7.6000 | 6.8000 | 6.0000 | 4.0000 |" in md, "the matched-steps table")
     check(p.stdout.startswith(md), "the table is printed")
     rows = open(os.path.join(out, "compare.csv")).read().strip().splitlines()
     check(rows[0] == "name,run,step,validation_loss" and len(rows) == 1 + 4 * 10, "compare.csv: every evaluation once")
@@ -316,6 +327,21 @@ def analyze_compare(work):
     p = run(TUPE, "analyze", "--run", f"A={a1}", "--run", f"B={b}", "--reference", "B", "--output", out)
     info = json.load(open(os.path.join(out, "compare.json")))
     check(abs(info["target"] - 4.0) < 1e-12 and info["models"][0]["steps_to_reach"] is None, "--reference B: A never reaches 4.0")
+    # A reference on a plateau (C is flat): no steps to its final loss; fixed losses instead.
+    p = run(TUPE, "analyze", "--run", f"C={c}", "--run", f"A={a1}", "--run", f"B={b}", "--run", f"A={a2}",
+            "--losses", "7.5,5", "--output", out)
+    info = json.load(open(os.path.join(out, "compare.json")))
+    md = open(os.path.join(out, "compare.md")).read()
+    check(not info["reference_descending"] and "| B | 1 | 1000 | 4.0000 | 4.0000 | (the reference is on a plateau) | - |" in md,
+          "a flat reference: no steps to its final loss")
+    m = {x["name"]: x for x in info["models"]}
+    # B = 8 - 0.004 s reaches 7.5 at 125 and 5 at 750; A's seeds 8 - 0.002 s (250, never 5 by step
+    # 1000? it reaches 6.0 only) and 8.2 - 0.002 s (350): 7.5 at their mean 300, 5 by neither.
+    check(abs(m["B"]["steps_to_losses"]["7.500"] - 125) < 1e-9 and abs(m["B"]["steps_to_losses"]["5.000"] - 750) < 1e-9,
+          f"B's steps to 7.5 and 5: {m['B']['steps_to_losses']}")
+    check(abs(m["A"]["steps_to_losses"]["7.500"] - 300) < 1e-9 and m["A"]["steps_to_losses"]["5.000"] is None,
+          f"A's steps to 7.5 and 5: {m['A']['steps_to_losses']}")
+    check("| A | 300 | not reached |" in md and "| C | 100 | not reached |" in md, "the fixed-losses table (C is at 7 from its first point)")
 
     def refused(args, *parts):
         target_out = os.path.join(work, "refused")

@@ -1,6 +1,7 @@
 #include "tools/analyze/compare.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <map>
@@ -105,6 +106,34 @@ std::optional<double> steps_to_reach(const Curve& curve, double target) {
   return std::nullopt;
 }
 
+std::optional<double> value_at(const Curve& curve, double step) {
+  if (curve.empty() || step < static_cast<double>(curve.front().first) ||
+      step > static_cast<double>(curve.back().first))
+    return std::nullopt;
+  for (size_t i = 1; i < curve.size(); ++i) {
+    const auto [s1, v1] = curve[i];
+    if (static_cast<double>(s1) < step) continue;
+    const auto [s0, v0] = curve[i - 1];
+    return v0 + (v1 - v0) * (step - static_cast<double>(s0)) / static_cast<double>(s1 - s0);
+  }
+  return curve.back().second;
+}
+
+double second_half_drop(const Curve& curve) {
+  const auto half = value_at(curve, static_cast<double>(curve.back().first) / 2);
+  const double start = half ? *half : curve.front().second;  // evaluated only late: from its first point
+  return (start - curve.back().second) / start;
+}
+
+namespace {
+/// A model's mean curve as a Curve (steps every seed evaluated).
+Curve mean_points(const nlohmann::json& rows) {
+  Curve c;
+  for (const auto& r : rows) c.emplace_back(r[0].get<int64_t>(), r[1].get<double>());
+  return c;
+}
+}  // namespace
+
 std::string compare_runs(const CompareOptions& options) {
   TUPE_CHECK(!options.runs.empty(), "analyze: no run given (--run NAME=DIR, once per run)");
   TUPE_CHECK(!options.output.empty(), "--output: missing");
@@ -130,6 +159,10 @@ std::string compare_runs(const CompareOptions& options) {
     ref_steps.push_back(static_cast<double>(r.curve.back().first));
   }
   const double target = mean(ref_final), ref_final_step = mean(ref_steps);
+  for (const double l : options.losses)
+    TUPE_CHECK(l > 0 && std::isfinite(l), "--losses: " << l << " is not a positive loss");
+  const double reference_drop = second_half_drop(mean_points(mean_curve(*ref)));
+  const bool descending = reference_drop >= 0.05;
 
   // ---- Numbers.
   nlohmann::json jmodels = nlohmann::json::array();
@@ -158,7 +191,11 @@ std::string compare_runs(const CompareOptions& options) {
     const double s_hi = *std::max_element(final_steps.begin(), final_steps.end());
     const bool all_reach = reaches.size() == m.runs.size();
     std::string reach_text = "not reached", share_text = "-";
-    if (!reaches.empty()) {
+    if (m.name == reference) {
+      reach_text = "(the reference)";
+    } else if (!descending) {
+      reach_text = "(the reference is on a plateau)";
+    } else if (!reaches.empty()) {
       reach_text = fixed(mean(reaches), 0);
       share_text = fixed(100.0 * mean(reaches) / ref_final_step, 0) + "%";
       if (!all_reach) reach_text += " (" + std::to_string(reaches.size()) + " of " + std::to_string(m.runs.size()) + " seeds)";
@@ -175,14 +212,61 @@ std::string compare_runs(const CompareOptions& options) {
   }
   md << "\nTarget: " << reference << "'s final validation loss " << fixed(target, 4) << " (mean of " << ref->runs.size()
      << " seed" << (ref->runs.size() == 1 ? "" : "s") << ", at step " << fixed(ref_final_step, 0)
-     << "); steps to reach it are interpolated linearly between evaluations.\n";
+     << "); steps to reach it are interpolated linearly between evaluations, and shown only while the reference "
+        "is still descending: its mean loss fell by "
+     << fixed(100 * reference_drop, 1) << "% over the second half of its steps ("
+     << (descending ? "at least" : "under") << " 5%).\n";
+  // Measures that do not depend on where the reference stops.
+  const double fractions[] = {0.1, 0.3, 0.5, 1.0};
+  md << "\nValidation loss at matched steps (share of " << reference << "'s final step " << fixed(ref_final_step, 0)
+     << "; each model's mean curve, linear between evaluations):\n\n| model |";
+  for (const double f : fractions) md << " " << fixed(100 * f, 0) << "% (step " << fixed(f * ref_final_step, 0) << ") |";
+  md << "\n|---|";
+  for (size_t i = 0; i < std::size(fractions); ++i) md << "---|";
+  md << "\n";
+  for (size_t i = 0; i < models.size(); ++i) {
+    const Curve c = mean_points(jmodels[i]["curve"]);
+    nlohmann::json at = nlohmann::json::object();
+    md << "| " << models[i].name << " |";
+    for (const double f : fractions) {
+      const auto v = value_at(c, f * ref_final_step);
+      md << " " << (v ? fixed(*v, 4) : "-") << " |";
+      at[fixed(f, 1)] = v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+    }
+    md << "\n";
+    jmodels[i]["matched_steps"] = at;
+  }
+  if (!options.losses.empty()) {
+    md << "\nSteps to fixed validation losses (mean over the seeds that reach it):\n\n| model |";
+    for (const double l : options.losses) md << " " << fixed(l, 3) << " |";
+    md << "\n|---|";
+    for (size_t i = 0; i < options.losses.size(); ++i) md << "---|";
+    md << "\n";
+    for (size_t i = 0; i < models.size(); ++i) {
+      nlohmann::json to = nlohmann::json::object();
+      md << "| " << models[i].name << " |";
+      for (const double l : options.losses) {
+        std::vector<double> reach;
+        for (const auto& r : models[i].runs)
+          if (const auto s = steps_to_reach(r.curve, l)) reach.push_back(*s);
+        std::string text = reach.empty() ? "not reached" : fixed(mean(reach), 0);
+        if (!reach.empty() && reach.size() < models[i].runs.size())
+          text += " (" + std::to_string(reach.size()) + " of " + std::to_string(models[i].runs.size()) + " seeds)";
+        md << " " << text << " |";
+        to[fixed(l, 3)] = reach.empty() ? nlohmann::json(nullptr) : nlohmann::json(mean(reach));
+      }
+      md << "\n";
+      jmodels[i]["steps_to_losses"] = to;
+    }
+  }
   md << "\nWhere the step time went (means over each run's log windows, rank 0; docs/profiling.md):\n\n"
      << window_figures_header();
   for (const auto& m : models)
     for (size_t i = 0; i < m.runs.size(); ++i)
       md << window_figures_row(m.runs.size() == 1 ? m.name : m.name + " #" + std::to_string(i + 1), m.runs[i].windows);
-  const nlohmann::json info = {{"reference", reference}, {"target", target}, {"reference_final_step", ref_final_step},
-                               {"models", jmodels}};
+  const nlohmann::json info = {{"reference", reference},       {"target", target},
+                               {"reference_final_step", ref_final_step}, {"reference_second_half_drop", reference_drop},
+                               {"reference_descending", descending}, {"models", jmodels}};
 
   // ---- Files, then the figure.
   fs::create_directories(options.output);
