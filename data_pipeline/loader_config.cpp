@@ -45,7 +45,8 @@ const FieldTable<DataOptions>& DataOptions::fields() {
         .integer("seed", &L::seed, 1234, "", "seed of the epoch order and the training masks")
         .integer("validation_seed", &L::validation_seed, 4321, "", "seed of the validation masks (fixed: not per epoch)")
         .real("mask_probability", &L::mask_probability, 0.15, "fraction",
-              "of the non-special tokens predicted per sequence (rounded, at least 1)")
+              "of the non-special tokens predicted per sequence (rounded, at least 1; whole_word and span: whole words "
+              "within that budget, at least one word)")
         .above(0)
         .at_most(1)
         .real("replace_with_mask", &L::replace_with_mask, 0.8, "probability", "of a predicted token: shown as [MASK]")

@@ -205,6 +205,13 @@ void Masker::mask_words(int64_t epoch, int64_t sample_index, const int32_t* ids,
       if (!any_fits) break;
     }
   }
+  // Every word longer than the budget: one word anyway (a random token's), so that no sequence
+  // with candidates goes unmasked (a step of such sequences alone would have nothing to learn).
+  if (covered == 0) {
+    const int32_t w = unit_of[rng.below(static_cast<uint64_t>(c))];
+    taken[w] = 1;
+    covered = length(w);
+  }
   // In position order: each run of words of one choice (a word, a span) gets one draw.
   out.reserve(static_cast<size_t>(covered));
   for (int64_t w = 0; w < u;) {

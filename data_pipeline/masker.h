@@ -14,7 +14,9 @@
 //               budget (a word longer than that is skipped, as in Google's BERT
 //               create_pretraining_data.py and HF's DataCollatorForWholeWordMask), until k tokens
 //               are taken or every word was visited. So k - (longest word - 1) <= masked <= k,
-//               and masked = k when every word is one piece. One 80/10/10 draw per word: all its
+//               and masked = k when every word is one piece; when no word fits (every word
+//               longer than k), the word of a uniformly drawn candidate is masked whole, so a
+//               sequence with candidates always has one (then masked is that word's length). One 80/10/10 draw per word: all its
 //               pieces become [MASK], all random ids (one draw each), or all stay.
 //   span        SpanBERT's spans (Joshi et al. 2020, sec. 3.1): a span length l in words from
 //               the geometric distribution p = 0.2 clipped to 1..10 (renormalised: mean 3.80),
@@ -22,7 +24,8 @@
 //               its word; the span takes l contiguous words from there, each whole while it fits
 //               in the budget, stopping early at a special token, an already masked word or the
 //               sequence end. Repeated until k tokens are taken or no unmasked word fits what is
-//               left (at most 64 x words + 64 tries). One 80/10/10 draw per span.
+//               left (at most 64 x words + 64 tries); no word fitting: one word as above. One
+//               80/10/10 draw per span.
 // Every choice is a pure function of (seed, epoch, global sample index) through a counter-based
 // RNG (counter_rng.h), so the mask of a sample never depends on threads, world size, or which
 // batch the sample lands in. For token the masked count is k, known without reading the

@@ -227,8 +227,14 @@ Tally check_strategy(MaskStrategy strategy) {
         previous_masked = true;
       }
       const auto m_count = static_cast<int64_t>(out.size());
-      EXPECT_LE(m_count, budget) << "sample " << s;
-      EXPECT_GT(m_count, budget - longest) << "sample " << s;
+      int64_t shortest = longest;
+      for (const auto& [b, e] : words) shortest = std::min<int64_t>(shortest, e - b);
+      if (shortest > budget) {  // no word fits: exactly one word, whole
+        EXPECT_EQ(masked_words, 1) << "sample " << s;
+      } else {
+        EXPECT_LE(m_count, budget) << "sample " << s;
+        EXPECT_GT(m_count, budget - longest) << "sample " << s;
+      }
       if (longest == 1) EXPECT_EQ(m_count, budget) << "sample " << s;
       for (size_t k = 1; k < out.size(); ++k) EXPECT_LT(out[k - 1].position, out[k].position);
       tally.samples += 1;
@@ -321,6 +327,35 @@ TEST(DataMaskStrategies, EachStrategyIsAPureFunctionOfSeedEpochAndIndex) {
     ASSERT_EQ(compared, 200);
     EXPECT_EQ(differ_epoch, 200);
     EXPECT_EQ(differ_seed, 200);
+  }
+}
+
+TEST(DataMaskStrategies, ASequenceWhoseWordsAllExceedTheBudgetGetsOneWord) {
+  // "antidisestablishmentarianism" is w = 8 pieces in BERT's vocabulary: [CLS], 2 of them, [SEP]
+  // -> c = 2 w, k = round(0.15 c) = 2 < w.
+  const RealText& t = real_text();
+  std::vector<int32_t> ids = t.tokenizer->encode("antidisestablishmentarianism antidisestablishmentarianism");
+  const auto w = static_cast<int32_t>(ids.size() / 2);
+  ASSERT_EQ(w, 8);
+  const SpecialTokens sp = t.tokenizer->special_tokens();
+  ids.insert(ids.begin(), sp.cls);
+  ids.push_back(sp.sep);
+  for (const MaskStrategy strategy : {MaskStrategy::kWholeWord, MaskStrategy::kSpan}) {
+    MaskingConfig c;
+    c.strategy = strategy;
+    const Masker m(c, sp, t.tokenizer->vocab_size(), 3, t.words);
+    std::vector<MaskedToken> out;
+    std::vector<int32_t> scratch;
+    int first_word = 0;
+    for (int64_t i = 0; i < 200; ++i) {
+      m.mask(0, i, ids.data(), static_cast<int64_t>(ids.size()), out, scratch);
+      ASSERT_EQ(out.size(), static_cast<size_t>(w)) << to_string(strategy) << ": one whole word, though k = 2";
+      ASSERT_TRUE(out.front().position == 1 || out.front().position == 1 + w);
+      ASSERT_EQ(out.back().position, out.front().position + w - 1);
+      first_word += out.front().position == 1;
+    }
+    EXPECT_GT(first_word, 60) << "either word is drawn";
+    EXPECT_LT(first_word, 140);
   }
 }
 

@@ -65,7 +65,7 @@ void record_tokenizer(PretrainJob& job) {
     const bool typed = given_at(job, "vocab") == kGivenOnCommandLine;
     std::string problem;
     if (!fs::is_regular_file(t.vocab)) {
-      problem = "no such file";
+      problem = fs::is_directory(t.vocab) ? "a folder, not a vocabulary file" : "no such file";
     } else {
       bytes = checkpoint::read_file_bytes(t.vocab);
       const std::string sha = sha256_hex(bytes);
