@@ -85,23 +85,26 @@ void Masker::mask(int64_t epoch, int64_t sample_index, const int32_t* ids, int64
     mask_words(epoch, sample_index, ids, n, out, scratch);
 }
 
+int32_t Masker::replacement(CounterRng& rng, Treatment treatment, int32_t original) const {
+  if (treatment == Treatment::kMask) return special_.mask;
+  if (treatment == Treatment::kKeep) return original;
+  int32_t id;
+  do {
+    id = static_cast<int32_t>(rng.below(static_cast<uint64_t>(vocab_size_)));
+  } while (is_special(id));
+  return id;
+}
+
+Masker::Treatment Masker::treatment(double u) const {
+  if (u < config_.replace_with_mask) return Treatment::kMask;
+  if (u < config_.replace_with_mask + config_.replace_with_random) return Treatment::kRandom;
+  return Treatment::kKeep;
+}
+
 void Masker::replace_unit(CounterRng& rng, const int32_t* ids, int32_t begin, int32_t end,
                           std::vector<MaskedToken>& out) const {
-  const double u = rng.uniform();
-  const bool to_mask = u < config_.replace_with_mask;
-  const bool to_random = !to_mask && u < config_.replace_with_mask + config_.replace_with_random;
-  for (int32_t pos = begin; pos < end; ++pos) {
-    const int32_t original = ids[pos];
-    int32_t replacement = original;
-    if (to_mask) {
-      replacement = special_.mask;
-    } else if (to_random) {
-      do {
-        replacement = static_cast<int32_t>(rng.below(static_cast<uint64_t>(vocab_size_)));
-      } while (is_special(replacement));
-    }
-    out.push_back({pos, original, replacement});
-  }
+  const Treatment t = treatment(rng.uniform());
+  for (int32_t pos = begin; pos < end; ++pos) out.push_back({pos, ids[pos], replacement(rng, t, ids[pos])});
 }
 
 void Masker::mask_tokens(int64_t epoch, int64_t sample_index, const int32_t* ids, int64_t n,
@@ -121,21 +124,9 @@ void Masker::mask_tokens(int64_t epoch, int64_t sample_index, const int32_t* ids
   }
   std::sort(scratch.begin(), scratch.begin() + k);
   out.reserve(static_cast<size_t>(k));
-  const double p_mask = config_.replace_with_mask;
-  const double p_mask_or_random = config_.replace_with_mask + config_.replace_with_random;
   for (int64_t j = 0; j < k; ++j) {
     const int32_t pos = scratch[static_cast<size_t>(j)];
-    const int32_t original = ids[pos];
-    const double u = rng.uniform();
-    int32_t replacement = original;
-    if (u < p_mask) {
-      replacement = special_.mask;
-    } else if (u < p_mask_or_random) {
-      do {
-        replacement = static_cast<int32_t>(rng.below(static_cast<uint64_t>(vocab_size_)));
-      } while (is_special(replacement));
-    }
-    out.push_back({pos, original, replacement});
+    replace_unit(rng, ids, pos, pos + 1, out);
   }
 }
 

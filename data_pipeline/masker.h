@@ -107,7 +107,15 @@ class Masker {
                    std::vector<int32_t>& scratch) const;
   void mask_words(int64_t epoch, int64_t sample_index, const int32_t* ids, int64_t n, std::vector<MaskedToken>& out,
                   std::vector<int32_t>& scratch) const;
-  /// The 80/10/10 draw for the pieces [begin, end) of one unit, appended to `out`.
+  /// BERT's 80/10/10: what a chosen unit shows.
+  enum class Treatment { kMask, kRandom, kKeep };
+  /// The treatment of a uniform u in [0, 1): [MASK] below replace_with_mask, a random id below
+  /// replace_with_mask + replace_with_random, else the original.
+  Treatment treatment(double u) const;
+  /// What one piece shows under `treatment` (a random id is drawn from `rng` per piece).
+  int32_t replacement(CounterRng& rng, Treatment treatment, int32_t original) const;
+  /// One 80/10/10 draw for the pieces [begin, end) of one unit (a token, a word, a span),
+  /// appended to `out`.
   void replace_unit(CounterRng& rng, const int32_t* ids, int32_t begin, int32_t end, std::vector<MaskedToken>& out) const;
 
   MaskingConfig config_;

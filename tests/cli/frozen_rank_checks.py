@@ -70,42 +70,43 @@ def mpirun(np_, args, stall=None, timeout=600):
     return p
 
 
-def frozen(name, np_, rank, args, unique, command):
-    """Runs `args` on np_ ranks with `rank` frozen at work; checks the end and the line."""
+def run_frozen(name, np_, rank, args):
+    """Runs `args` on np_ ranks with `rank` frozen at work; checks it ends non-zero in time."""
     p = mpirun(np_, args, stall=f"rank={rank},phase=work,freeze=1")
     check(p.returncode != 0, f"{name}: the job with a frozen rank {rank} ends non-zero (exit {p.returncode})", p.text)
     check(p.took < TIMEOUT_S + 25, f"{name}: it ends {p.took:.1f} s after it started (bound {TIMEOUT_S} + 25 s)",
           p.text)
+    return p
+
+
+def nothing_left(name, unique):
+    deadline = time.time() + 15
+    while leftovers(unique) and time.time() < deadline:
+        time.sleep(0.2)
+    left = leftovers(unique)
+    for pid in left:
+        os.kill(pid, 9)
+    check(not left, f"{name}: no process of the job is left (stopped ones included)")
+
+
+def frozen(name, np_, rank, args, unique, command):
+    """A job with a heartbeat: rank 0's line names the frozen rank, its host and its own activity."""
+    p = run_frozen(name, np_, rank, args)
     lines = [line for line in p.text.splitlines() if f"tupe: {command}: heartbeat: rank {rank} ({HOST}) sent none for"
              in line]
     check(len(lines) >= 1 and "while rank 0" in lines[0] and "TUPE_HEARTBEAT_TIMEOUT_S = 5" in lines[0],
           f"{name}: the line names rank {rank}, its host and rank 0's activity: {lines[0] if lines else ''}", p.text)
-    deadline = time.time() + 15
-    while leftovers(unique) and time.time() < deadline:
-        time.sleep(0.2)
-    left = leftovers(unique)
-    for pid in left:
-        os.kill(pid, 9)
-    check(not left, f"{name}: no process of the job is left (stopped ones included)")
+    nothing_left(name, unique)
     return p
 
 
 def frozen_watchdog(name, np_, rank, args, unique):
-    """As frozen(), for the jobs whose waits are the watchdog's (args set dist.timeout_s 5)."""
-    p = mpirun(np_, args, stall=f"rank={rank},phase=work,freeze=1")
-    check(p.returncode != 0, f"{name}: the job with a frozen rank {rank} ends non-zero (exit {p.returncode})", p.text)
-    check(p.took < TIMEOUT_S + 25, f"{name}: it ends {p.took:.1f} s after it started (bound {TIMEOUT_S} + 25 s)",
-          p.text)
+    """A job whose waits are the watchdog's (args set dist.timeout_s 5): its line names the collective."""
+    p = run_frozen(name, np_, rank, args)
     lines = [line for line in p.text.splitlines() if line.startswith("tupe: watchdog: rank 0: collective '")]
     check(len(lines) >= 1 and f"did not finish within {TIMEOUT_S} s (dist.timeout_s)" in lines[0],
           f"{name}: the watchdog names the collective rank 0 waited in: {lines[0] if lines else ''}", p.text)
-    deadline = time.time() + 15
-    while leftovers(unique) and time.time() < deadline:
-        time.sleep(0.2)
-    left = leftovers(unique)
-    for pid in left:
-        os.kill(pid, 9)
-    check(not left, f"{name}: no process of the job is left (stopped ones included)")
+    nothing_left(name, unique)
     return p
 
 
