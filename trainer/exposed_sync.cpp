@@ -44,8 +44,6 @@ ExposedSyncTimer::ExposedSyncTimer(const c10::Device& device) : cuda_(device.is_
 
 ExposedSyncTimer::~ExposedSyncTimer() = default;
 
-const char* ExposedSyncTimer::clock() const { return cuda_ ? "CUDA events" : "host clock"; }
-
 void ExposedSyncTimer::backward_ended() {
 #ifdef TUPE_HAVE_NCCL
   if (cuda_) {

@@ -31,8 +31,6 @@ class ExposedSyncTimer {
   /// Seconds of exposed sync summed over the steps since the last call; resets. CUDA: waits
   /// for the last recorded event (call it where the host syncs anyway: a log step).
   double take_seconds();
-  /// "host clock" or "CUDA events": what take_seconds measures.
-  const char* clock() const;
 
  private:
   struct CudaEvents;  ///< the CUDA events of the steps since the last take (CUDA builds)
